@@ -1,0 +1,1 @@
+"""convmon's offline and periodic learning: labels, featurizers, classifiers, registry, rubrics."""

@@ -1,0 +1,22 @@
+"""The judge contract: a conversation in, one ``llm`` score record out, or a ``JudgeError``."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from monitor.events import Conversation
+from monitor.scores import ScoreRecord
+
+
+class Judge(Protocol):
+    name: str  # the ``judge`` label: "simulated", "openai:gpt-4o-mini", "jury:3"
+
+    async def score(self, conversation: Conversation) -> ScoreRecord:
+        """Score every rubric item; raise a ``JudgeError`` subclass when that is impossible."""
+        ...
+
+    def accepting(self) -> bool:
+        """False while the judge must not be sent work (daily budget spent)."""
+        ...
+
+    async def aclose(self) -> None: ...
