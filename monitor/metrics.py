@@ -142,6 +142,101 @@ class Metrics:
         self.consumer_lag = Gauge(
             "convmon_consumer_lag_messages", "Messages behind the log end, per topic.", ["topic"], registry=r
         )
+        # --- export (added for issue #5) -------------------------------------------------------
+        self.scored_weight = Counter(
+            "convmon_conversations_scored_weight",
+            "Sum of routing importance weights of scored conversations: the denominator of unbiased rates.",
+            ["scorer"],
+            registry=r,
+        )
+        self.weighted_probability_sum = Counter(
+            "convmon_rubric_weighted_probability_sum",
+            "Sum of per-item probabilities times the routing importance weight (corrects boosted sampling).",
+            ["rubric", "polarity", "scorer"],
+            registry=r,
+        )
+        self.export_skipped = Counter(
+            "convmon_export_skipped_items",
+            "Score items not exported, by reason (unknown_item: not in the live rubric set).",
+            ["reason"],
+            registry=r,
+        )
+        self.dimension_overflow = Counter(
+            "convmon_dimension_overflow",
+            "Metadata values exported as 'other' because the dimension reached its cap of distinct values.",
+            ["dimension"],
+            registry=r,
+        )
+        # --- drift (computed in the worker, see monitor/drift) ----------------------------------
+        self.drift_psi = Gauge(
+            "convmon_drift_psi",
+            "Population stability index of the distilled probabilities: sliding window vs reference.",
+            ["rubric"],
+            registry=r,
+        )
+        self.drift_jsd = Gauge(
+            "convmon_drift_jsd",
+            "Jensen-Shannon divergence (base 2, 0..1) of the distilled probabilities: window vs reference.",
+            ["rubric"],
+            registry=r,
+        )
+        self.drift_statistic = Gauge(
+            "convmon_drift_statistic",
+            "Change-point statistic of an item's rate (page_hinkley, cusum), in standard errors of a batch.",
+            ["rubric", "detector", "scorer"],
+            registry=r,
+        )
+        self.drift_detected = Gauge(
+            "convmon_drift_detected",
+            "1 while a detector has flagged drift on an item within the hold period, else 0.",
+            ["rubric", "detector", "scorer"],
+            registry=r,
+        )
+        self.drift_detections = Counter(
+            "convmon_drift_detections",
+            "Drift detections, by item and detector: alert on its increase, it sums across workers.",
+            ["rubric", "detector", "scorer"],
+            registry=r,
+        )
+        self.drift_reference_size = Gauge(
+            "convmon_drift_reference_size",
+            "Observations in an item's drift reference window (0 while the first-N fallback is filling).",
+            ["rubric"],
+            registry=r,
+        )
+        self.feature_drift_auc = Gauge(
+            "convmon_feature_drift_auc",
+            "Cross-validated AUC of a classifier telling the recent window from the reference (0.5 = no drift).",
+            ["source"],
+            registry=r,
+        )
+        self.feature_drift_mean_shift = Gauge(
+            "convmon_feature_drift_mean_shift",
+            "Largest per-feature mean shift of the recent window, in reference standard deviations.",
+            ["source"],
+            registry=r,
+        )
+        self.agreement_accuracy = Gauge(
+            "convmon_agreement_accuracy",
+            "Judge vs distilled agreement on the shadow-scored slice (distilled at 0.5), over a window.",
+            ["rubric"],
+            registry=r,
+        )
+        self.agreement_auc = Gauge(
+            "convmon_agreement_auc",
+            "AUC of the distilled probability against the judge verdict on the shadow slice, over a window.",
+            ["rubric"],
+            registry=r,
+        )
+        self.agreement_window = Gauge(
+            "convmon_agreement_window_size", "Shadow pairs in the agreement window.", ["rubric"], registry=r
+        )
+        self.agreement_pairs = Counter(
+            "convmon_agreement_pairs",
+            "Shadow pairs by judge and distilled verdict: accuracy across workers is PromQL arithmetic on it.",
+            ["rubric", "judge", "distilled"],
+            registry=r,
+        )
 
     def init_rubric(self, rubric: RubricSet, scorers: tuple[str, ...] = ("llm", "distilled")) -> None:
         """Create every item's series at zero so rates exist before the first verdict."""

@@ -26,6 +26,7 @@ class ItemResult(BaseModel):
     score: float | None = Field(default=None, ge=0, le=10)  # llm: 1-10 when yes, 0 when no
     probability: float | None = Field(default=None, ge=0, le=1)  # distilled (or logprobs) P(yes)
     uncertain: bool = False
+    mass: float | None = Field(default=None, ge=0, le=1)  # logprobs: raw P(yes)+P(no) before normalising
 
 
 class ScoreRecord(BaseModel):

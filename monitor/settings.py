@@ -55,7 +55,9 @@ class Settings(BaseSettings):
     sample_rate: float = Field(default=0.1, ge=0.0, le=1.0)
     idle_timeout_s: float = Field(default=300.0, gt=0)
     closed_retention_s: float = Field(default=3600.0, gt=0)
-    dedup_window: int = Field(default=100_000, ge=1)
+    dedup_window_s: float = Field(default=2 * 86400.0, gt=0)
+    classify_batch: int = Field(default=256, ge=1)
+    classify_within_s: float = Field(default=0.2, gt=0)
 
     # --- size limits ------------------------------------------------------------------------
     max_event_bytes: int = Field(default=1_000_000, ge=1024)
@@ -83,6 +85,13 @@ class Settings(BaseSettings):
     judge_timeout_s: float = Field(default=60.0, gt=0)
     judge_max_prompt_chars: int = Field(default=24_000, ge=1000)
     pii_extra_patterns: list[str] = Field(default_factory=list)
+    # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
+    # to free text by itself on a 400), answer length cap, sampling temperature, retry backoff.
+    judge_structured_output: bool = True
+    judge_max_output_tokens: int = Field(default=1500, ge=16)
+    judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    judge_backoff_base_s: float = Field(default=0.5, ge=0.0)
+    judge_backoff_max_s: float = Field(default=30.0, ge=0.0)
 
     # --- rubrics, models, labels ------------------------------------------------------------
     prompts_dir: Path = REPO_ROOT / "prompts"
@@ -95,6 +104,8 @@ class Settings(BaseSettings):
     featurizer: str = "hashing"
     retrain_cron: str | None = "*/15 * * * *"
     retrain_min_labels: int = Field(default=50, ge=10)
+    retrain_interval_s: float | None = Field(default=None, gt=0)  # overrides retrain_cron when set
+    label_buffer_max: int = Field(default=10_000, ge=1)
     active_learning_rate: float = Field(default=0.0, ge=0.0, le=1.0)
 
     # --- metrics ----------------------------------------------------------------------------
@@ -103,6 +114,13 @@ class Settings(BaseSettings):
     metric_dimensions: list[str] = Field(default_factory=lambda: ["app", "locale", "model_version"])
     dimension_cap: int = Field(default=20, ge=1)
     drift_window: int = Field(default=500, ge=10)
+    # Values of a dimension always exported as themselves (they count towards dimension_cap);
+    # listing them makes every worker agree on which values are kept and which become "other".
+    dimension_values: dict[str, list[str]] = Field(default_factory=dict)
+    drift_reference_size: int = Field(default=1000, ge=10)  # first-N fallback when no reference is given
+    drift_batch_size: int = Field(default=50, ge=1)  # conversations per rate sample of the change detectors
+    drift_hold_s: float = Field(default=900.0, gt=0)  # how long convmon_drift_detected stays 1
+    agreement_window: int = Field(default=500, ge=10)
 
     @model_validator(mode="after")
     def _check_security(self) -> Settings:

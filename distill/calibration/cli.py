@@ -1,0 +1,144 @@
+"""``convmon calibrate``: train and evaluate the LLM-Rubric calibration network from TSV files.
+
+``--*-judgments`` is the human-judgments TSV (``text_id, Q1.., Q0, annotator_id``) and
+``--*-evaluations`` the judge's answer distributions (``text_id, criterion, answer1_prob..``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import torch
+import typer
+
+from distill.calibration.data import CalibrationDataError, CalibrationSet, load_calibration_set
+from distill.calibration.evaluate import DEFAULT_GRID, dialogue_folds, evaluate, grid_search
+from distill.calibration.network import LLMRubricCalibrator
+from distill.calibration.report import render_markdown, write_report
+from monitor.errors import ConvmonError
+
+app = typer.Typer(help="Calibrate LLM-judge answers into per-judge satisfaction (LLM-Rubric).",
+                  no_args_is_help=True)
+
+Target = Annotated[str, typer.Option(help="Question to predict (overall satisfaction).")]
+JudgeColumn = Annotated[str, typer.Option(help="Column naming the label source (annotator, channel, tenant).")]
+Threads = Annotated[int, typer.Option(help="torch CPU threads; the network is tiny, 1 is usually fastest.")]
+Grid = Annotated[bool, typer.Option("--grid/--no-grid", help="Pick hyper-parameters by grouped-CV log-lik.")]
+Seed = Annotated[int, typer.Option(help="Seed for torch, fold assignment and the random baseline.")]
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(code=2)
+
+
+def _load(judgments: Path, evaluations: Path, ids: Path | None, target: str, judge_column: str
+          ) -> CalibrationSet:
+    try:
+        return load_calibration_set(judgments, evaluations, ids=ids, target=target, judge_column=judge_column)
+    except CalibrationDataError as exc:
+        raise _fail(exc) from exc
+
+
+def _hyper(hidden1: int, hidden2: int, learning_rate: float, batch_size: int, pretrain_epochs: int,
+           finetune_epochs: int, weight_decay: float, seed: int) -> dict[str, Any]:
+    return {"hidden1": hidden1, "hidden2": hidden2, "learning_rate": learning_rate, "batch_size": batch_size,
+            "pretrain_epochs": pretrain_epochs, "finetune_epochs": finetune_epochs,
+            "weight_decay": weight_decay, "random_state": seed}
+
+
+@app.command()
+def train(
+    judgments: Annotated[Path, typer.Option(help="Human-judgments TSV.")],
+    evaluations: Annotated[Path, typer.Option(help="Judge-evaluations TSV.")],
+    ids: Annotated[Path | None, typer.Option(help="Optional TSV of text_ids to train on.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write weights.npz + manifest.json here.")] = None,
+    registry: Annotated[Path | None, typer.Option(help="Publish to this model registry root.")] = None,
+    promote: Annotated[bool, typer.Option(help="Make the published version live.")] = False,
+    target: Target = "Q0",
+    judge_column: JudgeColumn = "annotator_id",
+    grid: Grid = False,
+    hidden1: int = 25, hidden2: int = 25, learning_rate: float = 1e-3, batch_size: int = 64,
+    pretrain_epochs: int = 20, finetune_epochs: int = 30, weight_decay: float = 0.0,
+    seed: Seed = 43, threads: Threads = 1,
+) -> None:
+    """Fit the calibrator on all labels and save it as arrays + a JSON manifest (never a pickle)."""
+    if out is None and registry is None:
+        raise _fail(ValueError("give --out DIR and/or --registry ROOT to say where the model goes"))
+    torch.set_num_threads(threads)
+    data = _load(judgments, evaluations, ids, target, judge_column)
+    params: dict[str, Any] = {**_hyper(hidden1, hidden2, learning_rate, batch_size, pretrain_epochs,
+                                       finetune_epochs, weight_decay, seed),
+                              "target_index": data.target_index, "n_options": data.n_options.tolist()}
+    cv_ll = None
+    if grid:
+        params, cv_ll = grid_search(data, DEFAULT_GRID, dialogue_folds(data.groups, random_state=seed),
+                                    base=params)[0]
+    model = LLMRubricCalibrator(**params).fit(data.X, data.labels, judges=data.judges)
+    arrays, meta = model.to_arrays()
+    manifest = {**meta, "target": data.target, "questions": list(data.questions),
+                "n_options": data.n_options.tolist(), "n_judges": len(model.judges_),
+                "n_labels": len(data), "n_dialogues": len(data.dialogue_ids), "data_notes": data.notes,
+                "training_files": {"judgments": judgments.name, "evaluations": evaluations.name},
+                "cv_log_likelihood": cv_ll}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(out / "weights.npz", **arrays)
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+        typer.echo(f"wrote {out / 'weights.npz'} and {out / 'manifest.json'}")
+    if registry is not None:
+        from distill.registry import ModelRegistry
+
+        try:
+            version = ModelRegistry(registry).publish("calibration", arrays, manifest, promote=promote)
+        except ConvmonError as exc:
+            raise _fail(exc) from exc
+        typer.echo(f"published calibration/{version} to {registry}")
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    train_judgments: Annotated[Path, typer.Option(help="Human-judgments TSV to train on.")],
+    train_evaluations: Annotated[Path, typer.Option(help="Judge-evaluations TSV to train on.")],
+    train_ids: Annotated[Path | None, typer.Option(help="Optional TSV of text_ids to keep.")] = None,
+    test_judgments: Annotated[Path | None, typer.Option(help="Human-judgments TSV to test on.")] = None,
+    test_evaluations: Annotated[Path | None, typer.Option(help="Judge-evaluations TSV to test on.")] = None,
+    test_ids: Annotated[Path | None, typer.Option(help="Optional TSV of text_ids to keep.")] = None,
+    target: Target = "Q0",
+    judge_column: JudgeColumn = "annotator_id",
+    folds: Annotated[int, typer.Option(help="CV folds when no test set is given.")] = 5,
+    grid: Grid = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    report: Annotated[Path | None, typer.Option(help="Write calibration.md + reliability.png here.")] = None,
+    hidden1: int = 25, hidden2: int = 25, learning_rate: float = 1e-3, batch_size: int = 64,
+    pretrain_epochs: int = 20, finetune_epochs: int = 30, weight_decay: float = 0.0,
+    seed: Seed = 43, threads: Threads = 1,
+) -> None:
+    """Score LLM-Rubric and the baselines: grouped CV, or train on one set and test on another."""
+    if (test_judgments is None) != (test_evaluations is None):
+        raise _fail(ValueError("--test-judgments and --test-evaluations go together; give both or neither"))
+    if folds < 2:
+        raise _fail(ValueError(f"--folds must be at least 2, got {folds}"))
+    torch.set_num_threads(threads)
+    train_set = _load(train_judgments, train_evaluations, train_ids, target, judge_column)
+    test_set = None
+    if test_judgments is not None and test_evaluations is not None:
+        test_set = _load(test_judgments, test_evaluations, test_ids, target, judge_column)
+    params = _hyper(hidden1, hidden2, learning_rate, batch_size, pretrain_epochs, finetune_epochs,
+                    weight_decay, seed)
+    try:
+        ev = evaluate(train_set, test_set, params=params, grid=DEFAULT_GRID if grid else None,
+                      n_splits=folds, random_state=seed)
+    except ValueError as exc:
+        raise _fail(exc) from exc
+    if report is not None:
+        md, png = write_report(ev, report)
+        typer.echo(f"wrote {md} and {png}", err=as_json)
+    if as_json:
+        sys.stdout.write(json.dumps(ev.summary(), indent=2) + "\n")
+    else:
+        typer.echo(render_markdown(ev))

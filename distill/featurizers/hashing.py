@@ -1,0 +1,107 @@
+"""Hashing featurizer: word 1-2-grams and char n-grams of the user turns, plus assistant context.
+
+Stateless (no vocabulary to fit or ship), so a model artifact needs only the parameters below.
+Each turn is hashed separately (n-grams never span turn boundaries) and the per-turn counts are
+summed per conversation with one sparse matrix product, damped with ``log1p`` and L2-normalised
+per block. Blocks: user words, user characters, and assistant-context words scaled by
+``context_weight``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.feature_extraction.text import HashingVectorizer
+from sklearn.preprocessing import normalize
+
+from distill.featurizers.base import check_conversations, user_turns_in_context
+from monitor.errors import ConfigError
+from monitor.events import Conversation
+
+
+def _block(vectorizer: HashingVectorizer, texts: list[str], owner: sp.csr_matrix) -> sp.csr_matrix:
+    counts = owner @ vectorizer.transform(texts)
+    counts = sp.csr_matrix(counts, dtype=np.float32)
+    counts.data = np.log1p(counts.data)
+    return normalize(counts, norm="l2", copy=False)
+
+
+class HashingFeaturizer(TransformerMixin, BaseEstimator):
+    """Sparse n-gram features of user turns in their assistant context.
+
+    >>> from monitor.events import Turn
+    >>> c = Conversation(conversation_id="c", turns=[Turn(index=0, role="user", text="thanks a lot")])
+    >>> HashingFeaturizer(n_word_features=16, n_char_features=16, n_context_features=8).transform([c]).shape
+    (1, 40)
+    """
+
+    name = "hashing"
+
+    def __init__(
+        self,
+        *,
+        n_word_features: int = 2**15,
+        n_char_features: int = 2**15,
+        n_context_features: int = 2**14,
+        char_ngram_range: tuple[int, int] = (3, 5),
+        context_weight: float = 0.5,
+    ) -> None:
+        self.n_word_features = n_word_features
+        self.n_char_features = n_char_features
+        self.n_context_features = n_context_features
+        self.char_ngram_range = char_ngram_range
+        self.context_weight = context_weight
+
+    def _validate(self) -> None:
+        for param in ("n_word_features", "n_char_features", "n_context_features"):
+            value = getattr(self, param)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"The {param!r} parameter of HashingFeaturizer must be an int >= 1. Got {value!r} instead."
+                )
+        if not 0 <= self.context_weight:
+            raise ConfigError(
+                "The 'context_weight' parameter of HashingFeaturizer must be a float >= 0. "
+                f"Got {self.context_weight!r} instead."
+            )
+
+    def fit(self, X: Sequence[Conversation], y: object = None) -> HashingFeaturizer:
+        """Nothing to learn; validates parameters and records the output width."""
+        self._validate()
+        self.n_features_out_ = self.n_word_features + self.n_char_features + self.n_context_features
+        return self
+
+    def transform(self, X: Sequence[Conversation]) -> sp.csr_matrix:
+        self._validate()
+        conversations = check_conversations(X, type(self).__name__)
+        users: list[str] = []
+        contexts: list[str] = []
+        rows: list[int] = []
+        for row, conversation in enumerate(conversations):
+            for pair in user_turns_in_context(conversation):
+                users.append(pair.user)
+                contexts.append(pair.context)
+                rows.append(row)
+        owner = sp.csr_matrix(
+            (np.ones(len(rows), dtype=np.float32), (rows, np.arange(len(rows)))),
+            shape=(len(conversations), len(rows)),
+        )
+        common = {"alternate_sign": False, "norm": None, "dtype": np.float32, "lowercase": True}
+        words = HashingVectorizer(n_features=self.n_word_features, ngram_range=(1, 2), **common)
+        chars = HashingVectorizer(
+            n_features=self.n_char_features, analyzer="char_wb", ngram_range=tuple(self.char_ngram_range), **common
+        )
+        context = HashingVectorizer(n_features=self.n_context_features, ngram_range=(1, 1), **common)
+        blocks = [
+            _block(words, users, owner),
+            _block(chars, users, owner),
+            _block(context, contexts, owner) * np.float32(self.context_weight),
+        ]
+        return sp.hstack(blocks, format="csr", dtype=np.float32)
+
+    def get_feature_names_out(self, input_features: object = None) -> np.ndarray:
+        n = self.n_word_features + self.n_char_features + self.n_context_features
+        return np.asarray([f"hashing{i}" for i in range(n)], dtype=object)

@@ -1,0 +1,93 @@
+"""Everything the agents call, built once from settings: rubric, metrics, judge, distilled
+scorer, exporter, label writer and the retraining step."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from monitor.errors import StoreError
+from monitor.events import Conversation
+from monitor.export import Exporter
+from monitor.judge import build_judge
+from monitor.judge.base import Judge
+from monitor.labels import BufferedLabelWriter
+from monitor.metrics import Metrics
+from monitor.redact import Redactor
+from monitor.route import in_sample
+from monitor.rubrics import RubricSet, load_rubric_set
+from monitor.scores import ScoreRecord
+from monitor.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Pipeline:
+    settings: Settings
+    rubric: RubricSet
+    metrics: Metrics
+    judge: Judge
+    exporter: Exporter
+    labels: BufferedLabelWriter
+    scorer: Any  # monitor.classify.DistilledScorer
+    store: Any  # distill.store.LabelStore
+    registry: Any  # distill.registry.ModelRegistry
+    retrain_interval_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def classify(self, conversations: list[Conversation]) -> list[ScoreRecord]:
+        """Distilled scores for a batch; judge-sampled conversations are marked as shadows."""
+        if not conversations:
+            return []
+        self.scorer.maybe_reload()
+        shadow = [in_sample(c.conversation_id, self.settings.sample_rate) for c in conversations]
+        records = self.scorer.score_batch(conversations, shadow_flags=shadow)
+        if records is None:
+            self.metrics.unscored.labels("no_model").inc(len(conversations))
+            return []
+        return records
+
+    def retrain(self) -> None:
+        from distill.retrain import retrain_once
+
+        result = retrain_once(self.settings, self.store, self.registry, self.rubric)
+        log.info("retrain: %s", result)
+
+    def upsert_labels(self, labels: list[dict[str, Any]]) -> None:
+        try:
+            self.store.upsert_raw(labels)
+        except StoreError:
+            raise
+        except Exception as exc:  # database drivers raise their own trees; normalise for the writer
+            raise StoreError(f"label store write failed: {type(exc).__name__}") from exc
+
+
+def build_pipeline(
+    settings: Settings,
+    *,
+    registry: CollectorRegistry | None = None,
+    http_client: httpx.AsyncClient | None = None,
+) -> Pipeline:
+    from distill.registry import ModelRegistry
+    from distill.store import LabelStore
+    from monitor.classify import DistilledScorer
+
+    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
+    metrics = Metrics(registry if registry is not None else REGISTRY, dimensions=tuple(settings.metric_dimensions))
+    exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap, rubric=rubric)
+    judge = build_judge(settings, rubric, metrics, http_client=http_client)
+    models = ModelRegistry(settings.model_registry)
+    store = LabelStore(settings.label_store_url, redact=Redactor(settings.pii_extra_patterns).redact)
+    scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s)
+    pipeline = Pipeline(
+        settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
+        labels=None,  # type: ignore[arg-type]  # set below: it needs the pipeline's upsert
+        scorer=scorer, store=store, registry=models, retrain_interval_s=settings.retrain_interval_s,
+    )
+    pipeline.labels = BufferedLabelWriter(pipeline.upsert_labels, metrics, max_buffer=settings.label_buffer_max)
+    return pipeline

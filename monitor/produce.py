@@ -1,0 +1,21 @@
+"""Producing events to the input topic: shared by the simulator, replay and benchmarks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaProducer
+
+from monitor.app import aiokafka_kwargs, bootstrap
+from monitor.settings import Settings
+
+
+def make_producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
+    kwargs: dict[str, Any] = {"linger_ms": 5, "acks": "all", **aiokafka_kwargs(settings), **overrides}
+    return AIOKafkaProducer(bootstrap_servers=bootstrap(settings), **kwargs)
+
+
+async def send_event(producer: AIOKafkaProducer, topic: str, event: dict[str, Any]) -> None:
+    """Key by conversation id so one partition (one sessionizer) owns each conversation."""
+    await producer.send(topic, key=str(event["conversation_id"]).encode(), value=orjson.dumps(event))

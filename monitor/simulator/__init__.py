@@ -1,0 +1,1 @@
+"""`convmon simulate`: synthetic conversation event streams with known rubric ground truth."""

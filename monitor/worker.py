@@ -1,0 +1,34 @@
+"""`convmon worker`: one always-on process running every agent and serving /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import faust
+from prometheus_client import start_http_server
+
+from monitor.agents import register_agents, register_lag_timer
+from monitor.app import aiokafka_kwargs, bootstrap, create_app, topic_names
+from monitor.broker import ensure_topics
+from monitor.pipeline import build_pipeline
+from monitor.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def build_worker_app(settings: Settings) -> faust.App:
+    pipeline = build_pipeline(settings)
+    app, topics = create_app(settings)
+    register_agents(app, topics, pipeline)
+    register_lag_timer(app, topics, pipeline)
+    return app
+
+
+def run_worker(settings: Settings, *, loglevel: str = "warn") -> None:
+    asyncio.run(ensure_topics(bootstrap(settings), topic_names(settings), settings.topic_partitions,
+                              **aiokafka_kwargs(settings)))
+    app = build_worker_app(settings)
+    start_http_server(settings.metrics_port, addr=settings.metrics_host)
+    log.warning("convmon worker: metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+    faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()

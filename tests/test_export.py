@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from monitor.errors import ConfigError
+from monitor.export import DimensionLabels, Exporter, update_consumer_lag
+from monitor.metrics import Metrics
+from monitor.rubrics import RubricSet, load_rubric_set
+from monitor.scores import ItemResult, ScoreRecord
+from monitor.settings import REPO_ROOT
+
+DIMS = ["app", "locale", "model_version"]
+
+
+@pytest.fixture
+def rubric() -> RubricSet:
+    return RubricSet.model_validate(
+        {
+            "id": "t",
+            "version": "1",
+            "items": [
+                {"id": "sat.gratitude", "name": "G", "polarity": "sat", "description": "thanks"},
+                {"id": "dsat.revision", "name": "R", "polarity": "dsat", "description": "rephrase"},
+            ],
+        }
+    )
+
+
+def make_score(scorer: str = "distilled", *, p: tuple[float | None, float | None] = (0.9, 0.2), **kw) -> ScoreRecord:
+    if scorer == "distilled":
+        items = [
+            ItemResult(item_id="sat.gratitude", polarity="sat", probability=p[0]),
+            ItemResult(item_id="dsat.revision", polarity="dsat", probability=p[1]),
+        ]
+    else:
+        items = kw.pop("items", None) or [
+            ItemResult(item_id="sat.gratitude", polarity="sat", verdict=True, score=8),
+            ItemResult(item_id="dsat.revision", polarity="dsat", verdict=None, uncertain=True),
+        ]
+    fields = dict(
+        conversation_id="c1", scorer=scorer, judge="x", rubric_set="t", rubric_version="1",
+        model_version="m1", items=items, R=1.0, metadata={"app": "web", "locale": "en", "model_version": "g1"},
+    )
+    fields.update(kw)
+    return ScoreRecord(**fields)
+
+
+def make_exporter(rubric: RubricSet, dims: list[str] = DIMS, cap: int = 3, **kw) -> tuple[Exporter, Metrics]:
+    metrics = Metrics(CollectorRegistry(), dimensions=tuple(dims))
+    return Exporter(metrics, dimensions=dims, cap=cap, rubric=rubric, **kw), metrics
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_distilled_record_counts_verdicts_at_half_and_probability_sums(rubric: RubricSet) -> None:
+    exporter, m = make_exporter(rubric)
+    exporter.observe(make_score(p=(0.9, 0.2)))
+    exporter.observe(make_score(p=(0.5, 0.4), conversation_id="c2"))
+    d = {"app": "web", "locale": "en", "model_version": "g1"}
+    assert sample(m, "convmon_conversations_scored_total", scorer="distilled", **d) == 2
+    yes = dict(rubric="sat.gratitude", polarity="sat", scorer="distilled", verdict="yes", **d)
+    assert sample(m, "convmon_rubric_verdicts_total", **yes) == 2  # 0.5 counts as yes
+    no = dict(rubric="dsat.revision", polarity="dsat", scorer="distilled", verdict="no", **d)
+    assert sample(m, "convmon_rubric_verdicts_total", **no) == 2
+    psum = sample(m, "convmon_rubric_probability_sum_total", rubric="dsat.revision", polarity="dsat",
+                  scorer="distilled", **d)
+    assert psum == pytest.approx(0.6)
+    assert sample(m, "convmon_satisfaction_r_count", scorer="distilled") == 2
+    assert sample(m, "convmon_satisfaction_r_bucket", scorer="distilled", le="2.0") == 2
+
+
+def test_llm_record_counts_yes_no_uncertain(rubric: RubricSet) -> None:
+    exporter, m = make_exporter(rubric)
+    exporter.observe(make_score("llm", satisfaction=0.75))
+    d = {"app": "web", "locale": "en", "model_version": "g1"}
+    assert sample(m, "convmon_rubric_verdicts_total", rubric="sat.gratitude", polarity="sat", scorer="llm",
+                  verdict="yes", **d) == 1
+    assert sample(m, "convmon_rubric_verdicts_total", rubric="dsat.revision", polarity="dsat", scorer="llm",
+                  verdict="uncertain", **d) == 1
+    # uncertain contributes 0.5 to the expected-rate sum so every record adds one term per item
+    assert sample(m, "convmon_rubric_probability_sum_total", rubric="dsat.revision", polarity="dsat",
+                  scorer="llm", **d) == 0.5
+    assert sample(m, "convmon_satisfaction_probability_sum_total", scorer="llm", **d) == 0.75
+
+
+def test_weighted_sums_use_the_routing_weight(rubric: RubricSet) -> None:
+    exporter, m = make_exporter(rubric)
+    exporter.observe(make_score(p=(1.0, 0.5), sample_weight=4.0))
+    assert sample(m, "convmon_conversations_scored_weight_total", scorer="distilled") == 4.0
+    assert sample(m, "convmon_rubric_weighted_probability_sum_total", rubric="dsat.revision", polarity="dsat",
+                  scorer="distilled") == 2.0
+
+
+def test_dimension_cap_overflows_to_other(rubric: RubricSet) -> None:
+    exporter, m = make_exporter(rubric, cap=2)
+    for app in ("a", "b", "c", "d"):
+        exporter.observe(make_score(metadata={"app": app, "locale": "en"}))
+    base = {"scorer": "distilled", "locale": "en", "model_version": "unknown"}
+    assert sample(m, "convmon_conversations_scored_total", app="a", **base) == 1
+    assert sample(m, "convmon_conversations_scored_total", app="b", **base) == 1
+    assert sample(m, "convmon_conversations_scored_total", app="c", **base) is None
+    assert sample(m, "convmon_conversations_scored_total", app="other", **base) == 2
+    assert sample(m, "convmon_dimension_overflow_total", dimension="app") == 2
+    assert sample(m, "convmon_dimension_overflow_total", dimension="locale") == 0
+
+
+def test_allowed_values_are_kept_even_when_they_arrive_late() -> None:
+    labels = DimensionLabels(["app"], cap=2, allowed={"app": ["prod"]})
+    assert labels.values({"app": "x"}) == (("x",), [])
+    assert labels.values({"app": "y"}) == (("other",), ["app"])
+    assert labels.values({"app": "prod"}) == (("prod",), [])
+    assert labels.values({}) == (("unknown",), [])
+
+
+def test_long_values_are_truncated_to_keep_labels_small() -> None:
+    labels = DimensionLabels(["app"], cap=5)
+    (value,), _ = labels.values({"app": "x" * 500})
+    assert len(value) == 64
+
+
+def test_unknown_items_are_skipped_not_exported(rubric: RubricSet) -> None:
+    exporter, m = make_exporter(rubric)
+    items = [ItemResult(item_id="dsat.made_up", polarity="dsat", probability=0.9)]
+    exporter.observe(make_score(items=items, scorer="llm"))
+    assert sample(m, "convmon_export_skipped_items_total", reason="unknown_item") == 1
+    names = {s.labels.get("rubric") for f in m.registry.collect() for s in f.samples}
+    assert "dsat.made_up" not in names
+
+
+def test_no_dimensions_initialises_every_item_at_zero(rubric: RubricSet) -> None:
+    exporter, m = make_exporter(rubric, dims=[])
+    assert sample(m, "convmon_rubric_verdicts_total", rubric="dsat.revision", polarity="dsat", scorer="llm",
+                  verdict="yes") == 0
+    exporter.observe(make_score(metadata={"app": "web"}))
+    assert sample(m, "convmon_conversations_scored_total", scorer="distilled") == 1
+
+
+def test_mismatched_dimensions_are_refused(rubric: RubricSet) -> None:
+    metrics = Metrics(CollectorRegistry(), dimensions=("app",))
+    with pytest.raises(ConfigError, match=r"must equal the ones the metrics were declared with \['app'\]"):
+        Exporter(metrics, dimensions=["locale"], cap=3, rubric=rubric)
+
+
+def test_bad_cap_and_unknown_allowed_dimension_are_refused() -> None:
+    with pytest.raises(ConfigError, match="cap must be an integer >= 1. Got 0 instead"):
+        DimensionLabels(["app"], cap=0)
+    with pytest.raises(ConfigError, match=r"names \['lang'\], which are not in metric_dimensions"):
+        DimensionLabels(["app"], cap=3, allowed={"lang": ["en"]})
+
+
+def test_consumer_lag_gauge_per_topic_and_never_negative(rubric: RubricSet) -> None:
+    _, m = make_exporter(rubric)
+    update_consumer_lag(m, "convmon.scores", 42)
+    update_consumer_lag(m, "convmon.events", -3)
+    assert sample(m, "convmon_consumer_lag_messages", topic="convmon.scores") == 42
+    assert sample(m, "convmon_consumer_lag_messages", topic="convmon.events") == 0
+
+
+def test_default_rubric_set_exports_every_item() -> None:
+    rubric = load_rubric_set("spur-copilot", REPO_ROOT / "prompts")
+    exporter, m = make_exporter(rubric)
+    items = [ItemResult(item_id=i.id, polarity=i.polarity, probability=0.7) for i in rubric.items]
+    exporter.observe(make_score(items=items, scorer="distilled"))
+    got = {s.labels["rubric"] for f in m.registry.collect() if f.name == "convmon_rubric_verdicts"
+           for s in f.samples if s.name.endswith("_total")}
+    assert got == set(rubric.item_ids)
