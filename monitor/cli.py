@@ -117,6 +117,15 @@ def demo(
 
 
 
+def _mount_subcommands() -> None:
+    from distill.calibration.cli import app as calibrate_app
+
+    app.add_typer(calibrate_app, name="calibrate", help="LLM-Rubric calibration of judge answers.")
+
+
+_mount_subcommands()
+
+
 def main() -> None:
     try:
         app()

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, field_validator
 
 from monitor.errors import InvalidEvent
 
@@ -46,7 +46,7 @@ class TurnEvent(Record):
     turn_index: int = Field(ge=0)
     role: Role
     text: str = Field(min_length=1)
-    timestamp: float
+    timestamp: FiniteFloat
     feedback: Feedback | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
 
@@ -56,7 +56,7 @@ class TurnEvent(Record):
 class EndEvent(Record):
     type: Literal["end"]
     conversation_id: ConversationId
-    timestamp: float
+    timestamp: FiniteFloat
     feedback: Feedback | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
     # Ground truth rubric items, set only by `convmon simulate` so the simulated judge can
@@ -70,7 +70,7 @@ class Turn(Record):
     index: int = Field(ge=0)
     role: Role
     text: str = Field(min_length=1)
-    timestamp: float | None = None
+    timestamp: FiniteFloat | None = None
 
 
 class Conversation(Record):
@@ -81,8 +81,8 @@ class Conversation(Record):
     turns: list[Turn] = Field(min_length=1)
     feedback: Feedback | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
-    started_at: float | None = None
-    ended_at: float | None = None
+    started_at: FiniteFloat | None = None
+    ended_at: FiniteFloat | None = None
     end_reason: Literal["end", "idle", "producer"] = "producer"
     truncated: bool = False
     simulated_truth: list[str] | None = None

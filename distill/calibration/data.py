@@ -102,7 +102,8 @@ class CalibrationSet:
         return int(self.labels.shape[0])
 
 
-def _open_tsv(path: Path, required: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+def _open_tsv(path: Path, required: Sequence[str], *, swapped: tuple[str, str] | None = None
+              ) -> tuple[list[str], list[list[str]]]:
     path = Path(path)
     if not path.is_file():
         raise CalibrationDataError("file not found", path=path)
@@ -111,6 +112,8 @@ def _open_tsv(path: Path, required: Sequence[str]) -> tuple[list[str], list[list
     if not rows:
         raise CalibrationDataError("empty file, expected a tab-separated header", path=path, line=1)
     header = [h.strip() for h in rows[0]]
+    if swapped is not None and swapped[0] in header:
+        raise CalibrationDataError(swapped[1], path=path, line=1)
     missing = [c for c in required if c not in header]
     if missing:
         raise CalibrationDataError(
@@ -127,19 +130,22 @@ def _number(raw: str, *, path: Path, line: int, name: str) -> float:
                                    field=name) from None
 
 
-def read_judge_evaluations(path: Path | str, *, max_options: int = 4,
+def read_judge_evaluations(path: Path | str, *, max_options: int | None = None,
                            n_options: Mapping[str, int] | None = None) -> JudgeEvaluations:
     """Read ``text_id, criterion, answer1_prob..answerK_prob`` rows (LLM-Rubric format).
 
-    A question's option count is taken from ``n_options`` or else inferred as the last option that
-    ever gets probability mass (Q8 of LLM-Rubric has 3 options, its 4th column is always zero).
+    ``max_options`` defaults to the number of ``answerK_prob`` columns. A question's option count is
+    taken from ``n_options`` or else inferred as the last option that ever gets probability mass
+    (Q8 of LLM-Rubric has 3 options, its 4th column is always zero).
     """
     path = Path(path)
+    if max_options is None:
+        first = _open_tsv(path, ["text_id", "criterion", "answer1_prob"])[0]
+        max_options = next(k for k in range(1, len(first) + 1) if f"answer{k + 1}_prob" not in first)
     cols = [f"answer{k}_prob" for k in range(1, max_options + 1)]
-    header, rows = _open_tsv(path, ["text_id", "criterion", *cols])
-    if "annotator_id" in header:
-        raise CalibrationDataError("this looks like a human-judgments file (it has annotator_id); "
-                                   "pass it as --*-judgments, not --*-evaluations", path=path, line=1)
+    header, rows = _open_tsv(path, ["text_id", "criterion", *cols], swapped=(
+        "annotator_id", "this looks like a human-judgments file (it has annotator_id); "
+                        "pass it as --*-judgments, not --*-evaluations"))
     pos = {c: header.index(c) for c in ["text_id", "criterion", *cols]}
     seen: dict[tuple[str, str], int] = {}
     dialogues: dict[str, int] = {}
@@ -191,7 +197,7 @@ def _label(raw: str, *, k: int, path: Path, line: int, name: str) -> int:
 
 def load_calibration_set(judgments: Path | str, evaluations: Path | str, *, target: str = "Q0",
                          ids: Path | str | None = None, judge_column: str = "annotator_id",
-                         max_options: int = 4) -> CalibrationSet:
+                         max_options: int | None = None) -> CalibrationSet:
     """Join a human-judgments TSV with the judge's evaluations TSV into a :class:`CalibrationSet`.
 
     Questions are those in both files, in the judgments file's column order. Rows whose dialogue the
@@ -199,14 +205,16 @@ def load_calibration_set(judgments: Path | str, evaluations: Path | str, *, targ
     the paper's scripts) and counted in ``notes``; other NA answers stay in, masked.
     """
     judgments = Path(judgments)
+    for path in (judgments, Path(evaluations)):
+        if not path.is_file():
+            raise CalibrationDataError("file not found", path=path)
     ev = read_judge_evaluations(evaluations, max_options=max_options)
     if target not in ev.questions:
         raise CalibrationDataError(f"target question {target!r} not in the judge's criteria "
                                    f"{', '.join(ev.questions)}", path=evaluations)
-    header, rows = _open_tsv(judgments, ["text_id", judge_column, target])
-    if "criterion" in header:
-        raise CalibrationDataError("this looks like a judge-evaluations file (it has criterion); "
-                                   "pass it as --*-evaluations, not --*-judgments", path=judgments, line=1)
+    header, rows = _open_tsv(judgments, ["text_id", judge_column, target], swapped=(
+        "criterion", "this looks like a judge-evaluations file (it has criterion); "
+                     "pass it as --*-evaluations, not --*-judgments"))
     questions = [h for h in header if h in ev.questions]
     q_ev = [ev.questions.index(q) for q in questions]
     keep = set(read_dialogue_ids(ids)) if ids is not None else None
@@ -273,6 +281,10 @@ def from_records(evaluations: Mapping[str, Mapping[str, Sequence[float]]],
     pos = {d: i for i, d in enumerate(ids)}
     rows = [(pos[d], j, [int(a.get(q, 0)) for q in questions]) for d, j, a in labels
             if d in pos and a.get(target, 0)]
+    for d, j, answers in rows:
+        bad = [q for q, a, k in zip(questions, answers, n_options, strict=True) if not 0 <= a <= k]
+        if bad:
+            raise CalibrationDataError(f"{ids[d]}/{j}: answer out of range for {', '.join(bad)}")
     if not rows:
         raise CalibrationDataError("no label rows with a target answer and a judge evaluation")
     d_index, judges, y = zip(*rows, strict=True)

@@ -27,7 +27,7 @@ from torch import nn
 
 from monitor.errors import ModelError
 
-__all__ = ["LLMRubricCalibrator", "LLMRubricNetwork", "satisfied_probability"]
+__all__ = ["LLMRubricCalibrator", "LLMRubricNetwork", "calibrated_satisfaction", "satisfied_probability"]
 
 _PARAMS = ("W1", "W1a", "W2", "W2a", "V", "Va")
 _NEG = -1e9
@@ -258,3 +258,23 @@ def satisfied_probability(proba: np.ndarray, classes: np.ndarray, *, threshold: 
     the exported rate is calibrated, not biased toward the majority answer.
     """
     return np.asarray(proba)[:, np.asarray(classes) >= threshold].sum(axis=1)
+
+
+def calibrated_satisfaction(model: LLMRubricCalibrator, questions: Sequence[str],
+                            evaluations: Sequence[dict[str, Sequence[float]]], *,
+                            judges: Sequence[str] | None = None, threshold: int = 3) -> np.ndarray:
+    """P(satisfied) for judge-scored conversations, ready to be summed into an expected rate.
+
+    ``questions`` is the artifact manifest's question order; each item of ``evaluations`` maps a
+    question to the judge's option distribution (a missing question is "not asked": zeros).
+    """
+    k = int(model.network_.option_mask.shape[1]) if hasattr(model, "network_") else 0
+    X = np.zeros((len(evaluations), len(questions), k), dtype=np.float32)
+    for i, ev in enumerate(evaluations):
+        for q, name in enumerate(questions):
+            dist = np.asarray(ev.get(name, ()), dtype=np.float32)
+            if len(dist) > model.n_options_[q]:
+                raise ValueError(f"conversation {i}: {len(dist)} probabilities for {name}, which has "
+                                 f"{model.n_options_[q]} options")
+            X[i, q, : len(dist)] = dist
+    return satisfied_probability(model.predict_proba(X, judges=judges), model.classes_, threshold=threshold)

@@ -3,8 +3,10 @@
 Stateless (no vocabulary to fit or ship), so a model artifact needs only the parameters below.
 Each turn is hashed separately (n-grams never span turn boundaries) and the per-turn counts are
 summed per conversation with one sparse matrix product, damped with ``log1p`` and L2-normalised
-per block. Blocks: user words, user characters, and assistant-context words scaled by
-``context_weight``.
+per block. Blocks: user words, user characters, assistant-context words scaled by
+``context_weight``, and the *last* user turn's words scaled by ``last_turn_weight`` — how a
+conversation ends (thanks, a final complaint, a rephrased request) carries much of the signal
+and would otherwise be diluted by the earlier turns.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ class HashingFeaturizer(TransformerMixin, BaseEstimator):
 
     >>> from monitor.events import Turn
     >>> c = Conversation(conversation_id="c", turns=[Turn(index=0, role="user", text="thanks a lot")])
-    >>> HashingFeaturizer(n_word_features=16, n_char_features=16, n_context_features=8).transform([c]).shape
-    (1, 40)
+    >>> HashingFeaturizer(n_word_features=16, n_char_features=16, n_context_features=8,
+    ...     n_last_features=8).transform([c]).shape
+    (1, 48)
     """
 
     name = "hashing"
@@ -46,33 +49,41 @@ class HashingFeaturizer(TransformerMixin, BaseEstimator):
         n_word_features: int = 2**15,
         n_char_features: int = 2**15,
         n_context_features: int = 2**14,
+        n_last_features: int = 2**14,
         char_ngram_range: tuple[int, int] = (3, 5),
         context_weight: float = 0.5,
+        last_turn_weight: float = 1.0,
     ) -> None:
         self.n_word_features = n_word_features
         self.n_char_features = n_char_features
         self.n_context_features = n_context_features
         self.char_ngram_range = char_ngram_range
         self.context_weight = context_weight
+        self.n_last_features = n_last_features
+        self.last_turn_weight = last_turn_weight
 
     def _validate(self) -> None:
-        for param in ("n_word_features", "n_char_features", "n_context_features"):
+        for param in ("n_word_features", "n_char_features", "n_context_features", "n_last_features"):
             value = getattr(self, param)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(
                     f"The {param!r} parameter of HashingFeaturizer must be an int >= 1. Got {value!r} instead."
                 )
-        if not 0 <= self.context_weight:
-            raise ConfigError(
-                "The 'context_weight' parameter of HashingFeaturizer must be a float >= 0. "
-                f"Got {self.context_weight!r} instead."
-            )
+        for param in ("context_weight", "last_turn_weight"):
+            value = getattr(self, param)
+            if not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError(
+                    f"The {param!r} parameter of HashingFeaturizer must be a float >= 0. Got {value!r} instead."
+                )
 
     def fit(self, X: Sequence[Conversation], y: object = None) -> HashingFeaturizer:
         """Nothing to learn; validates parameters and records the output width."""
         self._validate()
-        self.n_features_out_ = self.n_word_features + self.n_char_features + self.n_context_features
+        self.n_features_out_ = self._width()
         return self
+
+    def _width(self) -> int:
+        return self.n_word_features + self.n_char_features + self.n_context_features + self.n_last_features
 
     def transform(self, X: Sequence[Conversation]) -> sp.csr_matrix:
         self._validate()
@@ -80,8 +91,11 @@ class HashingFeaturizer(TransformerMixin, BaseEstimator):
         users: list[str] = []
         contexts: list[str] = []
         rows: list[int] = []
+        last: list[str] = []
         for row, conversation in enumerate(conversations):
-            for pair in user_turns_in_context(conversation):
+            pairs = user_turns_in_context(conversation)
+            last.append(pairs[-1].user)
+            for pair in pairs:
                 users.append(pair.user)
                 contexts.append(pair.context)
                 rows.append(row)
@@ -95,13 +109,16 @@ class HashingFeaturizer(TransformerMixin, BaseEstimator):
             n_features=self.n_char_features, analyzer="char_wb", ngram_range=tuple(self.char_ngram_range), **common
         )
         context = HashingVectorizer(n_features=self.n_context_features, ngram_range=(1, 1), **common)
+        final = HashingVectorizer(n_features=self.n_last_features, ngram_range=(1, 2), **common)
+        identity = sp.identity(len(conversations), dtype=np.float32, format="csr")
         blocks = [
             _block(words, users, owner),
             _block(chars, users, owner),
             _block(context, contexts, owner) * np.float32(self.context_weight),
+            _block(final, last, identity) * np.float32(self.last_turn_weight),
         ]
         return sp.hstack(blocks, format="csr", dtype=np.float32)
 
     def get_feature_names_out(self, input_features: object = None) -> np.ndarray:
-        n = self.n_word_features + self.n_char_features + self.n_context_features
+        n = self._width()
         return np.asarray([f"hashing{i}" for i in range(n)], dtype=object)

@@ -38,8 +38,9 @@ class HistogramDetector(DriftDetector):
     """A sliding window of values in [0, 1] histogrammed against a reference histogram.
 
     The bin edges are the reference's quantiles (equal-mass bins, the usual choice for PSI), so
-    a probability concentrated near 0 still gets resolution. The reference is given with
-    :meth:`set_reference` or, failing that, is the first ``reference_size`` values seen.
+    a probability concentrated near 0 still gets resolution (equal-width bins when ties collapse
+    them). The reference is given with :meth:`set_reference` or, failing that, is the first
+    ``reference_size`` values seen.
     Both histograms get additive smoothing of half a count per bin, so empty bins never divide by 0.
     """
 
@@ -68,6 +69,8 @@ class HistogramDetector(DriftDetector):
         if ref.size == 0:
             raise ValueError("The reference must hold at least one value. Got an empty array instead.")
         inner = np.unique(np.quantile(ref, np.linspace(0, 1, self.n_bins + 1)[1:-1]))
+        if len(inner) < self.n_bins - 1:  # tied reference (e.g. a constant): quantiles collapse
+            inner = np.linspace(0, 1, self.n_bins + 1)[1:-1]
         self._edges = [float(e) for e in inner]
         bins = np.searchsorted(inner, ref, side="right")
         self._reference = self._smooth(np.bincount(bins, minlength=len(inner) + 1))

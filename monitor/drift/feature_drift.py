@@ -21,7 +21,8 @@ class FeatureDrift(DriftDetector):
 
     Every ``every`` updates, a logistic regression is cross-validated on reference (label 0) vs
     window (label 1) vectors; its AUC is 0.5 when the two are indistinguishable and rises with any
-    shift a linear model can see, including changes in correlation that per-feature tests miss.
+    shift a linear model can see, such as many small shifts that no single feature shows (a linear
+    model is blind to a change of correlation alone; the cost is one fit per ``every`` updates).
     The cheaper ``mean_shift`` is the largest per-feature difference of means in reference
     standard deviations. The reference is given with :meth:`set_reference` or is the first
     ``reference_size`` vectors.
@@ -75,6 +76,7 @@ class FeatureDrift(DriftDetector):
         self._since = 0
         self._auc = math.nan
         self._mean_shift = math.nan
+        self._evaluations = 0
 
     def set_reference(self, vectors: Sequence[Sequence[float]] | np.ndarray) -> None:
         ref = np.asarray(vectors, dtype=float)
@@ -88,6 +90,11 @@ class FeatureDrift(DriftDetector):
     @property
     def reference_n(self) -> int:
         return 0 if self._reference is None else len(self._reference)
+
+    @property
+    def evaluations(self) -> int:
+        """How many times ``auc`` and ``mean_shift`` were computed."""
+        return self._evaluations
 
     @property
     def auc(self) -> float:
@@ -130,4 +137,5 @@ class FeatureDrift(DriftDetector):
         cv = StratifiedKFold(n_splits=5, shuffle=True, random_state=self.seed)
         scores = cross_val_predict(model, features, labels, cv=cv, method="predict_proba")[:, 1]
         self._auc = float(roc_auc_score(labels, scores))
+        self._evaluations += 1
         self._drift_detected = self._auc > self.threshold

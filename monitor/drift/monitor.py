@@ -31,7 +31,7 @@ from monitor.drift.agreement import Agreement
 from monitor.drift.cusum import CUSUM
 from monitor.drift.feature_drift import FeatureDrift
 from monitor.drift.jsd import JSD
-from monitor.drift.page_hinkley import PageHinkley
+from monitor.drift.page_hinkley import Mode, PageHinkley
 from monitor.drift.psi import PSI
 from monitor.export import verdict_label
 from monitor.metrics import Metrics
@@ -47,7 +47,7 @@ SCORERS = ("llm", "distilled")
 class RateStream:
     """An item's 0/1 (or probability) stream, batched and z-scored, fed to PH and CUSUM."""
 
-    def __init__(self, *, direction: str, batch_size: int, reference_size: int) -> None:
+    def __init__(self, *, direction: Mode, batch_size: int, reference_size: int) -> None:
         self.batch_size = batch_size
         self.reference_size = reference_size
         self._p0: float | None = None
@@ -55,8 +55,8 @@ class RateStream:
         self._sum = 0.0
         self._n = 0
         self.detectors = {
-            "page_hinkley": PageHinkley(min_instances=10, delta=0.5, threshold=10.0, mode=direction),  # type: ignore[arg-type]
-            "cusum": CUSUM(k=0.5, h=8.0, target=0.0, sigma=1.0, mode=direction),  # type: ignore[arg-type]
+            "page_hinkley": PageHinkley(min_instances=10, delta=0.5, threshold=10.0, mode=direction),
+            "cusum": CUSUM(k=0.5, h=10.0, target=0.0, sigma=1.0, mode=direction),
         }
 
     def set_p0(self, p0: float) -> None:
@@ -87,7 +87,7 @@ class RateStream:
 
 class _ItemDrift:
     def __init__(self, item: RubricItem, m: DriftMonitor) -> None:
-        direction = "down" if item.polarity == "sat" else "up"  # a drop in SAT, a rise in DSAT
+        direction: Mode = "down" if item.polarity == "sat" else "up"  # a drop in SAT, a rise in DSAT
         self.psi = PSI(window_size=m.window_size, reference_size=m.reference_size)
         self.jsd = JSD(window_size=m.window_size, reference_size=m.reference_size)
         self.rates = {
@@ -140,6 +140,8 @@ class DriftMonitor:
     def _init_series(self) -> None:
         m = self.metrics
         nan = float("nan")
+        m.feature_drift_auc.labels("probabilities").set(nan)
+        m.feature_drift_mean_shift.labels("probabilities").set(nan)
         for item_id in self._items:
             m.drift_psi.labels(item_id).set(nan)
             m.drift_jsd.labels(item_id).set(nan)
@@ -191,9 +193,9 @@ class DriftMonitor:
             detector = self._features[source] = FeatureDrift(
                 window_size=self.window_size, reference_size=self.reference_size, every=self.window_size
             )
-        before = detector.auc
+        before = detector.evaluations
         detector.update(np.fromiter(x, dtype=float))
-        if detector.auc is not before:
+        if detector.evaluations != before:
             self.metrics.feature_drift_auc.labels(source).set(detector.auc)
             self.metrics.feature_drift_mean_shift.labels(source).set(detector.mean_shift)
 

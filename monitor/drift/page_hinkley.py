@@ -31,7 +31,9 @@ class PageHinkley(DriftDetector):
     threshold
         Accumulated deviation that signals drift (same unit as ``x``).
     alpha
-        Forgetting factor of the accumulation (1 = never forget).
+        Forgetting factor of the accumulation (1 = never forget). River's default is 0.9999, but
+        fading lets the sum wander as an AR(1) process whose spread (sd ~70 at 0.9999) dwarfs the
+        threshold, which raised false alarms tenfold on stationary data; convmon uses 1.
     mode
         ``"up"``, ``"down"`` or ``"both"``: which direction of change to detect.
 
@@ -60,7 +62,7 @@ class PageHinkley(DriftDetector):
         min_instances: int = 30,
         delta: float = 0.005,
         threshold: float = 50.0,
-        alpha: float = 1 - 0.0001,
+        alpha: float = 1.0,
         mode: Mode = "both",
     ) -> None:
         super().__init__()

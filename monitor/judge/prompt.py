@@ -91,16 +91,29 @@ def encode_turn(turn: Turn, text: str | None = None) -> str:
 
 
 def _clip(turn: Turn, allowance: int) -> str:
-    """Encode a turn within ``allowance`` characters, keeping its head and tail around a visible cut."""
+    """Encode a turn within ``allowance`` characters, keeping its head and tail around a visible cut.
+
+    Escaping makes encoded length non-linear in the text (``<`` costs six characters), so the number
+    of kept characters is found by bisection.
+    """
     text = turn.text
-    line = encode_turn(turn)
-    keep = len(text)
-    while len(line) > allowance and keep > 0:
-        keep = max(0, keep - (len(line) - allowance) - 1)  # every kept char costs at least one
+
+    def encoded(keep: int) -> str:
         half = keep // 2
         tail = text[len(text) - half :] if half else ""
-        line = encode_turn(turn, text[: keep - half] + _CUT.format(n=len(text) - keep) + tail)
-    return line
+        return encode_turn(turn, text[: keep - half] + _CUT.format(n=len(text) - keep) + tail)
+
+    line = encode_turn(turn)
+    if len(line) <= allowance:
+        return line
+    lo, hi = 0, len(text) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(encoded(mid)) <= allowance:
+            lo = mid
+        else:
+            hi = mid - 1
+    return encoded(lo)
 
 
 def render_turns(conversation: Conversation, max_chars: int) -> tuple[str, bool]:

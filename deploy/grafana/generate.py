@@ -1,0 +1,242 @@
+"""Generate convmon's Grafana dashboards (``dashboards/*.json``) from one readable source.
+
+Run ``python deploy/grafana/generate.py`` after editing; ``tests/deploy/test_grafana_queries.py``
+fails when the JSON and this file disagree, and when a query names a metric that neither
+``monitor.metrics.Metrics`` exports nor a recording rule in ``deploy/prometheus/rules`` defines.
+Queries prefer recording rules: they already sum over workers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+
+class Board:
+    """Lays panels out left to right in rows of 24 grid units."""
+
+    def __init__(self, uid: str, title: str, description: str, variables: list[dict[str, Any]]) -> None:
+        self.uid, self.title, self.description, self.variables = uid, title, description, variables
+        self.panels: list[dict[str, Any]] = []
+        self._x = self._y = self._row_h = 0
+
+    def row(self, title: str) -> None:
+        self._newline()
+        self.panels.append({"type": "row", "title": title, "collapsed": False, "id": len(self.panels) + 1,
+                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self._y}, "panels": []})
+        self._y += 1
+
+    def _newline(self) -> None:
+        if self._x:
+            self._x, self._y, self._row_h = 0, self._y + self._row_h, 0
+
+    def panel(self, kind: str, title: str, targets: list[tuple[str, str]], *, w: int = 12, h: int = 8,
+              unit: str = "short", description: str = "", **options: Any) -> None:
+        if self._x + w > 24:
+            self._newline()
+        panel: dict[str, Any] = {
+            "id": len(self.panels) + 1, "type": kind, "title": title, "description": description,
+            "datasource": DS, "gridPos": {"h": h, "w": w, "x": self._x, "y": self._y},
+            "targets": [
+                {"refId": chr(ord("A") + i), "datasource": DS, "expr": expr, "legendFormat": legend,
+                 **({"format": "heatmap"} if kind == "heatmap" else {})}
+                for i, (expr, legend) in enumerate(targets)
+            ],
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+            "options": options,
+        }
+        self.panels.append(panel)
+        self._x += w
+        self._row_h = max(self._row_h, h)
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid, "title": self.title, "description": self.description, "tags": ["convmon"],
+            "schemaVersion": 39, "version": 1, "editable": True, "refresh": "30s", "timezone": "browser",
+            "time": {"from": "now-6h", "to": "now"},
+            "links": [{"type": "dashboards", "tags": ["convmon"], "title": "convmon", "asDropdown": True}],
+            "templating": {"list": [DATASOURCE_VAR, *self.variables]}, "annotations": {"list": []},
+            "panels": self.panels,
+        }
+
+
+DATASOURCE_VAR = {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus",
+                  "current": {}, "hide": 0}
+
+
+def query_var(name: str, query: str, *, multi: bool, label: str, regex: str = "") -> dict[str, Any]:
+    return {"name": name, "label": label, "type": "query", "datasource": DS, "refresh": 2, "sort": 1,
+            "query": {"query": query, "refId": name}, "definition": query, "regex": regex,
+            "multi": multi, "includeAll": multi, "current": {}, "hide": 0}
+
+
+SCORER = query_var("scorer", "label_values(rubric:convmon_rubric_yes:ratio_rate5m, scorer)", multi=False,
+                   label="Scorer")
+RUBRICS = query_var("rubric", "label_values(rubric:convmon_rubric_yes:ratio_rate5m, rubric)", multi=True,
+                    label="Rubric items")
+ONE_RUBRIC = query_var("rubric", "label_values(rubric:convmon_rubric_yes:ratio_rate5m, rubric)", multi=False,
+                       label="Rubric item")
+TS = "timeseries"
+
+
+def overview() -> Board:
+    b = Board("convmon-overview", "convmon / Overview",
+              "User satisfaction per rubric item, judge vs distilled, R distribution and volume.", [SCORER, RUBRICS])
+    b.panel("stat", "Conversations scored / min", [("sum(scorer:convmon_conversations_scored:rate5m) * 60", "")],
+            w=6, h=4)
+    b.panel("stat", "Mean R", [('scorer:convmon_satisfaction_r:mean_rate5m{scorer="$scorer"}', "")], w=6, h=4,
+            description="SPUR aggregate R = sum(SAT scores) - sum(DSAT scores), mean over 5 minutes.")
+    b.panel("stat", "Expected satisfied share", [(
+        'sum by (scorer) (rate(convmon_satisfaction_probability_sum_total{scorer="$scorer"}[1h]))'
+        ' / sum by (scorer) (rate(convmon_conversations_scored_total{scorer="$scorer"}[1h]))', "")],
+        w=6, h=4, unit="percentunit", description="Calibrated P(satisfied), when a calibration model is live.")
+    b.panel("stat", "Firing alerts", [('count(ALERTS{alertname=~"Convmon.*", alertstate="firing"}) or vector(0)', "")],
+            w=6, h=4)
+    b.row("Rates per rubric item")
+    b.panel(TS, "SAT rates", [('rubric:convmon_rubric_yes:ratio_rate5m{polarity="sat", scorer="$scorer", '
+                               'rubric=~"$rubric"}', "{{rubric}}")], unit="percentunit")
+    b.panel(TS, "DSAT rates", [('rubric:convmon_rubric_yes:ratio_rate5m{polarity="dsat", scorer="$scorer", '
+                                'rubric=~"$rubric"}', "{{rubric}}")], unit="percentunit")
+    b.panel(TS, "Judge vs distilled (30m)", [
+        ('rubric:convmon_rubric_yes:ratio_rate30m{scorer="llm", rubric=~"$rubric"}', "judge {{rubric}}"),
+        ('rubric:convmon_rubric_yes:ratio_rate30m{scorer="distilled", rubric=~"$rubric"}', "distilled {{rubric}}"),
+    ], unit="percentunit", description="The judge sees a sample, the distilled models every conversation.")
+    b.panel("bargauge", "DSAT rate now vs 7-day baseline", [
+        ('rubric:convmon_rubric_yes:ratio_rate30m{polarity="dsat", scorer="$scorer"}'
+         ' - rubric:convmon_rubric_yes:ratio_avg7d{polarity="dsat", scorer="$scorer"}', "{{rubric}}"),
+    ], unit="percentunit", displayMode="gradient", orientation="horizontal")
+    b.row("Distribution and volume")
+    b.panel("heatmap", "R distribution", [
+        ('sum by (le) (scorer_le:convmon_satisfaction_r_bucket:rate5m{scorer="$scorer"})', "{{le}}")])
+    b.panel(TS, "Volume", [
+        ("kind:convmon_events:rate5m", "events {{kind}}"),
+        ("scorer:convmon_conversations_scored:rate5m", "scored {{scorer}}"),
+        ("route:convmon_conversations_routed:rate5m", "routed {{route}}"),
+    ], unit="reqps")
+    b.panel(TS, "Scored by app", [("sum by (app) (rate(convmon_conversations_scored_total[5m]))", "{{app}}")],
+            unit="reqps", description="Metadata dimensions are capped per worker; overflow shows as 'other'.")
+    b.panel(TS, "Expected vs counted DSAT rate", [
+        ('rubric:convmon_rubric_expected:ratio_rate5m{polarity="dsat", scorer="$scorer", rubric=~"$rubric"}',
+         "expected {{rubric}}"),
+        ('rubric:convmon_rubric_yes:ratio_rate5m{polarity="dsat", scorer="$scorer", rubric=~"$rubric"}',
+         "counted {{rubric}}"),
+    ], unit="percentunit", description="Mean probability vs share over 0.5: a gap means miscalibration.")
+    return b
+
+
+def item_detail() -> Board:
+    b = Board("convmon-item", "convmon / Item detail",
+              "One rubric item: rate vs baseline, judge/distilled agreement, drift and calibration.", [ONE_RUBRIC])
+    r = 'rubric="$rubric"'
+    b.panel(TS, "Rate vs 7-day baseline", [
+        (f"rubric:convmon_rubric_yes:ratio_rate30m{{{r}}}", "30m {{scorer}}"),
+        (f"rubric:convmon_rubric_yes:ratio_avg7d{{{r}}}", "7d baseline {{scorer}}"),
+    ], unit="percentunit")
+    b.panel(TS, "Calibration: mean distilled probability vs judge rate", [
+        (f'rubric:convmon_rubric_expected:ratio_rate5m{{{r}, scorer="distilled"}}', "distilled expected"),
+        (f'rubric:convmon_rubric_yes:ratio_rate5m{{{r}, scorer="llm"}}', "judge yes rate"),
+        (f'rubric:convmon_rubric_expected_weighted:ratio_rate1h{{{r}, scorer="llm"}}', "judge, reweighted (1h)"),
+    ], unit="percentunit")
+    b.row("Agreement on the shadow slice")
+    b.panel(TS, "Agreement", [
+        (f"rubric:convmon_agreement_accuracy:ratio_rate1h{{{r}}}", "accuracy (1h, all workers)"),
+        (f"avg(convmon_agreement_auc{{{r}}})", "AUC (window, mean of workers)"),
+    ], unit="percentunit")
+    b.panel("table", "Shadow pairs, last hour", [
+        (f"sum by (judge, distilled) (increase(convmon_agreement_pairs_total{{{r}}}[1h]))", "")])
+    b.panel(TS, "Pairs in agreement windows", [(f"convmon_agreement_window_size{{{r}}}", "{{instance}}")])
+    b.row("Drift")
+    b.panel(TS, "PSI and JSD vs reference", [
+        (f"max(convmon_drift_psi{{{r}}})", "PSI"),
+        (f"max(convmon_drift_jsd{{{r}}})", "JSD (bits)"),
+    ], description="PSI > 0.25 is a significant shift; NaN while the first-N reference fills.")
+    b.panel(TS, "Change-point statistics", [
+        (f"max by (detector, scorer) (convmon_drift_statistic{{{r}}})", "{{detector}} {{scorer}}")],
+        description="Page-Hinkley alarms at 10, CUSUM at 10 (standard errors of a 50-conversation batch).")
+    b.panel(TS, "Drift flags", [(f"max by (detector, scorer) (convmon_drift_detected{{{r}}})",
+                                 "{{detector}} {{scorer}}")])
+    b.panel(TS, "Detections / hour", [
+        (f"sum by (detector, scorer) (increase(convmon_drift_detections_total{{{r}}}[1h]))",
+         "{{detector}} {{scorer}}")])
+    b.panel(TS, "Reference size", [(f"convmon_drift_reference_size{{{r}}}", "{{instance}}")], w=8)
+    b.panel(TS, "Feature drift (domain classifier AUC)",
+            [("max by (source) (convmon_feature_drift_auc)", "{{source}}")], w=8)
+    b.panel("table", "Live model", [("convmon_model_info", ""),
+                                    ("time() - max(convmon_model_last_trained_timestamp_seconds > 0)", "age")],
+            w=8)
+    return b
+
+
+def operations() -> Board:
+    b = Board("convmon-operations", "convmon / Operations",
+              "Consumer lag, judge latency, tokens and spend, dead letters, workers.", [])
+    b.panel("stat", "Workers up", [('sum(up{job="convmon"})', "")], w=6, h=4)
+    b.panel("stat", "Judge spend today (USD)", [("sum(model:convmon_judge_spend_usd:increase1d)", "")], w=6, h=4,
+            unit="currencyUSD")
+    b.panel("stat", "Judge budget left (USD)", [("min(convmon_judge_budget_remaining_usd)", "")], w=6, h=4,
+            unit="currencyUSD")
+    b.panel("stat", "Budget exhausted", [("max(convmon_judge_budget_exhausted)", "")], w=6, h=4)
+    b.row("Kafka")
+    b.panel(TS, "Consumer lag", [("topic:convmon_consumer_lag_messages:sum", "{{topic}}")])
+    b.panel(TS, "Consumer lag per worker", [("convmon_consumer_lag_messages", "{{instance}} {{topic}}")])
+    b.row("Judge")
+    b.panel(TS, "Judge latency", [
+        ("model:convmon_judge_request_duration_seconds:p95_rate5m", "p95 {{model}}"),
+        ("histogram_quantile(0.5, sum by (model, le) (rate(convmon_judge_request_duration_seconds_bucket[5m])))",
+         "p50 {{model}}"),
+    ], unit="s")
+    b.panel(TS, "Judge requests by status", [("model_status:convmon_judge_requests:rate5m", "{{model}} {{status}}")],
+            unit="reqps")
+    b.panel(TS, "Judge error ratio", [("model:convmon_judge_errors:ratio_rate10m", "{{model}}")], unit="percentunit")
+    b.panel(TS, "Tokens / min", [("model_kind:convmon_judge_tokens:rate5m * 60", "{{model}} {{kind}}")])
+    b.panel(TS, "Spend / hour (USD)",
+            [("sum by (model) (rate(convmon_judge_spend_usd_total[5m])) * 3600", "{{model}}")], unit="currencyUSD")
+    b.panel(TS, "Retries, repairs, parse failures", [
+        ("sum by (cause) (rate(convmon_judge_retries_total[5m]))", "retry {{cause}}"),
+        ("sum by (outcome) (rate(convmon_judge_repairs_total[5m]))", "repair {{outcome}}"),
+        ("sum(rate(convmon_judge_parse_failures_total[5m]))", "parse failures"),
+        ("sum by (rubric) (rate(convmon_jury_disagreements_total[5m]))", "jury disagreement {{rubric}}"),
+    ], unit="reqps")
+    b.panel(TS, "Judge requests in flight", [("sum(convmon_judge_in_flight)", "in flight")])
+    b.row("Data quality")
+    b.panel(TS, "Dead letters by reason", [("reason:convmon_dead_letters:rate5m", "{{reason}}")], unit="reqps")
+    b.panel(TS, "Unscored, duplicates, late, truncated", [
+        ("sum by (reason) (rate(convmon_conversations_unscored_total[5m]))", "unscored {{reason}}"),
+        ("sum by (scorer) (rate(convmon_duplicate_scores_total[5m]))", "duplicate {{scorer}}"),
+        ("sum by (kind) (rate(convmon_late_events_total[5m]))", "late {{kind}}"),
+        ("sum(rate(convmon_conversations_truncated_total[5m]))", "truncated"),
+        ("sum by (reason) (rate(convmon_export_skipped_items_total[5m]))", "skipped item {{reason}}"),
+    ], unit="reqps")
+    b.panel(TS, "Conversations finished", [
+        ("sum by (end_reason) (rate(convmon_conversations_finished_total[5m]))", "{{end_reason}}")], unit="reqps")
+    b.panel(TS, "Dimension overflow to 'other'", [
+        ("sum by (dimension) (rate(convmon_dimension_overflow_total[5m]))", "{{dimension}}")], unit="reqps")
+    b.panel(TS, "Label store", [
+        ("sum(rate(convmon_label_store_errors_total[5m]))", "write errors / s"),
+        ("sum(convmon_label_store_buffered)", "buffered"),
+    ])
+    return b
+
+
+BOARDS = {"overview.json": overview, "item-detail.json": item_detail, "operations.json": operations}
+
+
+def render() -> dict[str, str]:
+    return {name: json.dumps(build().json(), indent=2) + "\n" for name, build in BOARDS.items()}
+
+
+def main() -> int:
+    out = HERE / "dashboards"
+    out.mkdir(exist_ok=True)
+    for name, text in render().items():
+        (out / name).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""``convmon rubrics learn | evaluate | apply``: learn rubric sets, compare them, hand one to the monitor."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from prometheus_client import CollectorRegistry
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from distill.rubrics import LearnOptions, learn_rubric_set, plan_calls
+from distill.rubrics.cache import CachingClient, ResponseCache
+from distill.rubrics.dedup import make_embedder
+from distill.rubrics.evaluate import METRICS, bootstrap_indices, evaluate_set, score_matrix
+from distill.rubrics.extract import file_sha256, load_labeled
+from monitor.errors import ConvmonError, RubricError
+from monitor.judge.client import JudgeClient
+from monitor.metrics import Metrics
+from monitor.rubrics import dump_rubric_set, load_rubric_set
+from monitor.settings import Settings
+
+app = typer.Typer(help="Learn rubric sets from labelled conversations (SPUR, RUBICON), evaluate and apply them.",
+                  no_args_is_help=True)
+console = Console(stderr=True)
+Labeled = Annotated[Path, typer.Option("--labeled", help="JSONL with a label per conversation, or a USS .txt file.")]
+Model = Annotated[str | None, typer.Option(help="Chat model (default: judge_model).")]
+Limit = Annotated[int | None, typer.Option(help="Use only the first N conversations of the file.")]
+Seed = Annotated[int, typer.Option(help="Seed for batching, folds and bootstrap.")]
+
+
+def _settings() -> Settings:
+    from monitor.cli import load_settings  # imported late: monitor.cli mounts this app
+
+    return load_settings()
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except ConvmonError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from exc
+
+
+def _llm(settings: Settings) -> CachingClient:
+    client = JudgeClient(settings, Metrics(CollectorRegistry())) if settings.judge_configured else None
+    return CachingClient(client, ResponseCache(settings.data_dir / "rubric_cache"),
+                         temperature=settings.judge_temperature, default_model=settings.judge_model)
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[Callable[[str, int], Callable[[], None]]]:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        def track(label: str, total: int) -> Callable[[], None]:
+            task = progress.add_task(label, total=total)
+            return lambda: progress.advance(task)
+
+        yield track
+
+
+def _plan_table(rows: list[Any], model: str) -> Table:
+    table = Table(title=f"rubrics learn --dry-run (model {model})")
+    for column in ("stage", "calls", "cached", "prompt tokens", "output tokens", "est. cost USD"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    for r in rows:
+        cost = "no price" if r.cost_usd is None else f"{r.cost_usd:.4f}"
+        table.add_row(r.stage, str(r.calls), str(r.cached), str(r.prompt_tokens), str(r.output_tokens), cost)
+    known = [r.cost_usd for r in rows if r.cost_usd is not None]
+    table.add_row("total", str(sum(r.calls for r in rows)), str(sum(r.cached for r in rows)), "", "",
+                  f"{sum(known):.4f}" if known else "no price")
+    return table
+
+
+@app.command()
+def learn(
+    labeled: Labeled,
+    out: Annotated[Path | None, typer.Option(help="Output YAML (default: <data_dir>/rubrics/<id>.yaml).")] = None,
+    set_id: Annotated[str | None, typer.Option("--id", help="Rubric-set id (default: learned-<file stem>).")] = None,
+    method: Annotated[str, typer.Option(help="spur (fixed n) or rubicon (pool + selection).")] = "spur",
+    model: Model = None,
+    batch_size: Annotated[int, typer.Option(help="Reasons per summarization call.")] = 100,
+    n: Annotated[int, typer.Option(help="Items per polarity per summarization.")] = 10,
+    max_reasons: Annotated[int, typer.Option(help="Reasons per extracted conversation.")] = 3,
+    dedup_threshold: Annotated[float, typer.Option(help="Cosine at which items are duplicates.")] = 0.85,
+    embedder: Annotated[str, typer.Option(help="De-duplication embedder: hashing, minilm or openai.")] = "hashing",
+    score_mode: Annotated[str, typer.Option(help="RUBICON pool scoring: likert or spur.")] = "likert",
+    max_pool: Annotated[int, typer.Option(help="RUBICON pool size per polarity.")] = 40,
+    sat_budget: Annotated[int, typer.Option(help="RUBICON: at most this many SAT items.")] = 10,
+    dsat_budget: Annotated[int, typer.Option(help="RUBICON: at most this many DSAT items.")] = 10,
+    limit: Limit = None,
+    seed: Seed = 0,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls and estimated cost, then stop.")] = False,
+) -> None:
+    """Learn a rubric set from labelled conversations (every LLM call cached: a rerun resumes)."""
+    with _errors():
+        if method not in ("spur", "rubicon") or score_mode not in ("likert", "spur"):
+            raise RubricError(f"--method must be spur or rubicon and --score-mode likert or spur; got {method!r}, "
+                              f"{score_mode!r}")
+        settings = _settings()
+        data, counts = load_labeled(labeled, limit=limit)
+        opts = LearnOptions(method=method, model=model or settings.judge_model, max_reasons=max_reasons,  # type: ignore[arg-type]
+                            batch_size=batch_size, n=n, dedup_threshold=dedup_threshold, embedder=embedder,
+                            score_mode=score_mode, max_pool=max_pool, sat_budget=sat_budget,  # type: ignore[arg-type]
+                            dsat_budget=dsat_budget, seed=seed)
+        llm = _llm(settings)
+        if dry_run:
+            typer.echo(f"{len(data)} labelled conversations ({counts['SAT']} SAT, {counts['DSAT']} DSAT, "
+                       f"{counts['NEUTRAL']} neutral dropped)")
+            Console().print(_plan_table(plan_calls(settings, llm, data, opts), opts.model))
+            return
+        set_id = set_id or "learned-" + (re.sub(r"[^a-z0-9]+", "-", labeled.stem.lower()).strip("-") or "set")
+        info = {"file": labeled.name, "sha256": file_sha256(labeled), "limit": limit, "counts": counts}
+        openai_client = None
+        if embedder == "openai" and settings.judge_configured:
+            import openai
+
+            key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unused"
+            openai_client = openai.OpenAI(base_url=settings.openai_base_url, api_key=key)
+        embed = make_embedder(embedder, openai_client=openai_client)
+
+        async def run() -> Any:
+            try:
+                with _progress() as track:
+                    return await learn_rubric_set(llm, settings, data, opts, embedder=embed, set_id=set_id,
+                                                  data_info=info, track=track)
+            finally:
+                if llm.client is not None:
+                    await llm.client.aclose()
+
+        result = asyncio.run(run())
+        target = out or settings.data_dir / "rubrics" / f"{result.rubric.id}.yaml"
+        dump_rubric_set(result.rubric, target)
+        stats = result.stats["llm"]
+        typer.echo(f"wrote {result.rubric.key} ({len(result.rubric.items)} items) to {target}; "
+                   f"{stats['calls']} LLM calls, {stats['cache_hits']} from cache, ${stats['cost_usd']:.4f}")
+
+
+def _cell(value: float, ci: tuple[float, float] | None) -> str:
+    return f"{value:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+@app.command()
+def evaluate(
+    labeled: Labeled,
+    sets: Annotated[list[str], typer.Option("--set", help="Rubric set name or YAML path; repeat to compare.")],
+    mode: Annotated[str, typer.Option(help="Judge mode for scoring: spur or likert.")] = "spur",
+    model: Model = None,
+    positive: Annotated[str, typer.Option(help="Positive class for precision/recall/F1: sat or dsat.")] = "sat",
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs (0: none).")] = 1000,
+    limit: Limit = None,
+    seed: Seed = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Score labelled conversations with each rubric set and compare them side by side."""
+    import numpy as np
+
+    with _errors():
+        if mode not in ("spur", "likert") or positive not in ("sat", "dsat"):
+            raise RubricError(f"--mode must be spur or likert and --positive sat or dsat; got {mode!r}, {positive!r}")
+        settings = _settings()
+        data, _ = load_labeled(labeled, limit=limit)
+        rubrics = [load_rubric_set(s, settings.prompts_dir) for s in sets]
+        llm = _llm(settings)
+        y = np.array([1 if x.label == "SAT" else 0 for x in data])
+
+        async def run() -> list[Any]:
+            try:
+                with _progress() as track:
+                    return [await score_matrix(llm, settings, list(r.items), [x.conversation for x in data], mode=mode,
+                                               model=model or settings.judge_model, on_done=track(r.key, len(data)))
+                            for r in rubrics]  # type: ignore[arg-type]
+            finally:
+                if llm.client is not None:
+                    await llm.client.aclose()
+
+        matrices = asyncio.run(run())
+        resamples = bootstrap_indices(len(data), bootstrap, seed) if bootstrap else None
+        reports = [evaluate_set(name, r, m, y, positive=positive, resamples=resamples)
+                   for name, r, m in zip(sets, rubrics, matrices, strict=True)]
+    if as_json:
+        typer.echo(json.dumps({"labeled": labeled.name, "positive": positive, "mode": mode,
+                               "llm": llm.stats.as_dict(), "sets": [r.as_dict() for r in reports]}, indent=2))
+        return
+    table = Table(title=f"{labeled.name}: {len(data)} conversations, positive={positive}, 95% bootstrap CI")
+    for column in ("set", "n", *METRICS):
+        table.add_column(column)
+    for r in reports:
+        table.add_row(f"{r.name}\n{r.key}", f"{r.n}" + (f" ({r.failed} failed)" if r.failed else ""),
+                      *(_cell(r.values[m], r.ci.get(m)) for m in METRICS))
+    Console().print(table)
+
+
+def _live_keys(registry: Path) -> dict[str, str]:
+    """``kind -> rubric_key`` of every live model in the registry (manifests only, no weights)."""
+    keys = {}
+    for live in sorted(registry.glob("*/LIVE")) if registry.is_dir() else []:
+        manifest = live.parent / live.read_text(encoding="utf-8").strip() / "manifest.json"
+        with contextlib.suppress(OSError, ValueError):
+            keys[live.parent.name] = json.loads(manifest.read_text(encoding="utf-8")).get("rubric_key", "")
+    return keys
+
+
+@app.command()
+def apply(
+    path: Annotated[Path, typer.Argument(help="A learned rubric-set YAML.")],
+    rubrics_dir: Annotated[Path | None, typer.Option(help="Target directory (default: <prompts_dir>/rubrics).")] = None,
+) -> None:
+    """Validate a learned set, install it where the monitor loads rubric sets, and print the setting."""
+    with _errors():
+        settings = _settings()
+        rubric = load_rubric_set(path, settings.prompts_dir)
+        default_dir = settings.prompts_dir / "rubrics"
+        target = (rubrics_dir or default_dir) / f"{rubric.id}.yaml"
+        if target.is_file():
+            current = load_rubric_set(target, settings.prompts_dir)
+            if current.key == rubric.key and current != rubric:
+                raise RubricError(f"{target} already holds {rubric.key} with different content: a version is "
+                                  "immutable, learn again (or change the version) instead")
+            if current.key != rubric.key:
+                console.print(f"replacing {current.key} with {rubric.key} in {target}")
+        dump_rubric_set(rubric, target)
+        for kind, key in _live_keys(settings.model_registry).items():
+            if key and key != rubric.key:
+                console.print(f"note: live {kind!r} models were trained for {key}; workers running {rubric.key} "
+                              "refuse them until models are retrained for the new set")
+        name = rubric.id if target.parent.resolve() == default_dir.resolve() else str(target.resolve())
+        typer.echo(f"installed {rubric.key} ({len(rubric.items)} items) at {target}")
+        typer.echo(f"CONVMON_RUBRIC_SET={name}")

@@ -1,0 +1,97 @@
+"""One question to the judge with one repair attempt: the loop every rubric mode shares.
+
+The first answer is parsed; if it is unusable (parse error, missing or conflicting items, cut off
+by ``finish_reason=length``) the conversation continues with the answer and a repair prompt naming
+the problems. A second failure raises :class:`JudgeResponseError`, which the caller dead-letters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from monitor.errors import JudgeResponseError
+from monitor.judge.client import Completion, JudgeClient, Usage
+from monitor.judge.prompt import render
+from monitor.metrics import Metrics
+from monitor.rubrics import RubricItem
+from monitor.scores import ItemResult
+
+_MAX_ECHO_CHARS = 6000
+
+
+@dataclass
+class Scored:
+    """What a mode returns for one conversation: item results plus what they cost."""
+
+    items: list[ItemResult]
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    calls: int = 0
+    truncated: bool = False
+    repaired: bool = False
+
+    def add(self, completion: Completion) -> None:
+        self.usage += completion.usage
+        self.cost_usd += completion.cost_usd
+        self.calls += 1
+
+
+async def ask_with_repair(
+    client: JudgeClient,
+    messages: list[dict[str, str]],
+    *,
+    items: list[RubricItem],
+    parse: Callable[[str, list[RubricItem]], list[ItemResult]],
+    answer_format: str,
+    prompts_dir: Path,
+    metrics: Metrics,
+    scored: Scored,
+    model: str | None = None,
+    response_format: dict[str, Any] | None = None,
+) -> list[ItemResult]:
+    completion = await client.complete(messages, model=model, response_format=response_format)
+    scored.add(completion)
+    try:
+        return _parse(completion, items, parse)
+    except JudgeResponseError as err:
+        metrics.judge_parse_failures.inc()
+        problems = list(getattr(err, "problems", [str(err)]))
+    repair = render(
+        prompts_dir,
+        "repair",
+        problems="; ".join(problems[:10]),
+        n_items=len(items),
+        item_ids=", ".join(item.id for item in items),
+        answer_format=answer_format,
+    )
+    retry = [
+        *messages,
+        {"role": "assistant", "content": completion.text[:_MAX_ECHO_CHARS]},
+        {"role": "user", "content": repair},
+    ]
+    completion = await client.complete(retry, model=model, response_format=response_format)
+    scored.add(completion)
+    scored.repaired = True
+    try:
+        results = _parse(completion, items, parse)
+    except JudgeResponseError as err:
+        metrics.judge_parse_failures.inc()
+        metrics.judge_repairs.labels("failed").inc()
+        raise JudgeResponseError(f"after a repair prompt, {err}") from err
+    metrics.judge_repairs.labels("ok").inc()
+    return results
+
+
+def _parse(
+    completion: Completion, items: list[RubricItem], parse: Callable[[str, list[RubricItem]], list[ItemResult]]
+) -> list[ItemResult]:
+    try:
+        return parse(completion.text, items)
+    except JudgeResponseError as err:
+        if completion.finish_reason == "length":
+            problems = ["the answer was cut off at the output limit: answer compactly", *getattr(err, "problems", [])]
+            err.problems = problems  # type: ignore[attr-defined]
+        raise

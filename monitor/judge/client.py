@@ -1,0 +1,324 @@
+"""The one way convmon talks to an OpenAI-compatible chat endpoint: ``JudgeClient.complete``.
+
+Every call is bounded (``judge_concurrency``), rate limited (requests and tokens per minute),
+budgeted (a worst-case reservation against the daily USD budget), metered (requests by status,
+latency, tokens, spend) and retried here rather than inside the openai client (its
+``max_retries=0``): 429, 408/409, 5xx, timeouts and connection errors back off exponentially with
+jitter, honouring ``Retry-After``, and end in :class:`JudgeUnavailable`. A 400 to a request with
+``response_format`` switches this client to free-text answers for good. Secrets and conversation
+text never reach logs or exception messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+import openai
+
+from monitor.errors import JudgeError, JudgeUnavailable
+from monitor.judge.budget import DailyBudget
+from monitor.judge.ratelimit import RateLimiter
+from monitor.metrics import Metrics
+from monitor.settings import Settings
+
+log = logging.getLogger(__name__)
+_MAX_RETRY_AFTER_S = 300.0
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt: int = 0
+    completion: int = 0
+    cached: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.prompt + other.prompt, self.completion + other.completion, self.cached + other.cached)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"prompt": self.prompt, "completion": self.completion, "cached": self.cached}
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One successful chat completion: the text and what it cost."""
+
+    text: str
+    model: str  # the model (or Azure deployment) asked for
+    finish_reason: str | None
+    usage: Usage
+    cost_usd: float
+    latency_s: float
+    response_model: str | None = None  # what the endpoint reports, e.g. a dated version
+    structured: bool = False  # the JSON-schema response_format was sent and accepted
+    top_logprobs: list[list[tuple[str, float]]] = field(default_factory=list)  # per output token
+
+
+def estimate_tokens(messages: list[dict[str, str]]) -> int:
+    """A deliberately high prompt-token estimate (3 characters a token) for reservations."""
+    return sum(len(m.get("content") or "") // 3 + 8 for m in messages) + 8
+
+
+def price_for(model: str, prices: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
+    """USD per 1M (input, output) tokens: exact name, else the longest configured prefix."""
+    if model in prices:
+        return prices[model]
+    matches = [name for name in prices if model.startswith(name)]
+    return prices[max(matches, key=len)] if matches else None
+
+
+def retry_after(headers: httpx.Headers | Any) -> float | None:
+    """Seconds the server asks us to wait: ``retry-after-ms``, ``retry-after`` seconds or HTTP date."""
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return max(0.0, float(ms) / 1000.0)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+class JudgeClient:
+    """Retrying, rate-limited, budgeted, metered chat completions (shared by judge modes and juries)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.provider = "azure" if settings.azure_api_version else "openai"
+        self.structured_ok = settings.judge_structured_output
+        self._rng = rng or random.Random()
+        self._sem = asyncio.Semaphore(settings.judge_concurrency)
+        self._limiter = RateLimiter(
+            requests_per_minute=settings.judge_requests_per_minute, tokens_per_minute=settings.judge_tokens_per_minute
+        )
+        self.budget = DailyBudget(settings.judge_daily_budget_usd, metrics=metrics)
+        self._openai = self._make_openai(settings, http_client)
+        for model in {settings.judge_model, *settings.judge_models}:
+            if price_for(model, settings.judge_prices) is None:
+                log.warning(
+                    "no price for judge model %r in judge_prices: its spend counts as $0 and the daily budget "
+                    "cannot limit it (set CONVMON_JUDGE_PRICES)", model
+                )
+
+    @staticmethod
+    def _make_openai(settings: Settings, http_client: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unused"
+        common: dict[str, Any] = {
+            "api_key": key, "max_retries": 0, "timeout": settings.judge_timeout_s, "http_client": http_client
+        }
+        if settings.azure_api_version:
+            return openai.AsyncAzureOpenAI(
+                azure_endpoint=settings.openai_base_url, api_version=settings.azure_api_version, **common
+            )
+        return openai.AsyncOpenAI(base_url=settings.openai_base_url, **common)
+
+    def accepting(self) -> bool:
+        return self.budget.accepting()
+
+    async def aclose(self) -> None:
+        await self._openai.close()
+
+    def cost(self, model: str, usage: Usage) -> float:
+        """USD for a call; cached prompt tokens are charged in full (an upper bound for budgets)."""
+        price = price_for(model, self.settings.judge_prices)
+        if price is None:
+            return 0.0
+        return (usage.prompt * price[0] + usage.completion * price[1]) / 1_000_000
+
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        model: str | None = None,
+        response_format: dict[str, Any] | None = None,
+        logprobs: bool = False,
+        top_logprobs: int | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """One chat completion; raises ``BudgetExhausted``, ``JudgeUnavailable`` or ``JudgeError``."""
+        model = model or self.settings.judge_model
+        max_tokens = max_tokens or self.settings.judge_max_output_tokens
+        request: dict[str, Any] = {
+            "model": model, "messages": messages, "max_tokens": max_tokens,
+            "temperature": self.settings.judge_temperature,
+        }
+        if response_format is not None and self.structured_ok:
+            request["response_format"] = response_format
+        if logprobs:
+            request.update(logprobs=True, top_logprobs=top_logprobs or 20)
+        estimate = estimate_tokens(messages)
+        reserved = self.cost(model, Usage(prompt=estimate, completion=max_tokens))
+        self.budget.reserve(reserved)
+        actual = 0.0
+        try:
+            async with self._sem:
+                completion = await self._with_retries(request, estimate)
+            actual = completion.cost_usd
+            return completion
+        finally:
+            self.budget.settle(reserved, actual)
+
+    async def _with_retries(self, request: dict[str, Any], estimate: int) -> Completion:
+        model = request["model"]
+        tokens = estimate + request["max_tokens"]
+        attempts = self.settings.judge_max_retries + 1
+        last = "none"
+        attempt = 0
+        while attempt < attempts:
+            await self._limiter.acquire(tokens)
+            started = time.perf_counter()
+            self.metrics.judge_in_flight.inc()
+            try:
+                response = await self._openai.chat.completions.create(**request)
+            except openai.APIStatusError as exc:
+                status, cause, wait = self._classify(exc, request)
+                if status == "format_rejected":
+                    request.pop("response_format", None)
+                    continue  # not a retry: the same request without response_format, once
+                last = cause or status
+            except openai.APITimeoutError:
+                status, cause, wait, last = "timeout", "timeout", None, "timeout"
+            except openai.APIConnectionError:
+                status, cause, wait, last = "connection_error", "connection", None, "connection error"
+            except ValueError:  # a 200 whose body is not JSON (proxies, half-compatible servers)
+                status, cause, wait, last = "bad_response", "bad_response", None, "bad response body"
+            else:
+                try:
+                    return self._record(request, response, time.perf_counter() - started, estimate)
+                except _BadResponse:
+                    status, cause, wait, last = "bad_response", "bad_response", None, "bad response body"
+            finally:
+                self.metrics.judge_in_flight.dec()
+                self.metrics.judge_latency.labels(model).observe(time.perf_counter() - started)
+            self.metrics.judge_requests.labels(model, status).inc()
+            attempt += 1
+            if attempt >= attempts:
+                break
+            delay = self._delay(attempt, wait)
+            self.metrics.judge_retries.labels(cause).inc()
+            log.warning("judge %s: %s, retry %d/%d in %.2fs", model, last, attempt, attempts - 1, delay)
+            await asyncio.sleep(delay)
+        message = f"the judge endpoint failed {attempts} times for model {model!r} (last: {last}); giving up"
+        if last == "bad response body":
+            raise JudgeError(message + ": is openai_base_url an OpenAI-compatible API?", reason="judge_bad_response")
+        raise JudgeUnavailable(message + " (judge_max_retries)")
+
+    def _classify(self, exc: openai.APIStatusError, request: dict[str, Any]) -> tuple[str, str, float | None]:
+        """(status label, retry cause, server-requested wait); raises for errors a retry cannot fix."""
+        code = exc.status_code
+        model = request["model"]
+        if code == 429:
+            return "rate_limited", "429", retry_after(exc.response.headers)
+        if code >= 500 or code in (408, 409):
+            return "server_error", "5xx", retry_after(exc.response.headers)
+        self.metrics.judge_requests.labels(model, "client_error").inc()
+        if code == 400 and "response_format" in request:
+            self.structured_ok = False
+            log.warning("judge %s: the endpoint rejected response_format (HTTP 400); using free-text answers", model)
+            return "format_rejected", "", None
+        if code == 400 and request.get("logprobs"):
+            raise JudgeError(
+                f"the judge endpoint rejected a logprobs request (HTTP 400) for model {model!r}; use "
+                "judge_mode=spur or likert with this endpoint", reason="judge_logprobs_unsupported"
+            ) from None
+        if code in (401, 403):
+            raise JudgeError(
+                f"the judge endpoint refused the credentials (HTTP {code}); check OPENAI_API_KEY / "
+                "CONVMON_OPENAI_API_KEY", reason="judge_auth"
+            ) from None
+        if code == 404:
+            raise JudgeError(
+                f"the judge endpoint has no model {model!r} (HTTP 404); check judge_model and openai_base_url",
+                reason="judge_not_found",
+            ) from None
+        raise JudgeError(f"the judge endpoint rejected the request (HTTP {code})", reason="judge_bad_request") from None
+
+    def _delay(self, attempt: int, server_wait: float | None) -> float:
+        """Retry-After when the server gives one, else exponential backoff with equal jitter."""
+        if server_wait is not None:
+            return min(server_wait, _MAX_RETRY_AFTER_S)
+        ceiling = min(self.settings.judge_backoff_max_s, self.settings.judge_backoff_base_s * 2 ** (attempt - 1))
+        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+
+    def _record(self, request: dict[str, Any], response: Any, latency: float, estimate: int) -> Completion:
+        """Meter a response and turn it into a ``Completion``; raise ``_BadResponse`` if it is not one."""
+        model = request["model"]
+        try:
+            choice = response.choices[0]
+            text = choice.message.content or ""
+            finish_reason = choice.finish_reason
+            top = _top_logprobs(choice)
+            if not isinstance(text, str) or not (finish_reason is None or isinstance(finish_reason, str)):
+                raise TypeError("content or finish_reason of the wrong type")
+        except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
+            raise _BadResponse(type(exc).__name__) from None
+        usage = _usage(response) or Usage(prompt=estimate, completion=len(text) // 3 + 1)  # bill what we can
+        cost = self.cost(model, usage)
+        m = self.metrics
+        m.judge_requests.labels(model, "ok").inc()
+        for kind, value in usage.as_dict().items():
+            m.judge_tokens.labels(model, kind).inc(value)
+        m.judge_spend.labels(model).inc(cost)
+        self._limiter.settle(estimate + request["max_tokens"], usage.prompt + usage.completion)
+        return Completion(
+            text=text,
+            model=model,
+            finish_reason=finish_reason,
+            usage=usage,
+            cost_usd=cost,
+            latency_s=latency,
+            response_model=model_name if isinstance(model_name := getattr(response, "model", None), str) else None,
+            structured="response_format" in request,
+            top_logprobs=top,
+        )
+
+
+class _BadResponse(Exception):
+    """A 200 response that is not a chat completion."""
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _usage(response: Any) -> Usage | None:
+    """Reported usage, or None when it is missing or malformed (the caller then bills its estimate)."""
+    usage = getattr(response, "usage", None)
+    prompt = _count(getattr(usage, "prompt_tokens", None))
+    completion = _count(getattr(usage, "completion_tokens", None))
+    if prompt is None or completion is None:
+        return None
+    cached = _count(getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)) or 0
+    return Usage(prompt=prompt, completion=completion, cached=min(cached, prompt))
+
+
+def _top_logprobs(choice: Any) -> list[list[tuple[str, float]]]:
+    content = getattr(getattr(choice, "logprobs", None), "content", None) or []
+    out = []
+    for token in content:
+        alternatives = [  # log-probabilities are <= 0; clamp what a broken server sends
+            (str(t.token), min(0.0, float(t.logprob)))
+            for t in (token.top_logprobs or [])
+            if math.isfinite(float(t.logprob))
+        ]
+        out.append(alternatives or [(str(token.token), min(0.0, float(token.logprob)))])
+    return out

@@ -1,0 +1,82 @@
+"""Likert mode (RUBICON-style): 5-point agreement per item, at most 10 items per call.
+
+Ratings map to 0 / 2.5 / 5 / 7.5 / 10 (verdict yes from "agree" up); DSAT items count negatively
+in R, as in SPUR. Batches are scored concurrently; each has its own static system prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from monitor.events import Conversation
+from monitor.judge.ask import Scored, ask_with_repair
+from monitor.judge.client import JudgeClient
+from monitor.judge.interpret import parse_likert
+from monitor.judge.prompt import conversation_budget, conversation_message, render, rubric_sections
+from monitor.metrics import Metrics
+from monitor.rubrics import RubricItem
+from monitor.scores import ItemResult
+from monitor.settings import Settings
+
+MAX_ITEMS_PER_CALL = 10
+_FORMAT = 'Answer with one JSON object mapping each statement id to its rating (an integer 1-5), e.g. {{"{0}": 4}}.'
+
+
+def likert_schema(items: list[RubricItem]) -> dict[str, Any]:
+    properties = {item.id: {"type": "integer", "enum": [1, 2, 3, 4, 5]} for item in items}
+    schema = {"type": "object", "properties": properties, "required": [i.id for i in items],
+              "additionalProperties": False}
+    return {"type": "json_schema", "json_schema": {"name": "likert_answers", "strict": True, "schema": schema}}
+
+
+class _Batch:
+    def __init__(self, settings: Settings, items: list[RubricItem]) -> None:
+        self.items = items
+        self.system = render(
+            settings.prompts_dir,
+            "likert",
+            domain=settings.domain_description,
+            rubric_sections=rubric_sections(items),
+            n_items=len(items),
+            example_id=items[0].id,
+        )
+        self.response_format = likert_schema(items)
+        self.answer_format = _FORMAT.format(items[0].id)
+
+
+class LikertScorer:
+    def __init__(
+        self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.metrics = metrics
+        self.items = items
+        self.model = model
+        self.batches = [
+            _Batch(settings, items[i : i + MAX_ITEMS_PER_CALL]) for i in range(0, len(items), MAX_ITEMS_PER_CALL)
+        ]
+        self.max_chars = min(conversation_budget(settings.judge_max_prompt_chars, b.system) for b in self.batches)
+
+    async def score_items(self, conversation: Conversation) -> Scored:
+        user, truncated = conversation_message(self.settings.prompts_dir, conversation, max_chars=self.max_chars)
+        scored = Scored(items=[], truncated=truncated)
+        results = await asyncio.gather(*(self._ask(batch, user, scored) for batch in self.batches))
+        scored.items = [item for batch in results for item in batch]
+        return scored
+
+    async def _ask(self, batch: _Batch, user: str, scored: Scored) -> list[ItemResult]:
+        messages = [{"role": "system", "content": batch.system}, {"role": "user", "content": user}]
+        return await ask_with_repair(
+            self.client,
+            messages,
+            items=batch.items,
+            parse=parse_likert,
+            answer_format=batch.answer_format,
+            prompts_dir=self.settings.prompts_dir,
+            metrics=self.metrics,
+            scored=scored,
+            model=self.model,
+            response_format=batch.response_format,
+        )

@@ -1,0 +1,72 @@
+"""The LLM judge: redact, score with the configured mode (or jury), and build the score record."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from monitor.errors import JudgeResponseError
+from monitor.events import Conversation
+from monitor.judge.client import JudgeClient
+from monitor.judge.jury import Scorer
+from monitor.redact import Redactor
+from monitor.rubrics import RubricSet
+from monitor.scores import ScoreRecord, aggregate_r, check_complete
+
+log = logging.getLogger(__name__)
+
+
+class LLMJudge:
+    """Satisfies ``monitor.judge.base.Judge`` for any OpenAI-compatible endpoint."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model_version: str,
+        client: JudgeClient,
+        scorer: Scorer,
+        rubric: RubricSet,
+        redactor: Redactor,
+    ) -> None:
+        self.name = name
+        self.model_version = model_version
+        self.client = client
+        self.scorer = scorer
+        self.rubric = rubric
+        self.redactor = redactor
+
+    async def score(self, conversation: Conversation) -> ScoreRecord:
+        started = time.perf_counter()
+        scored = await self.scorer.score_items(self.redactor.redact_conversation(conversation))
+        by_id = {item.item_id: item for item in scored.items}
+        items = [by_id[i] for i in self.rubric.item_ids if i in by_id]
+        problems = check_complete(scored.items, self.rubric)
+        if problems:  # a mode bug, not a model answer: the parsers already enforce completeness
+            raise JudgeResponseError(f"judge result incomplete: {'; '.join(problems[:5])}")
+        log.debug(
+            "judged %s: %d calls, %d prompt tokens, $%.5f%s",
+            conversation.conversation_id, scored.calls, scored.usage.prompt, scored.cost_usd,
+            " (truncated)" if scored.truncated else "",
+        )
+        return ScoreRecord(
+            conversation_id=conversation.conversation_id,
+            scorer="llm",
+            judge=self.name,
+            rubric_set=self.rubric.id,
+            rubric_version=self.rubric.version,
+            model_version=self.model_version,
+            items=items,
+            R=aggregate_r(items),
+            metadata=conversation.metadata,
+            feedback=conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None,
+            latency_s=time.perf_counter() - started,
+            tokens=scored.usage.as_dict(),
+            cost_usd=scored.cost_usd,
+        )
+
+    def accepting(self) -> bool:
+        return self.client.accepting()
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,80 @@
+"""SPUR mode (Lin et al. 2024, Appendix A.3): one call answers every item with Y/N and a 1-10 score.
+
+R = sum of SAT scores - sum of DSAT scores. Maxim items (AMULET) are answered S / V / NA in the
+same call. A JSON schema ``response_format`` is sent when enabled; free text is parsed otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monitor.events import Conversation
+from monitor.judge.ask import Scored, ask_with_repair
+from monitor.judge.client import JudgeClient
+from monitor.judge.interpret import parse_spur
+from monitor.judge.prompt import conversation_budget, conversation_message, render, rubric_sections, spur_answer_format
+from monitor.metrics import Metrics
+from monitor.rubrics import RubricItem
+from monitor.settings import Settings
+
+_MAXIM_RULES = "- For the conversational maxims, judge the assistant's turns: S, V or NA, with score 0.\n"
+
+
+def spur_schema(items: list[RubricItem]) -> dict[str, Any]:
+    """Strict JSON schema: one ``{"answer", "score"}`` object per item id, all required."""
+    properties = {
+        item.id: {
+            "type": "object",
+            "properties": {
+                "answer": {"type": "string", "enum": ["S", "V", "NA"] if item.polarity == "maxim" else ["Y", "N"]},
+                "score": {"type": "integer"},
+            },
+            "required": ["answer", "score"],
+            "additionalProperties": False,
+        }
+        for item in items
+    }
+    schema = {"type": "object", "properties": properties, "required": [i.id for i in items],
+              "additionalProperties": False}
+    return {"type": "json_schema", "json_schema": {"name": "rubric_answers", "strict": True, "schema": schema}}
+
+
+class SpurScorer:
+    def __init__(
+        self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.metrics = metrics
+        self.items = items
+        self.model = model
+        self.answer_format = spur_answer_format(items)
+        self.system = render(
+            settings.prompts_dir,
+            "spur_estimation",
+            domain=settings.domain_description,
+            rubric_sections=rubric_sections(items),
+            n_items=len(items),
+            extra_rules=_MAXIM_RULES if any(i.polarity == "maxim" for i in items) else "",
+            answer_format=self.answer_format,
+        )
+        self.max_chars = conversation_budget(settings.judge_max_prompt_chars, self.system)
+        self.response_format = spur_schema(items)
+
+    async def score_items(self, conversation: Conversation) -> Scored:
+        user, truncated = conversation_message(self.settings.prompts_dir, conversation, max_chars=self.max_chars)
+        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+        scored = Scored(items=[], truncated=truncated)
+        scored.items = await ask_with_repair(
+            self.client,
+            messages,
+            items=self.items,
+            parse=parse_spur,
+            answer_format=self.answer_format,
+            prompts_dir=self.settings.prompts_dir,
+            metrics=self.metrics,
+            scored=scored,
+            model=self.model,
+            response_format=self.response_format,
+        )
+        return scored

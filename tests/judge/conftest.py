@@ -1,0 +1,71 @@
+"""Fixtures for the judge tests: a real test OpenAI server, settings with tiny backoffs, fresh metrics."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from monitor.events import Conversation
+from monitor.metrics import Metrics
+from monitor.rubrics import RubricSet, load_rubric_set
+from monitor.settings import REPO_ROOT, Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/openai_server.py
+
+from openai_server import OpenAIServer  # noqa: E402
+
+API_KEY = "sk-test-DO-NOT-LEAK-1234567890"
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CONVMON_OPENAI_API_KEY", "CONVMON_OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def make_settings(server: OpenAIServer) -> Callable[..., Settings]:
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "openai_base_url": server.url,
+            "openai_api_key": API_KEY,
+            "judge_backoff_base_s": 0.001,
+            "judge_backoff_max_s": 0.005,
+            "judge_max_retries": 3,
+            "judge_timeout_s": 5.0,
+        }
+        values.update(overrides)
+        return Settings(**values)
+
+    return make
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics(CollectorRegistry())
+
+
+@pytest.fixture
+def rubric() -> RubricSet:
+    return load_rubric_set("spur-copilot", REPO_ROOT / "prompts")
+
+
+def make_conversation(*texts: str, conversation_id: str = "c-1", **overrides: Any) -> Conversation:
+    """Alternating user/assistant turns from ``texts`` (the first is the user's)."""
+    turns = [{"index": i, "role": "user" if i % 2 == 0 else "assistant", "text": t} for i, t in enumerate(texts)]
+    return Conversation.model_validate({"conversation_id": conversation_id, "turns": turns, **overrides})
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0

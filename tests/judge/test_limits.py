@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from conftest import sample
+
+from monitor.errors import BudgetExhausted
+from monitor.judge.budget import DailyBudget
+from monitor.judge.ratelimit import RateLimiter, TokenBucket
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        self.sleeps.append(delay)
+        self.now += delay
+
+
+async def test_bucket_allows_a_burst_then_paces() -> None:
+    t = FakeTime()
+    bucket = TokenBucket(per_minute=60, clock=t.clock, sleep=t.sleep)
+    for _ in range(60):
+        assert await bucket.acquire() == 0.0
+    assert await bucket.acquire() == pytest.approx(1.0)  # one token a second
+    assert await bucket.acquire(3) == pytest.approx(3.0)
+
+
+async def test_bucket_caps_oversized_requests_and_settles_debts() -> None:
+    t = FakeTime()
+    bucket = TokenBucket(per_minute=600, clock=t.clock, sleep=t.sleep)
+    assert await bucket.acquire(10_000) == 0.0  # capped at capacity instead of waiting forever
+    bucket.settle(300)  # actual use was 300 tokens above the estimate
+    assert bucket.available == pytest.approx(-300)
+    assert await bucket.acquire(60) == pytest.approx(36.0)
+
+
+async def test_limiter_waits_for_both_requests_and_tokens() -> None:
+    t = FakeTime()
+    limiter = RateLimiter(requests_per_minute=2, tokens_per_minute=1000, clock=t.clock, sleep=t.sleep)
+    assert await limiter.acquire(800) == 0.0
+    assert await limiter.acquire(800) == pytest.approx(36.0)  # tokens are the binding limit
+    limiter.settle(estimated=800, actual=100)  # credit back what was not used
+    assert limiter.tokens.available == pytest.approx(700, abs=1)
+
+
+def test_bucket_rejects_a_zero_rate() -> None:
+    with pytest.raises(ValueError, match=r"'per_minute' parameter of TokenBucket must be > 0. Got 0 instead"):
+        TokenBucket(per_minute=0)
+
+
+def test_budget_reserve_settle_and_daily_reset(metrics) -> None:
+    day = [date(2024, 5, 1)]
+    budget = DailyBudget(1.0, metrics=metrics, today=lambda: day[0])
+    budget.reserve(0.4)
+    assert budget.remaining_usd == pytest.approx(0.6)
+    budget.settle(0.4, 0.3)
+    assert budget.spent_usd == pytest.approx(0.3) and budget.reserved_usd == 0
+    assert sample(metrics, "convmon_judge_budget_remaining_usd") == pytest.approx(0.7)
+    budget.reserve(0.6)
+    budget.settle(0.6, 0.6)
+    assert not budget.accepting()  # $0.10 left cannot cover a call like the last ($0.60)
+    assert sample(metrics, "convmon_judge_budget_exhausted") == 1
+    with pytest.raises(BudgetExhausted, match=r"next call needs up to \$0.6000\); it resets at 00:00 UTC"):
+        budget.reserve(0.6)
+    day[0] = date(2024, 5, 2)
+    assert budget.accepting() and budget.spent_usd == 0
+    assert sample(metrics, "convmon_judge_budget_exhausted") == 0
+
+
+def test_zero_budget_never_accepts(metrics) -> None:
+    budget = DailyBudget(0.0, metrics=metrics)
+    assert not budget.accepting()

@@ -1,0 +1,342 @@
+"""Property-based fuzzing of everything that parses input from outside: events, sessions, judge answers.
+
+The agents catch only the exceptions they expect (``InvalidEvent``, ``JudgeError``, ``ValueError``);
+anything else escaping these functions crashes a faust agent and stops the monitor. So the
+properties are: no other exception escapes, and every rejected input is accounted for with a
+bounded reason (the dead-letter reason / metric label).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from typing import Any
+
+import httpx
+import orjson
+from faust.utils import json as faust_json
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from prometheus_client import CollectorRegistry
+
+from monitor import sessionize as ses
+from monitor.errors import InvalidEvent, JudgeError, JudgeResponseError
+from monitor.events import Conversation, EndEvent, TurnEvent, decode_event, encode
+from monitor.judge import build_judge
+from monitor.judge.interpret import parse_likert, parse_spur
+from monitor.metrics import Metrics
+from monitor.rubrics import load_rubric_set
+from monitor.scores import ScoreRecord
+from monitor.settings import Settings
+
+DECODE_REASONS = {"empty", "malformed_json", "invalid_schema", "too_large"}
+RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
+ITEMS = list(RUBRIC.items)
+
+# --- the event decoder -----------------------------------------------------------------------------
+
+_timestamps = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12),
+    st.integers(-(2**40), 2**40),
+    st.sampled_from(["2024-05-01T10:00:00Z", "2024-05-01", "NaN", "nan", "inf", "-Infinity", "1e999", "", "now",
+                     "2024-13-45T99:00:00"]),
+    st.none(), st.booleans(),
+)
+_texts = st.one_of(st.text(max_size=40), st.sampled_from(["", " ", "\x00", "\u202e", "😂" * 5, "a" * 3000]))
+_ids = st.one_of(st.text(min_size=0, max_size=12), st.sampled_from(["c1", "c2", "x" * 300]), st.integers(0, 5))
+
+
+def _event_dicts() -> st.SearchStrategy[dict[str, Any]]:
+    turn = st.fixed_dictionaries(
+        {"conversation_id": _ids, "turn_index": st.one_of(st.integers(-2, 2**64), st.floats(), st.text(max_size=3)),
+         "role": st.sampled_from(["user", "assistant", "system", "robot", "", None]), "text": _texts,
+         "timestamp": _timestamps},
+        optional={"type": st.sampled_from(["turn", "end", "conversation", "poll", 1]),
+                  "feedback": st.one_of(st.none(), st.fixed_dictionaries(
+                      {}, optional={"thumbs": st.sampled_from(["up", "down", "sideways"]),
+                                    "csat": st.integers(-1, 7)})),
+                  "metadata": st.dictionaries(st.text(max_size=5), st.one_of(st.text(max_size=5), st.integers()),
+                                              max_size=3),
+                  "simulated_truth": st.lists(st.text(max_size=10), max_size=3), "extra": st.integers()},
+    )
+    conversation = st.fixed_dictionaries(
+        {"type": st.just("conversation"), "conversation_id": _ids,
+         "turns": st.lists(st.fixed_dictionaries({"index": st.integers(-1, 5), "role": st.sampled_from(["user", "x"]),
+                                                  "text": _texts}, optional={"timestamp": _timestamps}), max_size=4)},
+        optional={"started_at": _timestamps, "ended_at": _timestamps,
+                  "end_reason": st.sampled_from(["end", "idle", "producer", "crash"])},
+    )
+    return st.one_of(turn, conversation)
+
+
+def _check_decoded(raw: bytes) -> None:
+    """What the sessionize agent relies on for an accepted event, or a bounded reason for a rejected one."""
+    try:
+        event = decode_event(raw, max_bytes=4096)
+    except InvalidEvent as exc:
+        assert exc.reason in DECODE_REASONS
+        assert exc.detail and len(exc.detail) < 3000
+        return
+    event.conversation_id.encode()  # the agent re-keys by it: must be encodable
+    encoded = encode(event)  # an accepted event survives the trip to the next topic unchanged
+    assert type(event).model_validate_json(encoded) == event
+
+
+@settings(max_examples=400, deadline=None)
+@given(_event_dicts())
+def test_decoder_on_mutated_events_accepts_or_rejects_with_a_reason(obj: dict[str, Any]) -> None:
+    _check_decoded(json.dumps(obj).encode())
+
+
+@settings(max_examples=200, deadline=None)
+@given(_event_dicts(), st.data())
+def test_decoder_on_corrupted_bytes(obj: dict[str, Any], data: st.DataObject) -> None:
+    """Bit flips, truncation and byte insertions on a well-formed record (what a broken producer sends)."""
+    raw = bytearray(json.dumps(obj).encode())
+    for _ in range(data.draw(st.integers(1, 4))):
+        op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+        pos = data.draw(st.integers(0, max(len(raw) - 1, 0)))
+        if op == "flip" and raw:
+            raw[pos] ^= 1 << data.draw(st.integers(0, 7))
+        elif op == "cut":
+            del raw[pos:]
+        else:
+            raw[pos:pos] = data.draw(st.binary(min_size=1, max_size=4))
+    _check_decoded(bytes(raw))
+
+
+def test_decoder_rejects_non_finite_timestamps() -> None:
+    """JSON has no NaN, but pydantic's lax floats accept the *strings* "NaN" / "inf".
+
+    A NaN timestamp stored in the sessions table becomes ``null`` in the changelog (faust encodes
+    with orjson), and after a restart ``min(None, ts)`` in ``apply_turn`` crashes the sessionizer
+    (see the stateful test below). Such an event must be dead-lettered as ``invalid_schema``.
+    """
+    for value in ("NaN", "nan", "inf", "-Infinity"):
+        raw = orjson.dumps({"conversation_id": "c", "turn_index": 0, "role": "user", "text": "hi", "timestamp": value})
+        try:
+            event = decode_event(raw)
+        except InvalidEvent as exc:
+            assert exc.reason == "invalid_schema" and "timestamp" in exc.detail
+        else:
+            raise AssertionError(f"timestamp {value!r} was accepted as {event.timestamp!r}")  # type: ignore[union-attr]
+
+
+# --- the sessionizer, as a state machine over the agent's table -----------------------------------
+
+LIMITS = ses.Limits(max_turns=6, max_chars=400)
+IDLE_S, RETENTION_S = 10.0, 30.0
+
+
+class SessionizerMachine(RuleBasedStateMachine):
+    """Drives the sessionize agent's logic exactly as monitor/agents.py does, table and control ops included.
+
+    ``restart`` round-trips the table through faust's JSON codec, as a crash and a changelog
+    recovery do. Invariants: no exception escapes; every input is accounted for (accepted, emitted,
+    or dead-lettered with a reason); each conversation is emitted at most once per tombstone
+    lifetime; emitted conversations hold exactly the accepted turns (or are marked truncated);
+    state stays within the limits and JSON-serialisable.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table: dict[str, dict[str, Any]] = {}
+        self.now = 1_000.0
+        self.inputs = 0
+        self.outcomes: dict[str, int] = {}
+        self.accepted: dict[str, dict[int, str]] = {}  # open conversation -> turn index -> latest text
+        self.emitted: dict[str, int] = {}  # conversation -> emissions since its tombstone was last forgotten
+
+    def _count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def _emit(self, conversation: Conversation) -> None:
+        cid = conversation.conversation_id
+        self.emitted[cid] = self.emitted.get(cid, 0) + 1
+        assert self.emitted[cid] == 1, f"{cid} emitted twice"
+        assert Conversation.model_validate_json(encode(conversation)) == conversation
+        accepted = self.accepted.pop(cid)
+        got = {t.index: t.text for t in conversation.turns}
+        if conversation.truncated:
+            assert set(got) <= set(accepted) and len(got) <= LIMITS.max_turns
+            assert min(accepted) in got and max(accepted) in got  # the opening and the latest turns are kept
+        else:
+            assert got == accepted
+
+    @rule(cid=st.sampled_from(["a", "b", "c"]), index=st.integers(0, 9), text=_texts,
+          ts=st.one_of(st.floats(0, 2e9), st.sampled_from(["2024-05-01T10:00:00Z", "NaN", "inf"])),
+          partition=st.integers(0, 3))
+    def turn(self, cid: str, index: int, text: str, ts: Any, partition: int) -> None:
+        self.inputs += 1
+        raw = orjson.dumps({"conversation_id": cid, "turn_index": index, "role": "user", "text": text, "timestamp": ts})
+        try:
+            event = decode_event(raw)
+        except InvalidEvent as exc:
+            self._count(f"dead:{exc.reason}")
+            return
+        assert isinstance(event, TurnEvent)
+        state, outcome = ses.apply_turn(self.table.get(cid), event, LIMITS, self.now)
+        if outcome == "late":
+            self._count("dead:late_event")
+            return
+        state["p"] = partition
+        self.table[cid] = state
+        turns = self.accepted.setdefault(cid, {})
+        if str(index) in state["turns"]:  # else the limits dropped it at once (a middle turn)
+            turns[index] = state["turns"][str(index)]["text"]
+        else:
+            turns.pop(index, None)
+            assert state["truncated"]
+        self._count("accepted")
+
+    @rule(cid=st.sampled_from(["a", "b", "c", "never"]))
+    def end(self, cid: str) -> None:
+        self.inputs += 1
+        event = decode_event(orjson.dumps({"type": "end", "conversation_id": cid, "timestamp": self.now}))
+        assert isinstance(event, EndEvent)
+        state, conversation, outcome = ses.apply_end(self.table.get(cid), event, self.now)
+        if conversation is None:
+            self._count("dead:late_event" if outcome == "late" else "dead:unknown_conversation")
+            return
+        self.table[cid] = state  # type: ignore[assignment]
+        self._emit(conversation)
+        self._count("ended")
+
+    @rule(raw=st.binary(max_size=60))
+    def garbage(self, raw: bytes) -> None:
+        self.inputs += 1
+        try:
+            decode_event(raw)
+        except InvalidEvent as exc:
+            self._count(f"dead:{exc.reason}")
+        else:
+            self._count("ignored_valid_garbage")  # a valid event by chance; not applied (other conversation ids)
+
+    @rule(dt=st.sampled_from([0.5, 4.0, 11.0, 31.0]))
+    def tick(self, dt: float) -> None:
+        """The sweep timer and the control-topic ops it sends, as in agents.py."""
+        self.now += dt
+        _, to_close, to_delete = ses.sweep(list(self.table.items()), self.now, idle_timeout_s=IDLE_S,
+                                          closed_retention_s=RETENTION_S)
+        for cid in to_close:
+            state = self.table.get(cid)
+            if state is not None and ses.is_idle(state, self.now, IDLE_S):
+                self.table[cid] = ses.close(self.now)
+                self._emit(ses.finish(cid, state, "idle", self.now))
+        for cid in to_delete:
+            if ses.is_closed(self.table.get(cid)):
+                del self.table[cid]
+                self.emitted.pop(cid, None)
+
+    @precondition(lambda self: bool(self.table))
+    @rule()
+    def restart(self) -> None:
+        """A crash: the table comes back from its changelog, i.e. through faust's JSON codec."""
+        self.table = {k: faust_json.loads(faust_json.dumps(v)) for k, v in self.table.items()}
+
+    @invariant()
+    def every_input_is_accounted_for(self) -> None:
+        assert sum(self.outcomes.values()) == self.inputs
+        reasons = {k.split(":", 1)[1] for k in self.outcomes if k.startswith("dead:")}
+        assert reasons <= DECODE_REASONS | {"late_event", "unknown_conversation"}
+
+    @invariant()
+    def state_is_bounded_and_serialisable(self) -> None:
+        for cid, state in self.table.items():
+            assert faust_json.loads(faust_json.dumps(state)) is not None
+            if not ses.is_closed(state):
+                assert len(state["turns"]) <= LIMITS.max_turns
+                assert sum(len(t["text"]) for t in state["turns"].values()) <= LIMITS.max_chars + 2 * len(
+                    ses.TRUNCATION_MARK)
+                assert cid in self.accepted
+
+
+SessionizerMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None,
+                                                suppress_health_check=[HealthCheck.too_slow])
+TestSessionizerMachine = SessionizerMachine.TestCase
+
+
+# --- the judge's answer parser and the judge behind it -------------------------------------------
+
+_answers = st.one_of(
+    st.sampled_from(["Y", "N", "y", "no", "S", "V", "NA", "n/a", "agree", "strongly disagree", "maybe", "", "1e1",
+                     "nan", "inf", "-3", "0", "10", "11", "4.5"]),
+    st.text(max_size=12), st.integers(-5, 15), st.floats(), st.booleans(), st.none(),
+)
+_scores = st.one_of(st.integers(-5, 15), st.floats(), st.text(max_size=5), st.none(), st.sampled_from(["8/10", "7"]))
+_item_keys = st.sampled_from([i.id for i in ITEMS] + [i.name for i in ITEMS] + ["sat.unknown_item", "Gratitude!!"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_item_keys, st.one_of(
+    st.fixed_dictionaries({}, optional={"answer": _answers, "score": _scores, "reason": st.text(max_size=10)}),
+    st.lists(st.one_of(_answers, _scores), max_size=3), _answers), max_size=len(ITEMS) + 3),
+    st.sampled_from(["plain", "fenced", "prose"]))
+def test_parser_on_answer_shaped_json(answers: dict[str, Any], wrapping: str) -> None:
+    """Per-item answers of every type, wrapped as a model would; results are complete and in range."""
+    body = json.dumps(answers)
+    text = {"plain": body, "fenced": f"```json\n{body}\n```", "prose": f"Here you go:\n{body}\nHope it helps."}[wrapping]
+    for parse in (parse_spur, parse_likert):
+        try:
+            results = parse(text, ITEMS)
+        except JudgeResponseError as exc:
+            problems = exc.problems  # type: ignore[attr-defined]
+            assert problems and all(isinstance(p, str) for p in problems)
+            assert len(str(exc)) < 2000
+            continue
+        assert [r.item_id for r in results] == RUBRIC.item_ids
+        for r in results:
+            assert r.score is None or (math.isfinite(r.score) and 0 <= r.score <= 10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["[", "{", '{"a":', "[1,", '{"sat.gratitude": ']), st.integers(1_000, 60_000))
+def test_parser_on_pathologically_nested_or_huge_answers(unit: str, repeat: int) -> None:
+    try:
+        parse_spur(unit * repeat, ITEMS)
+    except JudgeResponseError:
+        pass
+
+
+_CONVERSATION = Conversation(conversation_id="fz", turns=[
+    {"index": 0, "role": "user", "text": "thanks, that worked"}, {"index": 1, "role": "assistant", "text": "ok"}])
+_bodies = st.one_of(
+    st.binary(max_size=40),
+    st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                 lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+                 max_leaves=10).map(lambda v: json.dumps(v).encode()),
+    st.fixed_dictionaries({"choices": st.one_of(
+        st.just([]), st.lists(st.one_of(st.none(), st.fixed_dictionaries({"message": st.one_of(
+            st.none(), st.fixed_dictionaries({"content": st.one_of(st.none(), st.integers(), st.text(max_size=20))}))},
+            optional={"finish_reason": st.sampled_from(["stop", "length", None]),
+                      "logprobs": st.one_of(st.none(), st.integers())})), max_size=2), st.text(max_size=3))},
+        optional={"usage": st.one_of(st.none(), st.text(max_size=3), st.fixed_dictionaries(
+            {"prompt_tokens": st.one_of(st.integers(0, 10), st.text(max_size=2), st.none()),
+             "completion_tokens": st.one_of(st.integers(0, 10), st.none())}))}).map(lambda v: json.dumps(v).encode()),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_bodies)
+def test_a_judge_endpoint_answering_garbage_with_200_never_crashes_the_judge_agent(body: bytes) -> None:
+    """A proxy or a half-compatible server may answer 200 with anything. The judge agent catches
+    ``JudgeError`` (dead letter with the judge's reason) and ``ValueError``; any other exception
+    would kill the agent, so ``LLMJudge.score`` must turn a malformed body into a ``JudgeError``."""
+    settings_ = Settings(openai_base_url="http://judge.test/v1", openai_api_key="k", judge_max_retries=1,
+                         judge_backoff_base_s=0.0, judge_backoff_max_s=0.0)
+
+    async def run() -> None:
+        transport = httpx.MockTransport(
+            lambda request: httpx.Response(200, content=body, headers={"content-type": "application/json"}))
+        async with httpx.AsyncClient(transport=transport) as http:
+            judge = build_judge(settings_, RUBRIC, Metrics(CollectorRegistry()), http_client=http)
+            try:
+                record = await judge.score(_CONVERSATION)
+            except JudgeError as exc:
+                assert exc.reason in {"judge_unparseable", "judge_unavailable", "judge_error", "judge_bad_response"}
+            else:
+                assert isinstance(record, ScoreRecord)
+
+    asyncio.run(run())
