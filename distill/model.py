@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import precision_recall_curve
+from sklearn.metrics import precision_recall_curve, roc_auc_score
 from sklearn.model_selection import GridSearchCV, StratifiedGroupKFold, cross_val_predict
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
@@ -48,18 +48,20 @@ class ItemClassifier(ClassifierMixin, BaseEstimator):
     """P(item = yes) for one rubric item from conversation features.
 
     Learned: ``pipeline_`` (refit on all data at ``C_``), ``coef_``, ``intercept_``,
-    ``platt_`` = (a, b) with p = sigmoid(a * decision + b), ``threshold_``, ``cv_auc_``,
+    ``platt_`` = (a, b) with p = sigmoid(a * decision + b), ``threshold_``, ``cv_auc_`` (ROC-AUC of
+    the cross-fitted decisions at ``C_``; a grid search runs only when ``Cs`` has several values),
     ``oof_proba_`` (calibrated cross-fitted probabilities of the training rows).
     """
 
     def __init__(
-        self, *, Cs: Sequence[float] = (0.1, 1.0, 10.0, 100.0), n_splits: int = 3, max_iter: int = 2000,
-        random_state: int = 0,
+        self, *, Cs: Sequence[float] = (0.1, 1.0, 10.0), n_splits: int = 3, max_iter: int = 2000,
+        random_state: int = 0, n_jobs: int | None = None,
     ) -> None:
         self.Cs = Cs
         self.n_splits = n_splits
         self.max_iter = max_iter
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def fit(self, X: Any, y: Any, groups: Any = None) -> ItemClassifier:
         y = np.asarray(y).astype(int).ravel()
@@ -78,12 +80,18 @@ class ItemClassifier(ClassifierMixin, BaseEstimator):
         base = Pipeline(
             [("lr", LogisticRegression(class_weight="balanced", max_iter=self.max_iter, solver="liblinear"))]
         )
-        search = GridSearchCV(base, {"lr__C": list(self.Cs)}, scoring="roc_auc", cv=cv, refit=True)
-        search.fit(X, y, groups=groups)
-        self.C_ = float(search.best_params_["lr__C"])
-        self.cv_auc_ = float(search.best_score_)
-        self.pipeline_ = search.best_estimator_
-        decision = cross_val_predict(clone(self.pipeline_), X, y, groups=groups, cv=cv, method="decision_function")
+        if len(self.Cs) > 1:
+            search = GridSearchCV(base, {"lr__C": list(self.Cs)}, scoring="roc_auc", cv=cv, n_jobs=self.n_jobs)
+            search.fit(X, y, groups=groups)
+            self.C_ = float(search.best_params_["lr__C"])
+            self.pipeline_ = search.best_estimator_
+        else:
+            self.C_ = float(self.Cs[0])
+            self.pipeline_ = clone(base).set_params(lr__C=self.C_).fit(X, y)
+        decision = cross_val_predict(
+            clone(self.pipeline_), X, y, groups=groups, cv=cv, method="decision_function", n_jobs=self.n_jobs
+        )
+        self.cv_auc_ = float(roc_auc_score(y, decision))
         platt = LogisticRegression(C=1e6, max_iter=1000).fit(decision.reshape(-1, 1), y)
         self.platt_ = (float(platt.coef_[0, 0]), float(platt.intercept_[0]))
         self.oof_proba_ = sigmoid(self.platt_[0] * decision + self.platt_[1])

@@ -82,3 +82,24 @@ class ModelRegistry:
         except (OSError, ValueError) as exc:
             raise ModelError(f"cannot load {kind}/{version} from {self.root}: {exc}") from exc
         return arrays, manifest
+
+    def manifest(self, kind: str, version: str | None = None) -> dict[str, Any]:
+        """A version's manifest alone (the live one by default): cheap, no arrays read."""
+        version = version or self.live_version(kind)
+        if version is None:
+            raise ModelError(f"no live {kind!r} model in registry {self.root}")
+        try:
+            return json.loads((self._kind_dir(kind) / version / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot read manifest of {kind}/{version} in {self.root}: {exc}") from exc
+
+    def publish_if_better(
+        self, kind: str, arrays: dict[str, np.ndarray], manifest: dict[str, Any], *, gate_passed: bool
+    ) -> tuple[str, bool]:
+        """Publish a candidate and promote it only when the promotion gate passed; (version, promoted).
+
+        The candidate is kept either way so a rejected model can be inspected; the gate itself (same
+        held-out data, tolerance) is computed by the trainer, which alone can run both models.
+        """
+        version = self.publish(kind, arrays, {**manifest, "gate_passed": gate_passed}, promote=gate_passed)
+        return version, gate_passed

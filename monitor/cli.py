@@ -120,7 +120,10 @@ def demo(
 def _mount_subcommands() -> None:
     from distill.calibration.cli import app as calibrate_app
 
+    from distill.rubrics.cli import app as rubrics_app
+
     app.add_typer(calibrate_app, name="calibrate", help="LLM-Rubric calibration of judge answers.")
+    app.add_typer(rubrics_app, name="rubrics", help="Learn, evaluate and apply rubric sets.")
 
 
 _mount_subcommands()

@@ -62,7 +62,7 @@ def split_entry(entry: str) -> tuple[str, str]:
     if sep and name.strip() and description.strip() and len(name.split()) <= 8:
         return name.strip(), description.strip()
     words = entry.rstrip(".").split()
-    return " ".join(words[:6]), entry
+    return " ".join(words[:6]) or entry, entry
 
 
 def to_items(entries: list[str], label: Label, *, taken: set[str] | None = None) -> list[RubricItem]:
@@ -72,6 +72,8 @@ def to_items(entries: list[str], label: Label, *, taken: set[str] | None = None)
     items = []
     for entry in entries:
         name, description = split_entry(entry)
+        if not name.strip() or not description.strip():
+            continue  # nothing left of the entry once markdown is stripped
         slug = _SLUG.sub("_", name.lower()).strip("_")[:40].rstrip("_") or "item"
         slug = slug if slug[0].isalpha() else f"i_{slug}"
         item_id, k = f"{polarity}.{slug}", 2

@@ -1,0 +1,225 @@
+"""Label store: the judge's labelled conversations, for retraining the distilled models.
+
+SQLAlchemy 2 Core, one table ``<prefix>labels``: SQLite file by default, PostgreSQL by URL.
+One row per (conversation id, rubric set, rubric version, judge) — a replayed or re-judged
+conversation *updates* its row (``INSERT ... ON CONFLICT DO UPDATE`` on both dialects) instead
+of duplicating it, so the faust label sink may deliver at least once. Conversation text passes
+through ``redact`` before it is written: the store never holds what the redactor removed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from monitor.errors import StoreError
+from monitor.events import Conversation, Turn
+from monitor.scores import ItemResult, ScoreRecord
+
+Redact = Callable[[str], str]
+KEY = ("conversation_id", "rubric_set", "rubric_version", "judge")
+DAY_S = 86_400.0
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+class LabelRecord(BaseModel):
+    """One teacher-labelled conversation: redacted turns, the judge's items, human feedback."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    conversation_id: str
+    rubric_set: str
+    rubric_version: str
+    judge: str
+    model_version: str = ""
+    turns: list[Turn] = Field(min_length=1)
+    items: list[ItemResult]
+    R: float = 0.0
+    thumbs: str | None = None
+    csat: int | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    labelled_at: float = Field(default_factory=time.time)
+    ended_at: float | None = None
+
+    @property
+    def rubric_key(self) -> str:
+        return f"{self.rubric_set}@{self.rubric_version}"
+
+    @classmethod
+    def from_score(cls, conversation: Conversation, score: ScoreRecord, *, redact: Redact = _identity) -> LabelRecord:
+        """Pair a conversation with its judge score; distilled scores are predictions, not labels."""
+        if score.scorer != "llm":
+            raise StoreError(f"only judge (scorer='llm') records are labels; got scorer={score.scorer!r}")
+        if score.conversation_id != conversation.conversation_id:
+            raise StoreError(
+                f"score for {score.conversation_id!r} paired with conversation {conversation.conversation_id!r}"
+            )
+        feedback = conversation.feedback
+        return cls(
+            conversation_id=conversation.conversation_id, rubric_set=score.rubric_set,
+            rubric_version=score.rubric_version, judge=score.judge, model_version=score.model_version,
+            turns=[t.model_copy(update={"text": redact(t.text) or "[redacted]"}) for t in conversation.turns],
+            items=score.items, R=score.R, thumbs=feedback.thumbs if feedback else None,
+            csat=feedback.csat if feedback else None, metadata=conversation.metadata, labelled_at=score.scored_at,
+            ended_at=conversation.ended_at,
+        )
+
+    def conversation(self) -> Conversation:
+        feedback = {"thumbs": self.thumbs, "csat": self.csat} if (self.thumbs or self.csat) else None
+        return Conversation.model_validate(
+            {"conversation_id": self.conversation_id, "turns": [t.model_dump() for t in self.turns],
+             "metadata": self.metadata, "feedback": feedback, "ended_at": self.ended_at}
+        )
+
+    def verdicts(self) -> dict[str, bool | None]:
+        return {item.item_id: item.verdict for item in self.items}
+
+
+def _table(metadata: sa.MetaData, prefix: str) -> sa.Table:
+    return sa.Table(
+        f"{prefix}labels", metadata,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("conversation_id", sa.String(256), nullable=False),
+        sa.Column("rubric_set", sa.String(128), nullable=False),
+        sa.Column("rubric_version", sa.String(64), nullable=False),
+        sa.Column("judge", sa.String(128), nullable=False),
+        sa.Column("model_version", sa.String(128), nullable=False, default=""),
+        sa.Column("turns", sa.JSON, nullable=False),
+        sa.Column("items", sa.JSON, nullable=False),
+        sa.Column("r", sa.Float, nullable=False),
+        sa.Column("thumbs", sa.String(8)),
+        sa.Column("csat", sa.Integer),
+        sa.Column("metadata", sa.JSON, nullable=False),
+        sa.Column("labelled_at", sa.Float, nullable=False, index=True),
+        sa.Column("ended_at", sa.Float),
+        sa.Column("updated_at", sa.Float, nullable=False),
+        sa.UniqueConstraint(*KEY, name=f"{prefix}labels_key"),
+    )
+
+
+class LabelStore:
+    """Read and write labelled conversations; ``url`` is any SQLAlchemy URL (sqlite, postgresql+psycopg)."""
+
+    def __init__(
+        self, url: str, *, table_prefix: str = "convmon_", redact: Redact = _identity,
+        retention_days: int | None = None,
+    ) -> None:
+        self.url = url
+        self.redact = redact
+        self.retention_days = retention_days
+        if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.engine = sa.create_engine(url, pool_pre_ping=True)
+        except (SQLAlchemyError, ImportError) as exc:
+            raise StoreError(f"cannot open label store {url!r}: {exc}") from exc
+        if self.engine.dialect.name not in ("sqlite", "postgresql"):
+            raise StoreError(f"label store supports sqlite and postgresql URLs; got {self.engine.dialect.name!r}")
+        self.metadata = sa.MetaData()
+        self.table = _table(self.metadata, table_prefix)
+        self._run(lambda conn: self.metadata.create_all(conn), "create the labels table")
+
+    @classmethod
+    def from_settings(cls, settings: Any, *, redact: Redact = _identity) -> LabelStore:
+        return cls(settings.label_store_url, redact=redact, retention_days=settings.label_retention_days)
+
+    def _run(self, work: Callable[[sa.Connection], Any], what: str) -> Any:
+        try:
+            with self.engine.begin() as conn:
+                return work(conn)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"label store {self.engine.url.render_as_string()!r}: cannot {what}: {exc}") from exc
+
+    def _row(self, record: LabelRecord, now: float) -> dict[str, Any]:
+        return {
+            "conversation_id": record.conversation_id, "rubric_set": record.rubric_set,
+            "rubric_version": record.rubric_version, "judge": record.judge, "model_version": record.model_version,
+            "turns": [t.model_dump(mode="json", exclude_none=True) for t in record.turns],
+            "items": [i.model_dump(mode="json", exclude_none=True) for i in record.items],
+            "r": record.R, "thumbs": record.thumbs, "csat": record.csat, "metadata": record.metadata,
+            "labelled_at": record.labelled_at, "ended_at": record.ended_at, "updated_at": now,
+        }
+
+    def upsert(self, records: Iterable[LabelRecord | tuple[Conversation, ScoreRecord]]) -> int:
+        """Insert or update labels (keyed by conversation, rubric set, version, judge); returns rows written.
+
+        Pairs are converted with :meth:`LabelRecord.from_score` and redacted; a ready LabelRecord
+        is stored as given (its producer redacted it). Within one call the last record per key wins.
+        """
+        now = time.time()
+        rows: dict[tuple[str, ...], dict[str, Any]] = {}
+        for record in records:
+            if isinstance(record, tuple):
+                record = LabelRecord.from_score(*record, redact=self.redact)
+            row = self._row(record, now)
+            rows[tuple(row[k] for k in KEY)] = row
+        if not rows:
+            return 0
+        insert = (sqlite.insert if self.engine.dialect.name == "sqlite" else postgresql.insert)(self.table)
+        updated = [c.name for c in self.table.columns if c.name not in (*KEY, "id")]
+        stmt = insert.on_conflict_do_update(index_elements=list(KEY), set_={c: insert.excluded[c] for c in updated})
+        self._run(lambda conn: conn.execute(stmt, list(rows.values())), "upsert labels")
+        return len(rows)
+
+    def _where(self, rubric_set: str | None, rubric_version: str | None, judge: str | None,
+               since: float | None, until: float | None) -> list[Any]:
+        t = self.table.c
+        clauses = []
+        for column, value in ((t.rubric_set, rubric_set), (t.rubric_version, rubric_version), (t.judge, judge)):
+            if value is not None:
+                clauses.append(column == value)
+        if since is not None:
+            clauses.append(t.labelled_at >= since)
+        if until is not None:
+            clauses.append(t.labelled_at < until)
+        return clauses
+
+    def fetch(
+        self, *, rubric_set: str | None = None, rubric_version: str | None = None, judge: str | None = None,
+        since: float | None = None, until: float | None = None, limit: int | None = None,
+    ) -> list[LabelRecord]:
+        """Labels matching the filters, newest first (``limit`` keeps the most recent)."""
+        query = sa.select(self.table).where(*self._where(rubric_set, rubric_version, judge, since, until))
+        query = query.order_by(self.table.c.labelled_at.desc(), self.table.c.id.desc()).limit(limit)
+        rows = self._run(lambda conn: conn.execute(query).mappings().all(), "read labels")
+        return [
+            LabelRecord(
+                conversation_id=r["conversation_id"], rubric_set=r["rubric_set"], rubric_version=r["rubric_version"],
+                judge=r["judge"], model_version=r["model_version"], turns=r["turns"], items=r["items"], R=r["r"],
+                thumbs=r["thumbs"], csat=r["csat"], metadata=r["metadata"], labelled_at=r["labelled_at"],
+                ended_at=r["ended_at"],
+            )
+            for r in rows
+        ]
+
+    def count(self, *, rubric_set: str | None = None, rubric_version: str | None = None,
+              judge: str | None = None, since: float | None = None) -> int:
+        query = sa.select(sa.func.count()).select_from(self.table)
+        query = query.where(*self._where(rubric_set, rubric_version, judge, since, None))
+        return int(self._run(lambda conn: conn.execute(query).scalar_one(), "count labels"))
+
+    def purge(self, *, older_than_days: float | None = None, now: float | None = None) -> int:
+        """Delete labels labelled more than N days ago (default: the store's retention); returns rows deleted."""
+        days = self.retention_days if older_than_days is None else older_than_days
+        if days is None:
+            raise StoreError("purge needs older_than_days or a store created with retention_days")
+        cutoff = (time.time() if now is None else now) - days * DAY_S
+        stmt = sa.delete(self.table).where(self.table.c.labelled_at < cutoff)
+        return int(self._run(lambda conn: conn.execute(stmt).rowcount, "purge labels"))
+
+    def drop(self) -> None:
+        """Drop the table (tests and teardown)."""
+        self._run(lambda conn: self.metadata.drop_all(conn), "drop the labels table")
+
+    def close(self) -> None:
+        self.engine.dispose()

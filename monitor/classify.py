@@ -1,0 +1,149 @@
+"""Distilled scoring: per-rubric classifiers from the model registry, hot-swapped while running.
+
+The faust classify agent is wiring around :class:`DistilledScorer`: it calls :meth:`score_batch`
+on a batch of finished conversations and gets one ``distilled`` score record per conversation
+(or None while no live model exists, which the agent counts as unscored). Every
+``poll_s`` seconds the scorer reads the registry's ``LIVE`` pointer (one small file); when it
+names a new version, the artifact is loaded and swapped in with one reference assignment.
+A batch takes its model reference once, so it is scored by exactly one version, and the version
+travels in every record (``model_version``). Models for another rubric set are refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from distill.featurizers import featurizer_from_config
+from distill.model import RubricModel
+from distill.registry import ModelRegistry
+from monitor.errors import ConvmonError, ModelError
+from monitor.events import Conversation
+from monitor.rubrics import RubricSet
+from monitor.scores import ItemResult, ScoreRecord, aggregate_r
+
+log = logging.getLogger(__name__)
+KIND = "distilled"
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    version: str
+    model: RubricModel
+    featurizer: Any
+    judge: str  # the featurizer name, the ``judge`` field of distilled records
+    trained_at: float | None
+
+
+def load_live(registry: ModelRegistry, rubric: RubricSet, version: str, *, kind: str = KIND,
+              openai_client: Any = None) -> LoadedModel:
+    """Load one registry version as a ready scorer; ModelError if it is unusable for ``rubric``."""
+    arrays, manifest = registry.load(kind, version)
+    model = RubricModel.from_arrays(arrays, manifest)
+    if model.rubric_key != rubric.key:
+        raise ModelError(
+            f"model {kind}/{version} was trained for rubric set {model.rubric_key!r}, but this worker runs "
+            f"{rubric.key!r}; retrain for {rubric.key!r} or run the matching rubric set"
+        )
+    unknown = [i for i in model.item_ids if i not in rubric.item_ids]
+    if unknown:
+        raise ModelError(f"model {kind}/{version} scores items not in {rubric.key!r}: {unknown}")
+    featurizer = featurizer_from_config(model.featurizer, openai_client=openai_client)
+    return LoadedModel(version=version, model=model, featurizer=featurizer, judge=str(model.featurizer["name"]),
+                       trained_at=manifest.get("created_at"))
+
+
+class DistilledScorer:
+    """Score conversations with the live distilled model; poll the registry and hot-swap it."""
+
+    def __init__(
+        self, registry: ModelRegistry, rubric: RubricSet, *, poll_s: float = 10.0, kind: str = KIND,
+        openai_client: Any = None, clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry = registry
+        self.rubric = rubric
+        self.poll_s = poll_s
+        self.kind = kind
+        self.openai_client = openai_client
+        self.clock = clock
+        self._live: LoadedModel | None = None
+        self._last_poll: float | None = None
+        self._refused: str | None = None  # a version already refused: don't reload it every poll
+        self._lock = threading.Lock()
+
+    @property
+    def model_version(self) -> str | None:
+        live = self._live
+        return live.version if live else None
+
+    @property
+    def live(self) -> LoadedModel | None:
+        return self._live
+
+    def maybe_reload(self, *, force: bool = False) -> bool:
+        """Swap in the registry's live version if it changed; True when a new model was loaded.
+
+        At most one registry read per ``poll_s`` (unless ``force``). An unusable version (other
+        rubric set, corrupt artifact) is logged and refused; the current model keeps serving.
+        """
+        now = self.clock()
+        if not force and self._last_poll is not None and now - self._last_poll < self.poll_s:
+            return False
+        with self._lock:
+            self._last_poll = now
+            version = self.registry.live_version(self.kind)
+            current = self._live.version if self._live else None
+            if version is None or version == current or version == self._refused:
+                return False
+            try:
+                loaded = load_live(self.registry, self.rubric, version, kind=self.kind,
+                                   openai_client=self.openai_client)
+            except ConvmonError as exc:
+                log.warning("refusing distilled model %s/%s: %s", self.kind, version, exc)
+                self._refused = version
+                return False
+            self._live = loaded
+            log.info("distilled model %s/%s is live (was %s)", self.kind, version, current)
+            return True
+
+    def score_batch(
+        self, conversations: Sequence[Conversation], *, shadow_flags: Sequence[bool] | None = None,
+        sample_weights: Sequence[float] | None = None,
+    ) -> list[ScoreRecord] | None:
+        """One record per conversation (same order), or None while no live model exists.
+
+        Polls the registry first (cheap, see :meth:`maybe_reload`); then one featurizer
+        ``transform`` and one matrix product score every item of every conversation.
+        """
+        self.maybe_reload()
+        live = self._live
+        if live is None:
+            return None
+        if not conversations:
+            return []
+        if shadow_flags is not None and len(shadow_flags) != len(conversations):
+            raise ValueError(f"shadow_flags has {len(shadow_flags)} entries for {len(conversations)} conversations")
+        started = time.perf_counter()
+        proba = live.model.predict_proba(live.featurizer.transform(list(conversations)))
+        latency = (time.perf_counter() - started) / len(conversations)
+        polarity = {item.id: item.polarity for item in self.rubric.items}
+        records = []
+        for row, conversation in enumerate(conversations):
+            items = [
+                ItemResult(item_id=item_id, polarity=polarity[item_id], probability=float(proba[row, j]),
+                           verdict=bool(proba[row, j] >= live.model.thresholds[j]))
+                for j, item_id in enumerate(live.model.item_ids)
+            ]
+            feedback = conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None
+            records.append(ScoreRecord(
+                conversation_id=conversation.conversation_id, scorer="distilled", judge=live.judge,
+                rubric_set=self.rubric.id, rubric_version=self.rubric.version, model_version=live.version,
+                items=items, R=aggregate_r(items), shadow=bool(shadow_flags[row]) if shadow_flags else False,
+                sample_weight=float(sample_weights[row]) if sample_weights else 1.0,
+                metadata=conversation.metadata, feedback=feedback or None, latency_s=latency,
+            ))
+        return records
