@@ -9,13 +9,14 @@ through ``redact`` before it is written: the store never holds what the redactor
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -23,6 +24,7 @@ from monitor.errors import StoreError
 from monitor.events import Conversation, Turn
 from monitor.scores import ItemResult, ScoreRecord
 
+log = logging.getLogger(__name__)
 Redact = Callable[[str], str]
 KEY = ("conversation_id", "rubric_set", "rubric_version", "judge")
 DAY_S = 86_400.0
@@ -120,11 +122,12 @@ class LabelStore:
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         try:
+            backend = sa.engine.make_url(url).get_backend_name()
+            if backend not in ("sqlite", "postgresql"):
+                raise StoreError(f"label store supports sqlite and postgresql URLs; got {backend!r} in {url!r}")
             self.engine = sa.create_engine(url, pool_pre_ping=True)
         except (SQLAlchemyError, ImportError) as exc:
             raise StoreError(f"cannot open label store {url!r}: {exc}") from exc
-        if self.engine.dialect.name not in ("sqlite", "postgresql"):
-            raise StoreError(f"label store supports sqlite and postgresql URLs; got {self.engine.dialect.name!r}")
         self.metadata = sa.MetaData()
         self.table = _table(self.metadata, table_prefix)
         self._run(lambda conn: self.metadata.create_all(conn), "create the labels table")
@@ -170,6 +173,26 @@ class LabelStore:
         stmt = insert.on_conflict_do_update(index_elements=list(KEY), set_={c: insert.excluded[c] for c in updated})
         self._run(lambda conn: conn.execute(stmt, list(rows.values())), "upsert labels")
         return len(rows)
+
+    def upsert_raw(self, items: Iterable[dict[str, Any]]) -> int:
+        """Upsert decoded label-topic messages ``{"conversation": {...}, "score": {...}}`` (or LabelRecord dicts).
+
+        A message that is not a valid judge label is logged and skipped rather than raised: the
+        caller retries on StoreError, and a malformed message would otherwise block the sink forever.
+        Only database failures raise (StoreError).
+        """
+        records: list[LabelRecord] = []
+        for item in items:
+            try:
+                if "score" in item:
+                    conversation = Conversation.model_validate(item["conversation"])
+                    score = ScoreRecord.model_validate(item["score"])
+                    records.append(LabelRecord.from_score(conversation, score, redact=self.redact))
+                else:
+                    records.append(LabelRecord.model_validate(item))
+            except (ValidationError, StoreError, KeyError, TypeError) as exc:
+                log.warning("skipping a label message that is not a judge label: %s", str(exc)[:300])
+        return self.upsert(records)
 
     def _where(self, rubric_set: str | None, rubric_version: str | None, judge: str | None,
                since: float | None, until: float | None) -> list[Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from pydantic import ValidationError
 from sklearn.base import BaseEstimator
 from sklearn.model_selection import GroupShuffleSplit
@@ -112,7 +113,9 @@ def train_items(
 ) -> TrainedModel:
     """Featurize once, then fit one :class:`ItemClassifier` per item with enough labels of both classes."""
     featurizer = make_featurizer(featurizer) if isinstance(featurizer, str) else featurizer
-    X = featurizer.fit_transform(data.conversations)
+    X_all = featurizer.fit_transform(data.conversations)
+    columns = np.flatnonzero(X_all.getnnz(axis=0)) if sp.issparse(X_all) else np.arange(X_all.shape[1])
+    X = X_all[:, columns]  # always-zero hashed columns carry no weight: drop them (see RubricModel.from_items)
     fitted: dict[str, ItemClassifier] = {}
     status: dict[str, str] = {}
     for j, item_id in enumerate(data.item_ids):
@@ -132,7 +135,7 @@ def train_items(
     time_range = data.time_range()
     model = RubricModel.from_items(
         fitted, rubric_key=rubric.key, featurizer=featurizer_config(featurizer),
-        untrained={i: s for i, s in status.items() if s != "trained"},
+        untrained={i: s for i, s in status.items() if s != "trained"}, columns=columns, n_features=X_all.shape[1],
         info={"n_train": len(data), "training_range": list(time_range) if time_range else None,
               "positives": {i: int(np.nansum(data.labels[:, j])) for j, i in enumerate(data.item_ids)},
               "featurizer_name": featurizer_name(featurizer), **(info or {})},

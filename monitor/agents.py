@@ -14,7 +14,8 @@ import faust
 import orjson
 
 from monitor import sessionize as ses
-from monitor.app import Topics
+from monitor.app import Topics, aiokafka_kwargs, bootstrap, topic_names
+from monitor.broker import ensure_topics
 from monitor.deadletter import DeadLetters
 from monitor.errors import InvalidEvent, JudgeError
 from monitor.events import Conversation, EndEvent, TurnEvent, decode_event, encode
@@ -23,6 +24,7 @@ from monitor.route import route
 from monitor.scores import ScoreRecord
 
 log = logging.getLogger(__name__)
+TOPIC_CHECK_INTERVAL_S = 10.0
 
 
 def register_agents(app: faust.App, topics: Topics, p: Pipeline) -> None:
@@ -172,6 +174,16 @@ def register_agents(app: faust.App, topics: Topics, p: Pipeline) -> None:
     async def label_sink(stream: faust.StreamT) -> None:
         async for batch in stream.take(100, within=1.0):
             await p.labels.write([orjson.loads(raw) for raw in batch])
+
+    @app.timer(TOPIC_CHECK_INTERVAL_S)
+    async def recreate_topics() -> None:
+        """Give a broker that lost its topics (a memory-only dev broker restarted) them back, with our
+        partition counts; on a real cluster this is a no-op. Without it offsets never commit again."""
+        names = [*topic_names(s), sessions.changelog_topic.get_topic_name(), counted.changelog_topic.get_topic_name()]
+        try:
+            await ensure_topics(bootstrap(s), names, s.topic_partitions, **aiokafka_kwargs(s))
+        except Exception as exc:  # broker still down: try again at the next tick
+            log.warning("topic check failed: %s", type(exc).__name__)
 
     if p.retrain_interval_s:
         @app.timer(p.retrain_interval_s, on_leader=True)

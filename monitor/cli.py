@@ -119,7 +119,6 @@ def demo(
 
 def _mount_subcommands() -> None:
     from distill.calibration.cli import app as calibrate_app
-
     from distill.rubrics.cli import app as rubrics_app
 
     app.add_typer(calibrate_app, name="calibrate", help="LLM-Rubric calibration of judge answers.")

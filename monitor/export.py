@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from prometheus_client import Counter
+
 from monitor.errors import ConfigError
 from monitor.metrics import Metrics
 from monitor.rubrics import RubricSet
@@ -112,6 +114,7 @@ class Exporter:
         self.drift = drift
         self.labels = DimensionLabels(dimensions, cap=cap, allowed=allowed_values)
         self._polarity = {item.id: item.polarity for item in rubric.items}
+        self._children: dict[tuple[object, ...], Counter] = {}
         metrics.init_rubric(rubric)
         for reason in ("unknown_item",):
             metrics.export_skipped.labels(reason)
@@ -121,6 +124,17 @@ class Exporter:
                 metrics.weighted_probability_sum.labels(item.id, item.polarity, scorer)
         for dim in dimensions:
             metrics.dimension_overflow.labels(dim)
+
+    def _child(self, metric: Counter, *labels: str) -> Counter:
+        """``metric.labels(*labels)``, memoised: the hot path of a worker, 60 calls per record.
+
+        The cache is as bounded as the series themselves (item ids from the rubric, capped dimensions).
+        """
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def observe(self, score: ScoreRecord) -> None:
         """Count one score record (the caller drops duplicates before this)."""
@@ -136,9 +150,10 @@ class Exporter:
                 m.export_skipped.labels("unknown_item").inc()
                 continue
             p = item_probability(item)
-            m.verdicts.labels(item.item_id, polarity, score.scorer, verdict_label(score.scorer, item), *dims).inc()
-            m.probability_sum.labels(item.item_id, polarity, score.scorer, *dims).inc(p)
-            m.weighted_probability_sum.labels(item.item_id, polarity, score.scorer).inc(p * score.sample_weight)
+            key = (item.item_id, polarity, score.scorer)
+            self._child(m.verdicts, *key, verdict_label(score.scorer, item), *dims).inc()
+            self._child(m.probability_sum, *key, *dims).inc(p)
+            self._child(m.weighted_probability_sum, *key).inc(p * score.sample_weight)
         if score.satisfaction is not None:
             m.satisfaction_sum.labels(score.scorer, *dims).inc(score.satisfaction)
         m.r_score.labels(score.scorer).observe(score.R)

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from monitor.drift.monitor import DriftMonitor
 from monitor.errors import StoreError
 from monitor.events import Conversation
 from monitor.export import Exporter
@@ -79,7 +80,9 @@ def build_pipeline(
 
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     metrics = Metrics(registry if registry is not None else REGISTRY, dimensions=tuple(settings.metric_dimensions))
-    exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap, rubric=rubric)
+    drift = DriftMonitor.from_settings(metrics, rubric, settings)
+    exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
+                        rubric=rubric, drift=drift, allowed_values=settings.dimension_values)
     judge = build_judge(settings, rubric, metrics, http_client=http_client)
     models = ModelRegistry(settings.model_registry)
     store = LabelStore(settings.label_store_url, redact=Redactor(settings.pii_extra_patterns).redact)

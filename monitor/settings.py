@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     retrain_interval_s: float | None = Field(default=None, gt=0)  # overrides retrain_cron when set
     label_buffer_max: int = Field(default=10_000, ge=1)
     active_learning_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    distill_holdout_fraction: float = Field(default=0.25, gt=0.0, lt=1.0)
+    distill_min_positives: int = Field(default=10, ge=3)
+    distill_gate_tolerance: float = Field(default=0.01, ge=0.0)
+    distill_report_dir: Path = Path("var/reports")
 
     # --- metrics ----------------------------------------------------------------------------
     metrics_host: str = "127.0.0.1"

@@ -6,8 +6,9 @@ contradicting turn, 5 random splits, train on 5 % and test on 80 %, weighted pre
 F1 in percent (mean over splits). The learning curve keeps a fixed 20 % test set per split and
 trains on up to the other 80 %.
 
-Models: each featurizer with convmon's distillation recipe (class-balanced logistic regression,
-C chosen by stratified CV on the training split, as in :class:`distill.model.ItemClassifier`),
+Models: each featurizer with convmon's distillation recipe (one class-balanced liblinear logistic
+regression per class, C chosen by stratified CV on the training split, as
+:class:`distill.model.ItemClassifier` does per rubric item),
 and ``appendix-d``: the SPUR paper's distilled classifier as we read its Appendix D, an
 off-the-shelf logistic regression on sentence embeddings (MiniLM stands in for ada-002, which
 needs the network). Features are stateless, so each conversation is featurized once per run.
@@ -27,6 +28,7 @@ from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import precision_recall_fscore_support
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.multiclass import OneVsRestClassifier
 from sklearn.pipeline import Pipeline
 
 from distill.datasets import load_uss
@@ -59,7 +61,8 @@ class UseConfig:
     curve_test_fraction: float = 0.2
     limit: int | None = None  # first N dialogues per file (smoke tests)
     seed: int = 0
-    Cs: Sequence[float] = (0.1, 1.0, 10.0, 100.0)
+    Cs: Sequence[float] = (0.1, 1.0, 10.0)
+    n_jobs: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -89,15 +92,17 @@ def _featurize(conversations: list[Conversation], spec: str, cache: dict[str, An
     return np.hstack(parts)
 
 
-def model_factory(model: str, Cs: Sequence[float], seed: int) -> tuple[str, Callable[[], BaseEstimator]]:
+def model_factory(model: str, Cs: Sequence[float], seed: int, n_jobs: int = 1
+                  ) -> tuple[str, Callable[[], BaseEstimator]]:
     """(featurizer spec, estimator factory) for a model name of the benchmark."""
     if model == "appendix-d":
         return _APPENDIX_D_FEATURES, lambda: Pipeline([("lr", LogisticRegression(max_iter=2000))])
 
     def recipe() -> BaseEstimator:
-        base = Pipeline([("lr", LogisticRegression(class_weight="balanced", max_iter=2000))])
+        lr = LogisticRegression(class_weight="balanced", solver="liblinear", max_iter=2000)
+        base = Pipeline([("lr", OneVsRestClassifier(lr))])
         cv = StratifiedKFold(n_splits=3, shuffle=True, random_state=seed)
-        return GridSearchCV(base, {"lr__C": list(Cs)}, scoring="f1_weighted", cv=cv)
+        return GridSearchCV(base, {"lr__estimator__C": list(Cs)}, scoring="f1_weighted", cv=cv, n_jobs=n_jobs)
 
     return model, recipe
 
@@ -135,9 +140,9 @@ def _protocol(X: Any, y: np.ndarray, factory: Callable[[], BaseEstimator], *, tr
                                     seed=seed + k)
         scores.append(evaluate_split(X, y, factory, train, test))
     arr = np.array(scores)
-    return {"train_fraction": train_fraction, "test_fraction": test_fraction, "precision": round(arr[:, 0].mean(), 2),
-            "recall": round(arr[:, 1].mean(), 2), "weighted_f1": round(arr[:, 2].mean(), 2),
-            "weighted_f1_std": round(arr[:, 2].std(), 2), "splits": splits}
+    return {"train_fraction": train_fraction, "test_fraction": test_fraction, "precision": round(float(arr[:, 0].mean()), 2),
+            "recall": round(float(arr[:, 1].mean()), 2), "weighted_f1": round(float(arr[:, 2].mean()), 2),
+            "weighted_f1_std": round(float(arr[:, 2].std()), 2), "splits": splits}
 
 
 def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -147,7 +152,7 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
         conversations, y = load_dataset(config.data_dir, dataset, config.limit)
         cache: dict[str, Any] = {}
         for model in config.models:
-            spec, factory = model_factory(model, config.Cs, config.seed)
+            spec, factory = model_factory(model, config.Cs, config.seed, config.n_jobs)
             X = _featurize(conversations, spec, cache)
             runs = [("table1", config.train_fraction, config.test_fraction)]
             runs += [("curve", f, config.curve_test_fraction) for f in config.curve]
@@ -162,5 +167,5 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
             "labels": list(LABELS), "label_rule": "SPUR Appendix B (annotator means, cut at first contradiction)",
             "models": {"appendix-d": f"plain LogisticRegression on {_APPENDIX_D_FEATURES} features (our reading of "
                                      "SPUR Appendix D; MiniLM stands in for ada-002)",
-                       "other": "featurizer + class-balanced LogisticRegression, C by 3-fold stratified CV "
-                                "(convmon's distill recipe)"}}
+                       "other": "featurizer + one-vs-rest class-balanced liblinear LogisticRegression, C by "
+                                "3-fold stratified CV (convmon's distill recipe)"}}

@@ -12,6 +12,7 @@ from distill.datasets.uss import (
     conversation_label,
     load_uss,
     parse_uss,
+    rated_prefixes,
     turn_rating,
 )
 
@@ -22,5 +23,6 @@ __all__ = [
     "conversation_label",
     "load_uss",
     "parse_uss",
+    "rated_prefixes",
     "turn_rating",
 ]

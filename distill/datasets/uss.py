@@ -83,6 +83,25 @@ class UssDialogue:
         )
 
 
+def rated_prefixes(dialogue: UssDialogue) -> list[tuple[Conversation, UssTurn]]:
+    """Each prefix of the dialogue that ends at a rated user turn, with that turn.
+
+    Turn ratings judge the conversation *so far*, so "is the user dissatisfied at the latest turn"
+    is a conversation-level label on the prefix; prefixes share ``metadata["dialogue_id"]`` (the
+    group to keep on one side of any split). Prefix ids are ``<dialogue id>#<turn position>``.
+    """
+    full = dialogue.to_conversation()
+    out = []
+    for position, turn in enumerate(dialogue.turns):
+        if turn.role == "user" and turn.ratings:
+            prefix = full.model_copy(update={
+                "conversation_id": f"{dialogue.dialogue_id}#{position}", "turns": full.turns[: position + 1],
+                "metadata": {**full.metadata, "dialogue_id": dialogue.dialogue_id},
+            })
+            out.append((prefix, turn))
+    return out
+
+
 def turn_rating(ratings: tuple[int, ...] | list[int]) -> int:
     """Most frequent annotator rating, ties broken toward the lower value (upstream rule).
 

@@ -63,6 +63,7 @@ class Agreement(DriftDetector):
         self.min_auc = min_auc
         self._pairs: deque[tuple[bool, float]] = deque(maxlen=window_size)
         self._correct = 0
+        self._auc: float | None = None  # cached until the next update
 
     @property
     def n(self) -> int:
@@ -77,13 +78,24 @@ class Agreement(DriftDetector):
     @property
     def auc(self) -> float:
         """Mann-Whitney AUC of the probabilities for judge-yes vs judge-no; NaN without both."""
-        y = np.fromiter((p[0] for p in self._pairs), dtype=bool, count=len(self._pairs))
-        pos = int(y.sum())
-        neg = len(y) - pos
-        if pos == 0 or neg == 0:
-            return math.nan
-        ranks = rankdata([p[1] for p in self._pairs])
-        return float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
+        if self._auc is None:
+            y = np.fromiter((p[0] for p in self._pairs), dtype=bool, count=len(self._pairs))
+            pos = int(y.sum())
+            neg = len(y) - pos
+            if pos == 0 or neg == 0:
+                self._auc = math.nan
+            else:
+                ranks = rankdata([p[1] for p in self._pairs])
+                self._auc = float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
+        return self._auc
+
+    @property
+    def drift_detected(self) -> bool:
+        """Computed on read (the AUC is a sort of the window), so reading it rarely keeps updates cheap."""
+        if len(self._pairs) < self.min_samples:
+            return False
+        auc = self.auc
+        return self.accuracy < self.min_accuracy or (not math.isnan(auc) and auc < self.min_auc)
 
     def update(self, x: tuple[bool, float]) -> None:
         verdict, probability = bool(x[0]), float(x[1])
@@ -92,8 +104,4 @@ class Agreement(DriftDetector):
             self._correct -= (old_p >= 0.5) == old_v
         self._pairs.append((verdict, probability))
         self._correct += (probability >= 0.5) == verdict
-        if len(self._pairs) < self.min_samples:
-            self._drift_detected = False
-            return
-        auc = self.auc
-        self._drift_detected = self.accuracy < self.min_accuracy or (not math.isnan(auc) and auc < self.min_auc)
+        self._auc = None

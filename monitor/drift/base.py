@@ -62,6 +62,7 @@ class HistogramDetector(DriftDetector):
         self._window: deque[int] = deque()
         self._counts: list[int] = []
         self._value = math.nan
+        self._stale = False
 
     def set_reference(self, values: Iterable[float]) -> None:
         """Fix the reference distribution (e.g. the model's scores on its training data)."""
@@ -79,7 +80,7 @@ class HistogramDetector(DriftDetector):
         self._window.clear()
         self._counts = [0] * (len(inner) + 1)
         self._value = math.nan
-        self._drift_detected = False
+        self._stale = False
 
     @property
     def reference_n(self) -> int:
@@ -89,7 +90,15 @@ class HistogramDetector(DriftDetector):
     @property
     def value(self) -> float:
         """The divergence of the current window from the reference; NaN until the window is full."""
+        if self._stale:  # computed on read: a worker updates far more often than it exports
+            assert self._reference is not None
+            self._value = self._divergence(self._smooth(np.asarray(self._counts)), self._reference)
+            self._stale = False
         return self._value
+
+    @property
+    def drift_detected(self) -> bool:
+        return self.value > self.threshold  # NaN compares False
 
     def update(self, x: float) -> None:
         x = min(1.0, max(0.0, float(x)))
@@ -103,10 +112,7 @@ class HistogramDetector(DriftDetector):
         self._counts[b] += 1
         if len(self._window) > self.window_size:
             self._counts[self._window.popleft()] -= 1
-        if len(self._window) == self.window_size:
-            assert self._reference is not None
-            self._value = self._divergence(self._smooth(np.asarray(self._counts)), self._reference)
-            self._drift_detected = self._value > self.threshold
+        self._stale = len(self._window) == self.window_size
 
     @staticmethod
     def _smooth(counts: np.ndarray) -> np.ndarray:

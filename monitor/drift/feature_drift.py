@@ -52,7 +52,7 @@ class FeatureDrift(DriftDetector):
     >>> for _ in range(300):
     ...     fd.update([rng.gauss(1, 1), rng.gauss(0, 1)])
     >>> fd.drift_detected, round(fd.auc, 2), round(fd.mean_shift, 1)
-    (True, 0.73, 0.9)
+    (True, 0.72, 0.9)
 
     References
     ----------
@@ -134,7 +134,7 @@ class FeatureDrift(DriftDetector):
         features = np.vstack([ref, win])
         labels = np.r_[np.zeros(len(ref)), np.ones(len(win))]
         model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=200))
-        cv = StratifiedKFold(n_splits=5, shuffle=True, random_state=self.seed)
+        cv = StratifiedKFold(n_splits=3, shuffle=True, random_state=self.seed)
         scores = cross_val_predict(model, features, labels, cv=cv, method="predict_proba")[:, 1]
         self._auc = float(roc_auc_score(labels, scores))
         self._evaluations += 1

@@ -42,6 +42,7 @@ from monitor.settings import Settings
 MIN_RATE = 0.02
 CHANGE_DETECTORS = ("page_hinkley", "cusum")
 SCORERS = ("llm", "distilled")
+AGREEMENT_PUBLISH_EVERY = 10  # shadow pairs between two AUC computations (a sort of the window)
 
 
 class RateStream:
@@ -96,6 +97,7 @@ class _ItemDrift:
         }
         self.agreement = Agreement(window_size=m.agreement_window)
         self.seen = 0
+        self.pairs = 0
 
 
 class DriftMonitor:
@@ -271,8 +273,10 @@ class DriftMonitor:
             if state is None or p is None or verdict == "uncertain":
                 continue
             state.agreement.update((verdict == "yes", p))
+            state.pairs += 1
             m.agreement_pairs.labels(result.item_id, verdict, "yes" if p >= 0.5 else "no").inc()
-            m.agreement_accuracy.labels(result.item_id).set(state.agreement.accuracy)
-            m.agreement_auc.labels(result.item_id).set(state.agreement.auc)
-            m.agreement_window.labels(result.item_id).set(state.agreement.n)
-            self._flag(result.item_id, "agreement", "shadow", state.agreement.drift_detected)
+            if state.pairs % AGREEMENT_PUBLISH_EVERY == 0 or state.agreement.n <= state.agreement.min_samples:
+                m.agreement_accuracy.labels(result.item_id).set(state.agreement.accuracy)
+                m.agreement_auc.labels(result.item_id).set(state.agreement.auc)
+                m.agreement_window.labels(result.item_id).set(state.agreement.n)
+                self._flag(result.item_id, "agreement", "shadow", state.agreement.drift_detected)

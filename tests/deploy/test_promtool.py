@@ -79,3 +79,18 @@ def test_a_broken_rule_file_is_reported() -> None:
         assert promtool("check", "rules", bad).returncode != 0
     finally:
         bad.unlink()
+
+
+def test_alertmanager_config_is_valid_and_routes_pages_apart() -> None:
+    exe = shutil.which("amtool")
+    if exe is None:
+        pytest.fail("amtool not found: install the Debian package `prometheus-alertmanager`")
+    config = PROMETHEUS_DIR / "alertmanager.yml"
+    result = subprocess.run([exe, "check-config", str(config)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    routed = subprocess.run([exe, "config", "routes", "test", f"--config.file={config}", "severity=page",
+                             "alertname=ConvmonDsatSpike"], capture_output=True, text=True, timeout=60)
+    assert routed.stdout.strip() == "convmon-oncall", routed.stdout + routed.stderr
+    routed = subprocess.run([exe, "config", "routes", "test", f"--config.file={config}", "severity=ticket"],
+                            capture_output=True, text=True, timeout=60)
+    assert routed.stdout.strip() == "convmon-tickets", routed.stdout + routed.stderr

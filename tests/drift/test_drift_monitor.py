@@ -200,3 +200,22 @@ def test_from_settings_uses_the_drift_settings() -> None:
     drift = DriftMonitor.from_settings(Metrics(CollectorRegistry()), RUBRIC, settings)
     assert (drift.window_size, drift.reference_size, drift.batch_size, drift.agreement_window, drift.hold_s) == (
         100, 300, 25, 50, 60)
+
+
+def test_agreement_drop_is_counted_once_and_flagged() -> None:
+    exporter, _, m, _ = build(agreement_window=100)
+    rng = random.Random(4)
+    for i in range(200):  # the distilled model tracks the judge
+        yes = rng.random() < 0.3
+        exporter.observe(llm(f"a{i}", sat=yes, dsat=False))
+        exporter.observe(distilled(f"a{i}", 0.9 if yes else 0.1, 0.1, shadow=True))
+    labels = dict(rubric="sat.gratitude", detector="agreement", scorer="shadow")
+    assert value(m, "convmon_drift_detections_total", **labels) == 0
+    for i in range(200):  # now it answers at random
+        exporter.observe(llm(f"b{i}", sat=rng.random() < 0.3, dsat=False))
+        exporter.observe(distilled(f"b{i}", rng.random(), 0.1, shadow=True))
+    assert value(m, "convmon_drift_detections_total", **labels) == 1  # a state: one rising edge
+    assert value(m, "convmon_drift_detected", **labels) == 1
+    assert value(m, "convmon_agreement_auc", rubric="sat.gratitude") < 0.7
+    assert value(m, "convmon_drift_detections_total", rubric="dsat.revision", detector="agreement",
+                 scorer="shadow") == 0

@@ -1,0 +1,183 @@
+"""Render benchmark JSON as terminal tables and as ``docs/benchmarks.md``.
+
+``regenerate`` is the one command behind the doc: optionally run every benchmark (saving
+``use.json``, ``distill.json``, ``throughput.json``), then write markdown from whatever results
+exist. Numbers come only from those files; the paper's rows are labelled as the paper's.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+CALIBRATION_DOC = "benchmarks-calibration.md"
+COMMANDS = {
+    "use": "convmon bench use --json --out var/bench/use.json",
+    "distill": "convmon bench distill --json --out var/bench/distill.json",
+    "throughput": "convmon bench throughput --json --out var/bench/throughput.json",
+}
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+# --- terminal tables ----------------------------------------------------------------------------
+def use_table(result: dict[str, Any]) -> Table:
+    table = Table(title="USE, SPUR Table 1 protocol (weighted, %)")
+    for col in ("dataset", "model", "train", "test", "precision", "recall", "weighted F1", "source"):
+        table.add_column(col)
+    for r in result["results"]:
+        table.add_row(r["dataset"], r["model"], _fmt(r["train_fraction"], 2), _fmt(r["test_fraction"], 2),
+                      _fmt(r["precision"]), _fmt(r["recall"]), _fmt(r["weighted_f1"]), "measured")
+    for r in result.get("paper", []):
+        table.add_row(r["dataset"], r["model"], "0.05", "0.80", "-", "-", _fmt(r["weighted_f1"]), "paper")
+    return table
+
+
+def distill_table(result: dict[str, Any]) -> Table:
+    table = Table(title=f"Distilled vs teacher ({result.get('teacher', '')}): per-item AUC")
+    for col in ("featurizer", "labels", "macro AUC", "items", "untrained"):
+        table.add_column(col)
+    for s in result.get("summary", []):
+        table.add_row(s["featurizer"], str(s["labels"]), _fmt(s["macro_auc"], 3), str(s["items"]),
+                      str(s["untrained"]))
+    return table
+
+
+def throughput_table(result: dict[str, Any]) -> Table:
+    table = Table(title="Throughput (conversations / s)")
+    table.add_column("path")
+    table.add_column("per s")
+    table.add_column("vs raw consume")
+    table.add_row("raw aiokafka consume + orjson", _fmt(result.get("raw_consume_per_s")), "1.00")
+    for name, rate in result.get("monitor_per_s", {}).items():
+        table.add_row(f"monitor, distilled ({name})", _fmt(rate), _fmt(result["ratio"].get(name), 3))
+    for name, rate in result.get("standalone_per_s", {}).items():
+        table.add_row(f"{name} featurize+predict, standalone", _fmt(rate), "-")
+    judge = result.get("judge") or {}
+    if judge:
+        table.add_row(f"judge (c={judge['concurrency']}, p50 {_fmt(judge['p50_ms'])} ms, "
+                      f"p99 {_fmt(judge['p99_ms'])} ms)", _fmt(judge["per_s"]), "-")
+    return table
+
+
+# --- markdown -----------------------------------------------------------------------------------
+def _md(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def use_markdown(result: dict[str, Any]) -> str:
+    rows = [r for r in result["results"] if r.get("protocol") == "table1"]
+    body = [[r["dataset"], r["model"], _fmt(r["precision"]), _fmt(r["recall"]),
+             f"{_fmt(r['weighted_f1'])} ± {_fmt(r.get('weighted_f1_std'))}", "measured"] for r in rows]
+    body += [[p["dataset"], p["model"], "-", "-", _fmt(p["weighted_f1"]), "**paper** (SPUR Table 1)"]
+             for p in result.get("paper", [])]
+    out = ["Train 5 %, test 80 %, 5 random splits, weighted precision / recall / F1 in percent (mean ± std over "
+           "splits). Paper rows are SPUR's published numbers, copied, not rerun.", "",
+           _md(["dataset", "model", "precision", "recall", "weighted F1", "source"], body)]
+    curve = [r for r in result["results"] if r.get("protocol") == "curve"]
+    if curve:
+        fractions = sorted({r["train_fraction"] for r in curve})
+        grid: dict[tuple[str, str], dict[float, float]] = defaultdict(dict)
+        for r in curve:
+            grid[(r["dataset"], r["model"])][r["train_fraction"]] = r["weighted_f1"]
+        out += ["", "Learning curve: weighted F1 (%) on a fixed 20 % test set per split, training on a growing "
+                "share of the other 80 %.", "",
+                _md(["dataset", "model", *[f"{int(f * 100)} %" for f in fractions]],
+                    [[d, m, *[_fmt(v.get(f)) for f in fractions]] for (d, m), v in grid.items()])]
+    models = result.get("models", {})
+    if models:
+        out += ["", *[f"- `{k}`: {v}" for k, v in models.items()]]
+    return "\n".join(out)
+
+
+def distill_markdown(result: dict[str, Any]) -> str:
+    summary = result.get("summary", [])
+    out = [f"Teacher: {result.get('teacher', '?')}. Held-out set: {result.get('test_size')} conversations. "
+           "AUC per item; macro = mean over items the held-out set has both classes of.", "",
+           _md(["featurizer", "teacher labels", "macro AUC", "min item AUC", "items trained", "untrained"],
+               [[s["featurizer"], str(s["labels"]), _fmt(s["macro_auc"], 3), _fmt(s.get("min_auc"), 3),
+                 str(s["items"]), str(s["untrained"])] for s in summary])]
+    return "\n".join(out)
+
+
+def throughput_markdown(result: dict[str, Any]) -> str:
+    rows = [["raw aiokafka consume + orjson decode", _fmt(result.get("raw_consume_per_s")), "1.000"]]
+    rows += [[f"monitor end to end, distilled `{k}`", _fmt(v), _fmt(result["ratio"].get(k), 3)]
+             for k, v in result.get("monitor_per_s", {}).items()]
+    rows += [[f"`{k}` featurize + predict alone (one process, batches of {result.get('batch', '?')})", _fmt(v),
+              "-"] for k, v in result.get("standalone_per_s", {}).items()]
+    out = [_md(["path", "conversations / s", "ratio to raw"], rows)]
+    if result.get("minilm_encode_fraction") is not None:
+        out += ["", f"MiniLM: monitor rate / standalone encode rate = {_fmt(result['minilm_encode_fraction'], 3)}."]
+    judge = result.get("judge")
+    if judge:
+        out += ["", _md(["judge path", "value"], [
+            ["server latency (fixed)", f"{_fmt(judge.get('server_latency_ms'))} ms"],
+            ["concurrency", str(judge["concurrency"])], ["conversations / s", _fmt(judge["per_s"])],
+            ["p50 latency", f"{_fmt(judge['p50_ms'])} ms"], ["p99 latency", f"{_fmt(judge['p99_ms'])} ms"]])]
+    rss = result.get("peak_rss_mb_by_featurizer") or {}
+    if rss:
+        out += ["", "Peak RSS per worker: " + ", ".join(f"`{k}` {_fmt(v)} MB" for k, v in rss.items()) + "."]
+    return "\n".join(out)
+
+
+def render(results: dict[str, dict[str, Any]], calibration: str | None = None) -> str:
+    """The whole ``docs/benchmarks.md`` from loaded results (missing parts say how to produce them)."""
+    parts = ["# Benchmarks", "",
+             "Generated by `convmon bench report --run` (or `--no-run` to re-render saved results from "
+             "`var/bench/`). Do not edit by hand.", "",
+             f"Machine: {platform.machine()}, {platform.system()}, Python {platform.python_version()}; "
+             "2 CPU cores shared with other work (CI and other developers' test runs), so absolute rates are noisy. "
+             "Every ratio below is measured inside one run, back to back, on the same machine.", ""]
+    sections = [("Accuracy: SPUR Table 1 protocol on USS", "use", use_markdown),
+                ("Speed: distilled path vs raw consume, and the judge path", "throughput", throughput_markdown),
+                ("Distillation fidelity to the teacher", "distill", distill_markdown)]
+    for title, key, fn in sections:
+        parts += [f"## {title}", "", f"Command: `{COMMANDS[key]}`", ""]
+        parts.append(fn(results[key]) if key in results else "_Not run yet._")
+        parts.append("")
+    parts += ["## Calibration (LLM-Rubric)", ""]
+    parts.append(calibration.strip() if calibration else "_See `docs/benchmarks-calibration.md` once written._")
+    parts.append("")
+    return "\n".join(parts)
+
+
+def regenerate(results_dir: Path, doc: Path, *, run: bool = False, data_dir: Path | None = None,
+               progress: Callable[[str], None] | None = None) -> Path:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    if run:
+        _run_all(results_dir, data_dir, progress)
+    loaded = {k: json.loads((results_dir / f"{k}.json").read_text(encoding="utf-8"))
+              for k in COMMANDS if (results_dir / f"{k}.json").is_file()}
+    calibration_path = doc.parent / CALIBRATION_DOC
+    calibration = calibration_path.read_text(encoding="utf-8") if calibration_path.is_file() else None
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(render(loaded, calibration), encoding="utf-8")
+    return doc
+
+
+def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str], None] | None) -> None:
+    from distill.bench.distill_fidelity import FidelityConfig, run_fidelity
+    from distill.bench.throughput import ThroughputConfig, run_throughput
+    from distill.bench.use import UseConfig, run_use
+
+    jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("use", lambda: run_use(UseConfig(data_dir=data_dir or Path("../shared/data")), progress)),
+        ("distill", lambda: run_fidelity(FidelityConfig(), progress)),
+        ("throughput", lambda: run_throughput(ThroughputConfig(), progress)),
+    ]
+    for name, job in jobs:
+        started = time.perf_counter()
+        result = job()
+        result["elapsed_s"] = round(time.perf_counter() - started, 1)
+        (results_dir / f"{name}.json").write_text(json.dumps(result, indent=2, default=float), encoding="utf-8")

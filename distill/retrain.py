@@ -1,0 +1,113 @@
+"""One retraining round: recent labels -> train -> evaluate -> gate -> publish (and maybe promote).
+
+Called by the worker's leader-only timer and by ``convmon distill train --schedule``. A round is
+idempotent and safe to run concurrently with scoring: the candidate is written atomically to the
+registry, and only a gate pass moves ``LIVE``; workers pick it up on their next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from distill.evaluate import Evaluation, GateDecision, evaluate, promotion_gate
+from distill.registry import ModelRegistry
+from distill.store import DAY_S, LabelStore
+from distill.train import Progress, TrainedModel, TrainingSet, dataset_from_records, split_holdout, train_items
+from monitor.classify import KIND, load_live
+from monitor.errors import ConfigError, ModelError
+from monitor.rubrics import RubricSet
+
+log = logging.getLogger(__name__)
+Status = Literal["promoted", "rejected", "skipped"]
+
+
+@dataclass
+class RetrainResult:
+    """``promoted``: new version is live; ``rejected``: published, gate failed; ``skipped``: nothing trained."""
+
+    status: Status
+    reasons: list[str]
+    n_labels: int
+    version: str | None = None
+    live_version: str | None = None  # the live version the candidate was compared with
+    item_status: dict[str, str] = field(default_factory=dict)
+    evaluation: Evaluation | None = None
+    live_evaluation: Evaluation | None = None
+    gate: GateDecision | None = None
+    report: Path | None = None
+
+
+def _live_evaluation(registry: ModelRegistry, rubric: RubricSet, test: TrainingSet, openai_client: Any,
+                     kind: str) -> tuple[str | None, Evaluation | None, str | None]:
+    version = registry.live_version(kind)
+    if version is None:
+        return None, None, None
+    try:
+        live = load_live(registry, rubric, version, kind=kind, openai_client=openai_client)
+    except ModelError as exc:  # e.g. trained for another rubric version: nothing comparable
+        return version, None, f"live {kind}/{version} not comparable: {exc}"
+    return version, evaluate(live.model, live.featurizer, test), None
+
+
+def train_evaluate_publish(
+    data: TrainingSet, *, settings: Any, registry: ModelRegistry, rubric: RubricSet, featurizer: Any = None,
+    kind: str = KIND, openai_client: Any = None, progress: Progress | None = None, report_dir: Path | None = None,
+    seed: int = 0,
+) -> RetrainResult:
+    """Split, train, evaluate candidate and live model on the same held-out rows, gate, publish."""
+    try:
+        train, test = split_holdout(data, test_size=settings.distill_holdout_fraction, seed=seed)
+    except ConfigError as exc:
+        return RetrainResult("skipped", [str(exc)], len(data))
+    spec = featurizer if featurizer is not None else settings.featurizer
+    try:
+        trained: TrainedModel = train_items(
+            train, spec, rubric=rubric, min_positives=settings.distill_min_positives, progress=progress,
+            info={"n_holdout": len(test)},
+        )
+    except ModelError as exc:
+        return RetrainResult("skipped", [str(exc)], len(data))
+    candidate = evaluate(trained.model, trained.featurizer, test)
+    live_version, live_eval, note = _live_evaluation(registry, rubric, test, openai_client, kind)
+    gate = promotion_gate(candidate, live_eval, tolerance=settings.distill_gate_tolerance)
+    manifest = {
+        **trained.model.manifest(), "metrics": candidate.to_json(), "compared_with": live_version,
+        "gate": {"passed": gate.passed, "reasons": gate.reasons, "candidate": gate.candidate, "live": gate.live},
+    }
+    version, promoted = registry.publish_if_better(kind, trained.model.to_arrays(), manifest, gate_passed=gate.passed)
+    reasons = [*gate.reasons, *([note] if note else [])]
+    result = RetrainResult(
+        "promoted" if promoted else "rejected", reasons, len(data), version=version, live_version=live_version,
+        item_status=trained.status, evaluation=candidate, live_evaluation=live_eval, gate=gate,
+    )
+    if report_dir is not None:
+        from distill.report import write_report  # matplotlib only when a report is asked for
+
+        result.report = write_report(result, Path(report_dir) / version, rubric=rubric)
+    log.info("retrain %s: %s %s (%s)", rubric.key, result.status, version, "; ".join(reasons))
+    return result
+
+
+def retrain_once(
+    settings: Any, store: LabelStore, registry: ModelRegistry, rubric: RubricSet, *, featurizer: Any = None,
+    now: float | None = None, kind: str = KIND, openai_client: Any = None, progress: Progress | None = None,
+    report_dir: Path | None = None,
+) -> RetrainResult:
+    """Train from the store's labels of ``rubric`` within the retention window; gate and publish."""
+    now = time.time() if now is None else now
+    since = now - settings.label_retention_days * DAY_S
+    records = store.fetch(rubric_set=rubric.id, rubric_version=rubric.version, since=since)
+    if len(records) < settings.retrain_min_labels:
+        return RetrainResult(
+            "skipped", [f"insufficient labels: {len(records)} < retrain_min_labels={settings.retrain_min_labels}"],
+            len(records),
+        )
+    data = dataset_from_records(records, rubric)
+    return train_evaluate_publish(
+        data, settings=settings, registry=registry, rubric=rubric, featurizer=featurizer, kind=kind,
+        openai_client=openai_client, progress=progress, report_dir=report_dir,
+    )

@@ -1,0 +1,143 @@
+"""Featurizers: transformer API, user/context separation, config round trip, MiniLM, OpenAI batching+cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import scipy.sparse as sp
+from sklearn.pipeline import FeatureUnion
+
+from distill.featurizers import (
+    HashingFeaturizer,
+    OpenAIFeaturizer,
+    featurizer_config,
+    featurizer_from_config,
+    featurizer_name,
+    make_featurizer,
+    user_turns_in_context,
+)
+from monitor.errors import ConfigError
+from monitor.events import Conversation, Turn
+
+SMALL = {"n_word_features": 256, "n_char_features": 256, "n_context_features": 128, "n_last_features": 128}
+
+
+def conv(cid: str, *turns: tuple[str, str]) -> Conversation:
+    return Conversation(conversation_id=cid, turns=[Turn(index=i, role=r, text=t) for i, (r, t) in enumerate(turns)])
+
+
+A = conv("a", ("user", "how do I reset my router"), ("assistant", "sorry, I cannot help"), ("user", "thanks anyway"))
+B = conv("b", ("user", "sorry, I cannot help"), ("assistant", "how do I reset my router"), ("user", "thanks anyway"))
+
+
+def test_turn_pairs_group_assistant_text_since_previous_user_turn() -> None:
+    c = conv("c", ("assistant", "hi"), ("user", "q1"), ("user", "q2"), ("assistant", "a1"), ("assistant", "a2"),
+             ("user", "ok"))
+    assert [(p.user, p.context) for p in user_turns_in_context(c)] == [("q1", "hi"), ("q2", ""), ("ok", "a1\na2")]
+
+
+def test_hashing_is_stateless_sparse_and_keeps_sides_apart() -> None:
+    f = HashingFeaturizer(**SMALL)
+    X = f.transform([A, B])  # no fit needed
+    assert sp.issparse(X) and X.shape == (2, 768) and X.dtype == np.float32
+    assert f.fit([A]) is f and f.n_features_out_ == 768
+    np.testing.assert_allclose(X.toarray(), f.transform([A, B]).toarray())
+    user_a, user_b = X[0, :512].toarray(), X[1, :512].toarray()
+    assert not np.allclose(user_a, user_b)  # same words overall, but said by different sides
+    np.testing.assert_allclose(X[:, 512 + 128 :].toarray()[0], X[:, 512 + 128 :].toarray()[1])  # same last turn
+
+
+def test_hashing_context_weight_scales_context_block_only() -> None:
+    X0 = HashingFeaturizer(**SMALL, context_weight=0.0).transform([A]).toarray()
+    X1 = HashingFeaturizer(**SMALL, context_weight=1.0).transform([A]).toarray()
+    assert np.abs(X0[0, 512:640]).sum() == 0 and np.abs(X1[0, 512:640]).sum() > 0
+    np.testing.assert_allclose(X0[0, :512], X1[0, :512])
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [({"n_word_features": 0}, r"'n_word_features' parameter of HashingFeaturizer must be an int >= 1. Got 0"),
+     ({"context_weight": -1}, r"'context_weight' parameter of HashingFeaturizer must be a float >= 0. Got -1")],
+)
+def test_hashing_parameter_errors(params: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        HashingFeaturizer(**params).fit([A])
+
+
+def test_transform_rejects_non_conversations() -> None:
+    with pytest.raises(ConfigError, match="expects a list of Conversation objects. Got str"):
+        HashingFeaturizer().transform("hello")
+
+
+def test_spec_parsing_and_config_round_trip() -> None:
+    union = make_featurizer("hashing+minilm")
+    assert isinstance(union, FeatureUnion) and featurizer_name(union) == "hashing+minilm"
+    config = json.loads(json.dumps(featurizer_config(union)))
+    rebuilt = featurizer_from_config(config)
+    assert featurizer_name(rebuilt) == "hashing+minilm"
+    assert rebuilt.transformer_list[0][1].get_params() == union.transformer_list[0][1].get_params()
+    single = make_featurizer("hashing", **SMALL)
+    np.testing.assert_allclose(
+        featurizer_from_config(featurizer_config(single)).transform([A]).toarray(), single.transform([A]).toarray()
+    )
+    with pytest.raises(ConfigError, match=r"unknown featurizer 'bow'"):
+        make_featurizer("hashing+bow")
+    with pytest.raises(ConfigError, match="names a featurizer twice"):
+        make_featurizer("hashing+hashing")
+
+
+def test_minilm_and_union_on_a_handful_of_texts() -> None:
+    union = make_featurizer("hashing+minilm")
+    union.set_params(hashing__n_word_features=64, hashing__n_char_features=64, hashing__n_context_features=32,
+                     hashing__n_last_features=32)
+    C = conv("c", ("user", "thank you so much, that was perfect"))
+    D = conv("d", ("user", "thanks a lot, exactly what I needed"))
+    E = conv("e", ("user", "this is wrong and useless"), ("assistant", "sorry"), ("user", "still wrong"))
+    X = union.fit_transform([C, D, E])
+    assert X.shape == (3, 192 + 3 * 384)
+    emb = make_featurizer("minilm").transform([C, D, E])
+    norms = np.linalg.norm(emb[:, :384], axis=1)  # mean of unit vectors: 1 for one user turn, less for two
+    assert emb.shape == (3, 1152) and np.allclose(norms[:2], 1, atol=1e-5) and norms[2] < 1
+    sim = emb[:, :384] @ emb[:, :384].T
+    assert sim[0, 1] > sim[0, 2] + 0.1  # two thank-yous are closer than thanks vs complaint
+    assert np.abs(emb[:2, 768:]).sum() == 0 and np.abs(emb[2, 768:]).sum() > 0  # context block
+
+
+def _embedding_server(calls: list[list[str]]) -> httpx.Client:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        calls.append(body["input"])
+        data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, float(t.count("a"))]}
+                for i, t in enumerate(body["input"])]
+        return httpx.Response(200, json={"object": "list", "data": data, "model": body["model"],
+                                         "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+
+    return httpx.Client(transport=httpx.MockTransport(handler))
+
+
+def test_openai_batches_and_caches_by_content_hash(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+    client = openai.OpenAI(api_key="test", base_url="http://embed.test/v1", http_client=_embedding_server(calls))
+    f = OpenAIFeaturizer(client=client, batch_size=2, cache_dir=str(tmp_path))
+    X = f.transform([A, B])
+    # unique texts: 2 user turns + "thanks anyway" + 2 contexts ... deduplicated across conversations
+    unique = {"how do I reset my router", "sorry, I cannot help", "thanks anyway"}
+    assert {t for batch in calls for t in batch} == unique and max(len(b) for b in calls) == 2
+    assert X.shape == (2, 9)
+    n = len(calls)
+    np.testing.assert_allclose(f.transform([A, B]), X)
+    assert len(calls) == n  # in-memory cache
+    fresh = OpenAIFeaturizer(client=client, batch_size=2, cache_dir=str(tmp_path))
+    np.testing.assert_allclose(fresh.transform([B]), X[1:])
+    assert len(calls) == n  # disk cache, keyed by content hash
+    assert "client" not in featurizer_config(f)["parts"][0]["params"]
+
+
+def test_openai_without_client_says_how_to_fix() -> None:
+    with pytest.raises(ConfigError, match="OpenAIFeaturizer needs an OpenAI client"):
+        OpenAIFeaturizer().transform([A])

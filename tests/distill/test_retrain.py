@@ -1,0 +1,110 @@
+"""retrain_once end to end on a SQLite label store: train, evaluate, gate both ways, publish, report."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distill.evaluate import Evaluation, ItemMetrics, promotion_gate
+from distill.featurizers import HashingFeaturizer
+from distill.registry import ModelRegistry
+from distill.retrain import retrain_once
+from distill.store import LabelStore
+from monitor.events import Conversation, Turn
+from monitor.rubrics import RubricSet, load_rubric_set
+from monitor.scores import ItemResult, ScoreRecord, aggregate_r
+from monitor.settings import REPO_ROOT
+
+PHRASES = {
+    "sat.gratitude": ["thanks so much", "thank you, that helps a lot", "much appreciated, thanks"],
+    "dsat.negative_feedback": ["that is wrong", "this answer is useless", "not helpful at all, wrong again"],
+    "dsat.repetition": ["you already said that", "same answer again, I asked twice", "you keep repeating yourself"],
+}
+TOPICS = ["how do I bake bread", "what is the capital of peru", "explain recursion", "fix my python import error",
+          "plan a trip to rome", "write a haiku about autumn", "convert 5 miles to km", "summarize this article"]
+
+
+def rubric() -> RubricSet:
+    return load_rubric_set("spur-copilot", REPO_ROOT / "prompts")
+
+
+def synth(n: int, seed: int, *, now: float = 1_700_000_000.0) -> list[tuple]:
+    """Conversations whose user turns contain an item's phrase exactly when the judge says yes."""
+    rng = random.Random(seed)
+    rub = rubric()
+    pairs = []
+    for k in range(n):
+        present = {item for item in PHRASES if rng.random() < 0.35}
+        turns = [rng.choice(TOPICS)] + [rng.choice(PHRASES[i]) for i in sorted(present)] + [rng.choice(TOPICS)]
+        rng.shuffle(turns)
+        convo = Conversation(conversation_id=f"s{seed}-{k}", turns=[
+            Turn(index=2 * i + j, role=role, text=text if role == "user" else "here is an answer")
+            for i, text in enumerate(turns) for j, role in enumerate(("user", "assistant"))])
+        items = [ItemResult(item_id=it.id, polarity=it.polarity, verdict=it.id in present,
+                            score=7.0 if it.id in present else 0.0) for it in rub.items]
+        pairs.append((convo, ScoreRecord(conversation_id=convo.conversation_id, scorer="llm", judge="simulated",
+                                         rubric_set=rub.id, rubric_version=rub.version, model_version="sim",
+                                         items=items, R=aggregate_r(items), scored_at=now - k)))
+    return pairs
+
+
+@pytest.fixture
+def env(make_settings, tmp_path: Path):
+    settings = make_settings(retrain_min_labels=50, label_retention_days=3650, featurizer="hashing")
+    store = LabelStore(settings.label_store_url, retention_days=settings.label_retention_days)
+    yield settings, store, ModelRegistry(settings.model_registry)
+    store.close()
+
+
+def test_retrain_skips_without_enough_labels(env) -> None:
+    settings, store, registry = env
+    store.upsert(synth(20, seed=1))
+    result = retrain_once(settings, store, registry, rubric(), now=1_700_000_000.0)
+    assert result.status == "skipped" and result.reasons == ["insufficient labels: 20 < retrain_min_labels=50"]
+    assert registry.versions("distilled") == []
+
+
+def test_retrain_promotes_then_gate_rejects_a_worse_candidate(env, tmp_path: Path) -> None:
+    settings, store, registry = env
+    rub = rubric()
+    store.upsert(synth(240, seed=2))
+    first = retrain_once(settings, store, registry, rub, now=1_700_000_000.0, report_dir=tmp_path / "reports")
+    assert first.status == "promoted" and registry.live_version("distilled") == first.version
+    assert first.item_status["sat.gratitude"] == "trained"
+    assert first.item_status["sat.praise"] == "insufficient positives: 0 < 10"
+    assert first.evaluation is not None and first.evaluation.macro("roc_auc") > 0.95
+    manifest = registry.manifest("distilled")
+    assert manifest["rubric_key"] == rub.key and manifest["training_range"][0] < manifest["training_range"][1]
+    assert manifest["featurizer"]["name"] == "hashing" and manifest["gate"]["passed"]
+    report = first.report.read_text()
+    assert "insufficient positives: 0 < 10" in report and "| sat.gratitude | trained |" in report
+    assert (first.report.parent / "roc.png").stat().st_size > 1000
+    assert (first.report.parent / "reliability.png").stat().st_size > 1000
+
+    # a degraded featurizer (every n-gram hashed into one bucket) is worse on the same held-out rows: kept, not live
+    crippled = HashingFeaturizer(n_word_features=1, n_char_features=1, n_context_features=1, n_last_features=1)
+    second = retrain_once(settings, store, registry, rub, now=1_700_000_000.0, featurizer=crippled)
+    assert second.status == "rejected" and second.live_version == first.version
+    assert any("macro ROC-AUC" in r for r in second.reasons)
+    assert registry.live_version("distilled") == first.version and second.version in registry.versions("distilled")
+    assert registry.manifest("distilled", second.version)["gate_passed"] is False
+
+
+def _eval(**aucs: float) -> Evaluation:
+    return Evaluation({i: ItemMetrics(n=100, positives=20, roc_auc=a, average_precision=0.5, f1=0.5, brier=0.1,
+                                      threshold=0.5) for i, a in aucs.items()})
+
+
+def test_promotion_gate_both_ways() -> None:
+    live = _eval(**{"sat.a": 0.90, "dsat.b": 0.80})
+    assert promotion_gate(_eval(**{"sat.a": 0.90, "dsat.b": 0.795}), live, tolerance=0.01).passed
+    worse = promotion_gate(_eval(**{"sat.a": 0.85, "dsat.b": 0.80}), live, tolerance=0.01)
+    assert not worse.passed and worse.reasons == ["macro ROC-AUC 0.8250 < live 0.8500 - tolerance 0.01"]
+    dropped = promotion_gate(_eval(**{"sat.a": 0.99}), live)
+    assert not dropped.passed and "does not score items the live model scores: ['dsat.b']" in dropped.reasons[0]
+    assert promotion_gate(_eval(**{"sat.a": 0.6}), None).passed
+    assert not promotion_gate(Evaluation({}), None).passed
+    assert np.isclose(worse.live["roc_auc"], 0.85)

@@ -1,0 +1,354 @@
+"""Fault injection on the real broker and real worker processes: crash, broker restart, judge outage,
+label-store outage. What each test asserts is spelled out in its docstring and in docs/reliability.md."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from monitor.app import topic_names
+from monitor.broker import EmbeddedBroker, ensure_topics, free_port
+from monitor.produce import make_producer, send_event
+from monitor.rubrics import load_rubric_set
+from monitor.scrape import by_label, total
+from monitor.settings import Settings
+from monitor.simulator.generate import ConversationGenerator, SimConversation
+from tests.model_fixtures import publish_distilled_model
+from tests.openai_server import OpenAIServer
+from tests.workers import WorkerProcess, wait_until
+
+pytestmark = pytest.mark.integration
+Samples = list[tuple[str, dict[str, str], float]]
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+def conversations(settings: Settings, prefix: str, n: int, seed: int = 0) -> list[SimConversation]:
+    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
+    generator = ConversationGenerator(rubric, seed=seed)
+    return [generator.generate(f"{prefix}-{i}", time.time()) for i in range(n)]
+
+
+def produce(settings: Settings, convs: list[SimConversation], pace_s: float = 0.0) -> None:
+    """Each conversation's events in order, conversations one after another (``pace_s`` apart)."""
+
+    async def run() -> None:
+        producer = make_producer(settings)
+        await producer.start()
+        try:
+            for conv in convs:
+                for event in conv.events:
+                    await send_event(producer, settings.topic("events"), event)
+                if pace_s:
+                    await producer.flush()
+                    await asyncio.sleep(pace_s)
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+def read_topic(bootstrap: str, topic: str) -> list[Any]:
+    """Every record currently in ``topic``, from the beginning to the end offsets."""
+
+    async def run() -> list[Any]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            partitions = consumer.partitions_for_topic(topic)
+            if partitions is None:
+                await consumer._client.force_metadata_update()
+                partitions = consumer.partitions_for_topic(topic) or set()
+            tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+            if not tps:
+                return []
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            ends = await consumer.end_offsets(tps)
+            out: list[Any] = []
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                behind = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
+                if not behind:
+                    break
+                for records in (await consumer.getmany(*behind, timeout_ms=500)).values():
+                    out.extend(records)
+            return out
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def list_topics(bootstrap: str) -> set[str]:
+    async def run() -> set[str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+        await admin.start()
+        try:
+            return set(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    return asyncio.run(run())
+
+
+def scored(samples: Samples) -> dict[str, float]:
+    return by_label(samples, "convmon_conversations_scored_total", "scorer")
+
+
+def no_tracebacks(worker: WorkerProcess) -> None:
+    text = worker.log_path.read_text(errors="replace")
+    assert "Traceback" not in text and "crashed" not in text.lower(), worker.log()
+
+
+# --- 1. kill -9 mid-stream ------------------------------------------------------------------------
+
+def test_kill_9_mid_stream_then_restart_scores_everything_and_counts_nothing_twice(
+    broker: str, make_settings, tmp_path: Path
+) -> None:
+    """SIGKILL a worker while events are still arriving, restart it (same consumer group).
+
+    Let A_last be the killed worker's last scrape before the kill and B the restarted worker's
+    final scrape; the ``scored`` dedup table's changelog records (value: [time counted, partition])
+    tell which lifetime counted each (scorer, conversation). Asserted per scorer:
+    1. at least once: every conversation has a score record on the scores topic, and a dedup entry;
+    2. never counted twice: each dedup key was written once (a second write means a second count);
+    3. B counted exactly the keys it persisted (B == changelog entries stamped after the kill), and
+       everything A had exported by its last scrape was persisted (A_last <= entries before the kill),
+       so A_last + B <= N: the exported totals over both lifetimes never exceed the conversations.
+    """
+    n = 40
+    settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=3.0,
+                             registry_poll_s=1.0)
+    publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
+    asyncio.run(ensure_topics(broker, topic_names(settings), settings.topic_partitions))
+    convs = conversations(settings, "crash", n, seed=11)
+    ids = {c.conversation_id for c in convs}
+
+    a = WorkerProcess(settings, tmp_path / "a.log").start()
+    produce(settings, convs[:10])  # warm up: the worker has joined its group and scores
+    wait_until(lambda: scored(a.samples()).get("llm", 0) >= 10, 60, message="warm-up batch scored")
+    feeder = threading.Thread(target=produce, args=(settings, convs[10:], 0.1))
+    feeder.start()
+    try:
+        a_last: Samples = []
+
+        def part_scored() -> bool:
+            nonlocal a_last
+            a_last = a.samples()
+            return scored(a_last).get("distilled", 0) >= 16
+
+        wait_until(part_scored, timeout=60, interval=0.1, message="part of the stream scored before the kill")
+        t_kill = time.time()
+        a.kill()
+    finally:
+        feeder.join()
+    assert scored(a_last).get("distilled", 0) < n, "the kill came too late to be mid-stream"
+
+    changelog = f"{settings.app_id}-scored-changelog"
+    with WorkerProcess(settings, tmp_path / "b.log") as b:
+        def all_counted() -> bool:
+            return len({r.key for r in read_topic(broker, changelog)}) >= 2 * n
+
+        wait_until(all_counted, timeout=90, interval=1.0, message="every (scorer, conversation) counted")
+        time.sleep(2)  # anything extra (a second count) would arrive now
+        final = b.samples()
+        assert b.alive()
+        no_tracebacks(b)
+
+    entries = [(orjson.loads(r.key), orjson.loads(r.value)) for r in read_topic(broker, changelog) if r.value]
+    writes = Counter(key for key, _ in entries)
+    assert set(writes) == {f"{s}:{cid}" for s in ("llm", "distilled") for cid in ids}
+    assert [k for k, c in writes.items() if c > 1] == [], "a conversation was counted twice"
+    on_topic = {(r.value and orjson.loads(r.value)["scorer"], r.key.decode())
+                for r in read_topic(broker, settings.topic("scores"))}
+    for scorer in ("llm", "distilled"):
+        assert {cid for s, cid in on_topic if s == scorer} == ids
+        before = sum(1 for key, (t, _) in entries if key.startswith(scorer) and t < t_kill)
+        after = sum(1 for key, (t, _) in entries if key.startswith(scorer) and t >= t_kill)
+        assert scored(final).get(scorer, 0) == after
+        assert scored(a_last).get(scorer, 0) <= before
+        assert scored(a_last).get(scorer, 0) + scored(final).get(scorer, 0) <= n
+
+
+# --- 2. broker restart ----------------------------------------------------------------------------
+
+def test_broker_restart_workers_reconnect_recreate_topics_and_resume(make_settings, tmp_path: Path) -> None:
+    """Restart the memory-only broker on the same port: every topic (and committed offset) is gone.
+
+    The worker must stay up, recreate its topics (with its partition count) by itself, commit
+    offsets again, and score every conversation produced after the restart exactly once.
+    """
+    port = free_port()
+    own = EmbeddedBroker(port=port, log_path=tmp_path / "broker.log").start()
+    try:
+        settings = make_settings(broker_url=own.url, sample_rate=1.0, idle_timeout_s=3.0, registry_poll_s=1.0)
+        publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
+        expected_topics = {*topic_names(settings), f"{settings.app_id}-scored-changelog",
+                           f"{settings.app_id}-sessions-changelog"}
+        with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+            produce(settings, conversations(settings, "before", 10, seed=1))
+            wait_until(lambda: scored(worker.samples()) == {"llm": 10, "distilled": 10}, 60, message="batch 1 scored")
+
+            own.kill()
+            time.sleep(2)
+            own = EmbeddedBroker(port=port, log_path=tmp_path / "broker.log").start()
+            assert not list_topics(own.bootstrap) & expected_topics  # memory-only: everything is gone
+
+            wait_until(lambda: expected_topics <= list_topics(own.bootstrap), 60, interval=1.0,
+                       message="the worker recreated its topics")
+            produce(settings, conversations(settings, "after", 10, seed=2))
+            wait_until(lambda: scored(worker.samples()) == {"llm": 20, "distilled": 20}, 90,
+                       message="batch 2 scored after the broker restart")
+            time.sleep(2)
+            samples = worker.samples()
+            commit_failures = worker.log_path.read_text(errors="replace").count("OffsetCommit failed")
+            time.sleep(8)  # several commit intervals: none may fail any more
+            assert worker.log_path.read_text(errors="replace").count("OffsetCommit failed") == commit_failures
+            assert worker.alive(), worker.log()
+        assert scored(samples) == {"llm": 20, "distilled": 20}
+        assert total(samples, "convmon_duplicate_scores_total") == 0
+        for topic in expected_topics - {settings.topic("events")}:
+            assert len(asyncio.run(_partitions(own.bootstrap, topic))) == settings.topic_partitions, topic
+    finally:
+        own.stop()
+
+
+async def _partitions(bootstrap: str, topic: str) -> set[int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        await consumer._client.force_metadata_update()
+        return consumer.partitions_for_topic(topic) or set()
+    finally:
+        await consumer.stop()
+
+
+# --- 3. judge outage ------------------------------------------------------------------------------
+
+def test_judge_outage_backpressure_retries_and_dead_letters_only_after_the_retry_budget(
+    broker: str, make_settings, tmp_path: Path
+) -> None:
+    """The judge endpoint answers 500 for 4 s, then hangs past the client timeout for 4 s, then
+    recovers; three "doomed" conversations get 500 for ever.
+
+    Asserted: the distilled path scores every conversation while the judge is still down; while
+    down, the judge pulls no more conversations than its concurrency (the rest wait in Kafka);
+    every other conversation is judged once it recovers (retried through both 5xx and timeouts);
+    each doomed conversation is dead-lettered (original bytes, reason judge_unavailable) after
+    exactly judge_max_retries + 1 attempts; llm scores + dead letters = conversations.
+    """
+    n, doomed, concurrency, retries = 16, 3, 3, 10
+    with OpenAIServer(slow_s=3.0, default="500") as server:
+        settings = make_settings(
+            broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=3.0, registry_poll_s=1.0,
+            openai_base_url=server.url, openai_api_key="sk-test", judge_concurrency=concurrency,
+            judge_max_retries=retries, judge_timeout_s=1.0, judge_backoff_base_s=0.5, judge_backoff_max_s=2.0,
+            judge_structured_output=True,
+        )
+        publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
+        convs = conversations(settings, "outage", n, seed=5)
+        for i, conv in enumerate(convs):  # a reference in the first user turn identifies each request
+            first = next(e for e in conv.events if e.get("role") == "user")
+            first["text"] = f"{first['text']} [ref-{i}{'-doomed' if i < doomed else ''}]"
+
+        def recovered(body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+            if "-doomed]" in json.dumps(body):
+                return 500, {"error": {"message": "scripted 500", "type": "test_error"}}, {}
+            return 200, server._completion(body, "good"), {}
+
+        with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+            t0 = time.monotonic()
+            produce(settings, convs)
+            wait_until(lambda: scored(worker.samples()).get("distilled", 0) >= n, 7,
+                       message="distilled scores while the judge is down")
+            while time.monotonic() - t0 < 4:
+                time.sleep(0.1)
+            server.default = "slow"
+            while time.monotonic() - t0 < 8:
+                time.sleep(0.1)
+            during = scored(worker.samples())
+            seen_during = {_ref(body) for body in list(server.requests)}
+            server.default = recovered
+            wait_until(lambda: total(worker.samples(), "convmon_dead_letters_total") >= doomed
+                       and scored(worker.samples()).get("llm", 0) >= n - doomed, 90,
+                       message="every conversation judged or dead-lettered")
+            time.sleep(2)
+            samples = worker.samples()
+            assert worker.alive(), worker.log()
+
+    assert during.get("llm", 0) == 0 and during.get("distilled", 0) == n
+    assert len(seen_during - {None}) <= concurrency, f"the judge pulled {seen_during} while down"
+    retried = by_label(samples, "convmon_judge_retries_total", "cause")
+    assert retried.get("5xx", 0) > 0 and retried.get("timeout", 0) > 0
+    assert scored(samples) == {"llm": n - doomed, "distilled": n}
+    assert by_label(samples, "convmon_dead_letters_total", "reason") == {"judge_unavailable": doomed}
+    attempts = Counter(_ref(body) for body in server.requests)
+    for i in range(doomed):
+        assert attempts[f"{i}-doomed"] == retries + 1
+    assert all(attempts[str(i)] <= retries + 1 for i in range(doomed, n))
+    letters = read_topic(broker, settings.topic("dead-letters"))
+    assert sorted(orjson.loads(r.value)["conversation_id"] for r in letters) == [f"outage-{i}" for i in range(doomed)]
+    assert all(dict(r.headers)["convmon-stage"] == b"judge" for r in letters)
+
+
+def _ref(body: dict[str, Any]) -> str | None:
+    text = json.dumps(body)
+    start = text.find("[ref-")
+    return text[start + 5:text.find("]", start)] if start >= 0 else None
+
+
+# --- 4. label store outage ------------------------------------------------------------------------
+
+def test_label_store_outage_buffers_alerts_and_writes_every_label_once_back(
+    broker: str, make_settings, tmp_path: Path
+) -> None:
+    """Another process holds an exclusive lock on the SQLite label store (writes fail with
+    "database is locked") while conversations are judged, then lets go; no traffic after that.
+
+    Asserted: the worker stays up and keeps exporting scores; convmon_label_store_errors_total
+    rises and convmon_label_store_buffered shows the waiting labels (the alertable signals);
+    once the lock is released every label is written, the buffer drains to 0, without new traffic.
+    """
+    n = 8
+    db = tmp_path / "labels.db"
+    settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=3.0,
+                             label_store_url=f"sqlite:///{db}", registry_poll_s=1.0)
+    publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
+    with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+        wait_until(db.exists, 30, message="the label store file")
+        lock = sqlite3.connect(db, timeout=30, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        try:
+            produce(settings, conversations(settings, "store", n, seed=9))
+            wait_until(lambda: scored(worker.samples()) == {"llm": n, "distilled": n}, 60,
+                       message="scores exported during the store outage")
+            wait_until(lambda: total(worker.samples(), "convmon_label_store_buffered") == n
+                       and total(worker.samples(), "convmon_label_store_errors_total") >= 1, 60,
+                       message="labels buffered and errors counted")
+            assert worker.alive()
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        wait_until(lambda: total(worker.samples(), "convmon_label_store_buffered") == 0, 60,
+                   message="the buffer drained without new traffic")
+        assert worker.alive()
+        no_tracebacks(worker)
+    with sqlite3.connect(db) as conn:
+        tables = [r[0] for r in conn.execute("select name from sqlite_master where type='table'")]
+        label_table = next(t for t in tables if t.endswith("labels"))
+        rows = conn.execute(f"select conversation_id from {label_table}").fetchall()  # noqa: S608
+    assert sorted(r[0] for r in rows) == sorted(f"store-{i}" for i in range(n))

@@ -1,0 +1,127 @@
+"""DistilledScorer: records from the live model, rubric-key refusal, polling, hot swap under load."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distill.registry import ModelRegistry
+from distill.train import TrainingSet, train_items
+from monitor.classify import DistilledScorer
+from monitor.events import Conversation, Feedback, Turn
+from monitor.rubrics import RubricSet, load_rubric_set
+from monitor.scores import aggregate_r
+from monitor.settings import REPO_ROOT
+
+PHRASES = {"sat.gratitude": ["thanks so much", "thank you, that helps"],
+           "dsat.negative_feedback": ["that is wrong", "this answer is useless"]}
+TOPICS = ["how do I bake bread", "what is the capital of peru", "explain recursion", "plan a trip to rome"]
+
+
+def rubric() -> RubricSet:
+    return load_rubric_set("spur-copilot", REPO_ROOT / "prompts")
+
+
+def convo(cid: str, *user: str) -> Conversation:
+    turns = [Turn(index=2 * i + j, role=r, text=t if r == "user" else "an answer")
+             for i, t in enumerate(user) for j, r in enumerate(("user", "assistant"))]
+    return Conversation(conversation_id=cid, turns=turns, metadata={"app": "web"}, feedback=Feedback(thumbs="up"))
+
+
+@pytest.fixture(scope="module")
+def model_arrays():
+    rub = rubric()
+    rng = random.Random(0)
+    conversations, labels = [], []
+    for k in range(160):
+        present = [i for i in PHRASES if rng.random() < 0.4]
+        conversations.append(convo(f"t{k}", rng.choice(TOPICS), *(rng.choice(PHRASES[i]) for i in present)))
+        labels.append([float(item in present) for item in rub.item_ids])
+    data = TrainingSet(conversations, np.array(labels), rub.item_ids, np.array([c.conversation_id for c in
+                                                                                 conversations], dtype=object))
+    trained = train_items(data, "hashing", rubric=rub, Cs=(1.0,))
+    return trained.model.to_arrays(), trained.model.manifest()
+
+
+def test_no_live_model_means_unscored(tmp_path: Path) -> None:
+    scorer = DistilledScorer(ModelRegistry(tmp_path), rubric(), poll_s=0)
+    assert scorer.score_batch([convo("a", "hi")]) is None and scorer.model_version is None
+
+
+def test_records_carry_version_probabilities_and_r(tmp_path: Path, model_arrays) -> None:
+    registry = ModelRegistry(tmp_path)
+    version = registry.publish("distilled", *model_arrays, promote=True)
+    scorer = DistilledScorer(registry, rubric(), poll_s=60)
+    happy, angry = convo("h", "explain recursion", "thanks so much"), convo("x", "explain recursion", "that is wrong")
+    records = scorer.score_batch([happy, angry], shadow_flags=[True, False])
+    assert records is not None and [r.conversation_id for r in records] == ["h", "x"]
+    h, x = records
+    assert (h.scorer, h.judge, h.model_version, h.rubric_set) == ("distilled", "hashing", version, "spur-copilot")
+    assert h.shadow and not x.shadow and h.metadata == {"app": "web"} and h.feedback == {"thumbs": "up"}
+    assert [i.item_id for i in h.items] == ["sat.gratitude", "dsat.negative_feedback"]  # only trained items
+    p = {r.conversation_id: {i.item_id: i.probability for i in r.items} for r in records}
+    assert p["h"]["sat.gratitude"] > 0.7 > p["x"]["sat.gratitude"]
+    assert p["x"]["dsat.negative_feedback"] > 0.7 > p["h"]["dsat.negative_feedback"]
+    assert h.items[0].verdict is True and x.items[0].verdict is False
+    assert abs(h.R - aggregate_r(h.items)) < 1e-9 and h.R > 0 > x.R
+    assert scorer.score_batch([]) == []
+
+
+def test_refuses_a_model_for_another_rubric_set(tmp_path: Path, model_arrays) -> None:
+    registry = ModelRegistry(tmp_path)
+    arrays, manifest = model_arrays
+    registry.publish("distilled", arrays, {**manifest, "rubric_key": "spur-copilot@0"}, promote=True)
+    scorer = DistilledScorer(registry, rubric(), poll_s=0)
+    assert scorer.maybe_reload() is False and scorer.score_batch([convo("a", "hi")]) is None
+    good = registry.publish("distilled", arrays, manifest, promote=True)
+    assert scorer.maybe_reload() is True and scorer.model_version == good
+
+
+def test_polls_at_most_every_poll_s(tmp_path: Path, model_arrays) -> None:
+    registry = ModelRegistry(tmp_path)
+    now = [100.0]
+    scorer = DistilledScorer(registry, rubric(), poll_s=10, clock=lambda: now[0])
+    first = registry.publish("distilled", *model_arrays, promote=True)
+    assert scorer.maybe_reload() and scorer.model_version == first
+    second = registry.publish("distilled", *model_arrays, promote=True)
+    now[0] += 5
+    assert not scorer.maybe_reload() and scorer.model_version == first  # too soon: no registry read
+    now[0] += 6
+    assert scorer.maybe_reload() and scorer.model_version == second
+    assert not scorer.maybe_reload(force=True)  # unchanged LIVE: nothing to load
+
+
+def test_hot_swap_under_load_scores_everything_exactly_once(tmp_path: Path, model_arrays) -> None:
+    registry = ModelRegistry(tmp_path)
+    first = registry.publish("distilled", *model_arrays, promote=True)
+    scorer = DistilledScorer(registry, rubric(), poll_s=0)
+    conversations = [convo(f"c{i}", random.Random(i).choice(TOPICS), "thanks so much") for i in range(3000)]
+    published: list[str] = []
+    go = threading.Event()
+
+    def publisher() -> None:
+        go.wait()
+        published.append(registry.publish("distilled", *model_arrays))  # written first ...
+        registry.promote("distilled", published[0])  # ... then made live while batches are in flight
+
+    thread = threading.Thread(target=publisher)
+    thread.start()
+    seen: list[tuple[str, str]] = []
+    late = [convo(f"late{i}", "thanks so much") for i in range(50)]  # scored after the publisher is done
+    for n, start in enumerate([*range(0, 3000, 50), None]):
+        if n == 5:
+            go.set()
+        if start is None:
+            thread.join()
+        records = scorer.score_batch(late if start is None else conversations[start : start + 50])
+        assert records is not None
+        seen += [(r.conversation_id, r.model_version) for r in records]
+    ids = [cid for cid, _ in seen]
+    assert len(ids) == len(set(ids)) == 3050  # nothing lost, nothing twice
+    versions = [v for _, v in seen]
+    switch = versions.index(published[0])
+    assert set(versions[:switch]) == {first} and set(versions[switch:]) == {published[0]} and switch > 0
