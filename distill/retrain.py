@@ -39,6 +39,7 @@ class RetrainResult:
     live_evaluation: Evaluation | None = None
     gate: GateDecision | None = None
     report: Path | None = None
+    purged: int = 0  # labels deleted by the retention policy before training
 
 
 def _live_evaluation(registry: ModelRegistry, rubric: RubricSet, test: TrainingSet, openai_client: Any,
@@ -97,17 +98,20 @@ def retrain_once(
     now: float | None = None, kind: str = KIND, openai_client: Any = None, progress: Progress | None = None,
     report_dir: Path | None = None,
 ) -> RetrainResult:
-    """Train from the store's labels of ``rubric`` within the retention window; gate and publish."""
+    """Purge labels past retention, train from the rest of ``rubric``'s labels, gate and publish."""
     now = time.time() if now is None else now
+    purged = store.purge(older_than_days=settings.label_retention_days, now=now)  # retention runs with training
     since = now - settings.label_retention_days * DAY_S
     records = store.fetch(rubric_set=rubric.id, rubric_version=rubric.version, since=since)
     if len(records) < settings.retrain_min_labels:
         return RetrainResult(
             "skipped", [f"insufficient labels: {len(records)} < retrain_min_labels={settings.retrain_min_labels}"],
-            len(records),
+            len(records), purged=purged,
         )
     data = dataset_from_records(records, rubric)
-    return train_evaluate_publish(
+    result = train_evaluate_publish(
         data, settings=settings, registry=registry, rubric=rubric, featurizer=featurizer, kind=kind,
         openai_client=openai_client, progress=progress, report_dir=report_dir,
     )
+    result.purged = purged
+    return result

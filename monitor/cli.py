@@ -119,10 +119,12 @@ def demo(
 
 def _mount_subcommands() -> None:
     from distill.calibration.cli import app as calibrate_app
+    from distill.cli import app as distill_app
     from distill.rubrics.cli import app as rubrics_app
 
     app.add_typer(calibrate_app, name="calibrate", help="LLM-Rubric calibration of judge answers.")
     app.add_typer(rubrics_app, name="rubrics", help="Learn, evaluate and apply rubric sets.")
+    app.add_typer(distill_app, name="distill", help="Train, evaluate and publish distilled classifiers.")
 
 
 _mount_subcommands()

@@ -68,8 +68,14 @@ class DimensionLabels:
 
 
 def verdict_label(scorer: str, item: ItemResult) -> str:
-    """``yes``/``no``/``uncertain``: the judge's answer, or the distilled probability at 0.5."""
+    """``yes``/``no``/``uncertain``: the judge's answer, or the distilled verdict at the item's threshold.
+
+    Each distilled item carries its own F1-chosen threshold (set at training), already applied in
+    ``item.verdict``; a record without one falls back to p >= 0.5.
+    """
     if scorer == "distilled":
+        if item.verdict is not None:
+            return "yes" if item.verdict else "no"
         if item.probability is None:
             return "uncertain"
         return "yes" if item.probability >= 0.5 else "no"

@@ -45,13 +45,21 @@ class Pipeline:
         """Distilled scores for a batch; judge-sampled conversations are marked as shadows."""
         if not conversations:
             return []
-        self.scorer.maybe_reload()
+        if self.scorer.maybe_reload():
+            self._announce_model()
         shadow = [in_sample(c.conversation_id, self.settings.sample_rate) for c in conversations]
         records = self.scorer.score_batch(conversations, shadow_flags=shadow)
         if records is None:
             self.metrics.unscored.labels("no_model").inc(len(conversations))
             return []
         return records
+
+    def _announce_model(self) -> None:
+        version = self.scorer.model_version
+        manifest = self.registry.manifest("distilled", version)
+        self.metrics.model_info.info({"version": version, "rubric": self.rubric.key,
+                                      "featurizer": str(manifest.get("featurizer_name", ""))})
+        self.metrics.model_last_trained.set(float(manifest.get("created_at", 0.0)))
 
     def retrain(self) -> None:
         from distill.retrain import retrain_once

@@ -62,8 +62,10 @@ def env(make_settings, tmp_path: Path):
 def test_retrain_skips_without_enough_labels(env) -> None:
     settings, store, registry = env
     store.upsert(synth(20, seed=1))
+    store.upsert(synth(40, seed=9, now=1_700_000_000.0 - 4000 * 86_400))  # past the 3650-day retention
     result = retrain_once(settings, store, registry, rubric(), now=1_700_000_000.0)
     assert result.status == "skipped" and result.reasons == ["insufficient labels: 20 < retrain_min_labels=50"]
+    assert result.purged == 40 and store.count() == 20
     assert registry.versions("distilled") == []
 
 
