@@ -39,9 +39,10 @@ def _worker_env(settings: Settings, broker_url: str, workdir: Path, metrics_port
         "CONVMON_MODEL_REGISTRY": str(workdir / "models"),
         "CONVMON_LABEL_STORE_URL": f"sqlite:///{workdir / 'labels.db'}",
         "CONVMON_METRICS_PORT": str(metrics_port),
-        "CONVMON_SAMPLE_RATE": os.environ.get("CONVMON_SAMPLE_RATE", "0.3"),
+        "CONVMON_SAMPLE_RATE": os.environ.get("CONVMON_SAMPLE_RATE", "0.5"),
         "CONVMON_RETRAIN_INTERVAL_S": "8",
         "CONVMON_RETRAIN_MIN_LABELS": "40",
+        "CONVMON_DISTILL_MIN_POSITIVES": "5",
         "CONVMON_REGISTRY_POLL_S": "2",
         "CONVMON_IDLE_TIMEOUT_S": "10",
     }
@@ -78,9 +79,14 @@ def render(samples: list, rubric: RubricSet, judge_name: str, elapsed: float) ->
         table.add_column(col, justify="left" if col in ("item", "polarity") else "right")
     yes = by_label(samples, "convmon_rubric_verdicts_total", "rubric", scorer="llm", verdict="yes")
     prob = by_label(samples, "convmon_rubric_probability_sum_total", "rubric", scorer="distilled")
+    # Records carry only the items the live model was able to train; count them per item.
+    dist_n = by_label(samples, "convmon_rubric_verdicts_total", "rubric", scorer="distilled")
     for item in rubric.items:
         judge_rate = f"{yes.get(item.id, 0) / n_llm:6.1%}" if n_llm else "-"
-        dist_rate = f"{prob.get(item.id, 0) / n_dist:6.1%}" if n_dist else "-"
+        if dist_n.get(item.id):
+            dist_rate = f"{prob.get(item.id, 0) / dist_n[item.id]:6.1%}"
+        else:
+            dist_rate = "not trained yet" if n_dist else "-"
         style = "green" if item.polarity == "sat" else "red"
         table.add_row(f"[{style}]{item.id}[/{style}]", item.polarity, judge_rate, dist_rate)
     return Group(head, table)

@@ -68,7 +68,8 @@ class Metrics:
         # --- satisfaction -----------------------------------------------------------------------
         self.verdicts = Counter(
             "convmon_rubric_verdicts",
-            "Per-item verdicts: yes/no (llm, or distilled at the item's trained threshold), uncertain when a jury disagreed.",
+            "Per-item verdicts: yes/no (llm, or distilled at the item's trained threshold); uncertain when a jury "
+            "disagreed.",
             ["rubric", "polarity", "scorer", "verdict", *dims],
             registry=r,
         )

@@ -121,7 +121,9 @@ async def _load(settings: Settings, rate: float, duration_s: float, url: str, in
                 produced += 1
             if now >= next_sample:
                 samples.append(await asyncio.to_thread(_sample, url, started, produced))
-                console.print(samples[-1])
+                last = samples[-1]
+                console.print(f"t={last.t:5.0f}s produced={last.produced} finished={last.finished:.0f} "
+                              f"lag={last.lag:.0f} rss={last.rss_mb:.0f}MB")
                 next_sample += interval_s
             await asyncio.sleep(0.02)
         await producer.flush()

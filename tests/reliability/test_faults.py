@@ -352,3 +352,26 @@ def test_label_store_outage_buffers_alerts_and_writes_every_label_once_back(
         label_table = next(t for t in tables if t.endswith("labels"))
         rows = conn.execute(f"select conversation_id from {label_table}").fetchall()  # noqa: S608
     assert sorted(r[0] for r in rows) == sorted(f"store-{i}" for i in range(n))
+
+
+def test_worker_starts_and_runs_while_the_postgresql_label_store_is_unreachable(
+    broker: str, make_settings, tmp_path: Path
+) -> None:
+    """The label store's database is down when the worker starts (nothing listens on its port).
+
+    An always-on monitor must not depend on it to start: the worker comes up, scores and exports,
+    buffers the labels and counts the failed writes; the database password never reaches a log.
+    """
+    password = "pg-LEAKCHECK-pw-91aa"
+    settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=3.0,
+                             registry_poll_s=1.0,
+                             label_store_url=f"postgresql+psycopg://convmon:{password}@127.0.0.1:{free_port()}/labels")
+    publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
+    with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+        produce(settings, conversations(settings, "pgdown", 4, seed=4))
+        wait_until(lambda: scored(worker.samples()) == {"llm": 4, "distilled": 4}, 60, message="scores exported")
+        wait_until(lambda: total(worker.samples(), "convmon_label_store_buffered") == 4
+                   and total(worker.samples(), "convmon_label_store_errors_total") >= 1, 30,
+                   message="labels buffered, errors counted")
+        assert worker.alive()
+    assert password not in worker.log_path.read_text(errors="replace")

@@ -277,7 +277,8 @@ _item_keys = st.sampled_from([i.id for i in ITEMS] + [i.name for i in ITEMS] + [
 def test_parser_on_answer_shaped_json(answers: dict[str, Any], wrapping: str) -> None:
     """Per-item answers of every type, wrapped as a model would; results are complete and in range."""
     body = json.dumps(answers)
-    text = {"plain": body, "fenced": f"```json\n{body}\n```", "prose": f"Here you go:\n{body}\nHope it helps."}[wrapping]
+    wrapped = {"plain": body, "fenced": f"```json\n{body}\n```", "prose": f"Here you go:\n{body}\nHope it helps."}
+    text = wrapped[wrapping]
     for parse in (parse_spur, parse_likert):
         try:
             results = parse(text, ITEMS)
