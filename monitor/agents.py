@@ -188,7 +188,12 @@ def register_agents(app: faust.App, topics: Topics, p: Pipeline) -> None:
     if p.retrain_interval_s:
         @app.timer(p.retrain_interval_s, on_leader=True)
         async def retrain() -> None:
-            await asyncio.get_running_loop().run_in_executor(None, p.retrain)
+            """A failed retraining (label store down, bad data) must not stop the monitor: the live model
+            stays and the next tick tries again. An exception escaping a faust timer crashes the app."""
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, p.retrain)
+            except Exception:
+                log.exception("retraining failed; keeping the live model, retrying in %.0fs", p.retrain_interval_s)
 
 
 def register_lag_timer(app: faust.App, topics: Topics, p: Pipeline, interval_s: float = 5.0) -> None:

@@ -65,7 +65,8 @@ def use(
     models: Annotated[str, typer.Option(help="Featurizer specs and/or appendix-d.")] = "hashing,minilm,"
                                                                                         "hashing+minilm,appendix-d",
     splits: Annotated[int, typer.Option(help="Random splits (SPUR: 5).")] = 5,
-    curve: Annotated[str, typer.Option(help="Learning-curve training fractions ('' for none).")] = "0.05,0.1,0.2,0.4,0.8",
+    curve: Annotated[str, typer.Option(help="Learning-curve training fractions ('' for none).")]
+    = "0.05,0.1,0.2,0.4,0.8",
     limit: Annotated[int | None, typer.Option(help="Use the first N dialogues per file (smoke runs).")] = None,
     n_jobs: Annotated[int, typer.Option(help="Parallel CV fits.")] = 1,
     seed: int = 0,

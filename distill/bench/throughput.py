@@ -77,6 +77,15 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a live process (all threads), from /proc; None where absent."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def publish_model(settings: Settings, rubric: RubricSet, featurizer: str, n_labels: int, seed: int) -> str:
     """Train on simulated teacher labels and make the result the live distilled model."""
     data = labelled_stream(rubric, n_labels, seed=seed, prefix="bench-train")
@@ -141,7 +150,8 @@ async def _scored(consumer: AIOKafkaConsumer, wanted: set[str], deadline: float)
 
 
 async def _drive_worker(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, bytes]],
-                        measured: list[tuple[bytes, bytes]], timeout_s: float) -> tuple[float, float]:
+                        measured: list[tuple[bytes, bytes]], timeout_s: float, pid: int,
+                        timing: dict[str, float]) -> tuple[float, float]:
     consumer = AIOKafkaConsumer(settings.topic("scores"), bootstrap_servers=bootstrap, group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
@@ -149,9 +159,12 @@ async def _drive_worker(settings: Settings, bootstrap: str, warmup: list[tuple[b
         deadline = time.monotonic() + timeout_s
         await _produce(bootstrap, settings.topic("events"), warmup)  # model load, group join, first batches
         await _scored(consumer, {k.decode() for k, _ in warmup}, deadline)
-        started = time.perf_counter()
+        cpu0, started = cpu_seconds(pid), time.perf_counter()
         produce_s = await _produce(bootstrap, settings.topic("events"), measured)
         finished = await _scored(consumer, {k.decode() for k, _ in measured}, deadline)
+        cpu1 = cpu_seconds(pid)
+        if cpu0 is not None and cpu1 is not None:  # >= 1.0 means the worker used a whole core or more
+            timing["worker_cpu_cores"] = (cpu1 - cpu0) / (time.perf_counter() - started)
     finally:
         await consumer.stop()
     return len(measured) / (finished - started), len(measured) / produce_s
@@ -168,8 +181,10 @@ def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, b
                                 stderr=subprocess.STDOUT, cwd=str(REPO_ROOT))
     try:
         _wait_metrics(proc, settings, log_path)
-        rate, produce_rate = asyncio.run(_drive_worker(settings, bootstrap, warmup, measured, timeout_s))
-        return {"per_s": rate, "produce_per_s": produce_rate, "peak_rss_mb": peak_rss_mb(proc.pid)}
+        timing: dict[str, float] = {}
+        rate, produce_rate = asyncio.run(_drive_worker(settings, bootstrap, warmup, measured, timeout_s, proc.pid,
+                                                       timing))
+        return {"per_s": rate, "produce_per_s": produce_rate, "peak_rss_mb": peak_rss_mb(proc.pid), **timing}
     finally:
         proc.terminate()
         try:
@@ -223,6 +238,8 @@ def judge_rate(rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]], concu
     from monitor.judge import build_judge
     from monitor.metrics import Metrics
 
+    if (REPO_ROOT / "tests" / "openai_server.py").is_file() and str(REPO_ROOT) not in sys.path:
+        sys.path.append(str(REPO_ROOT))  # the console script's sys.path lacks the checkout
     try:
         from tests.openai_server import OpenAIServer
     except ImportError as exc:
@@ -293,6 +310,7 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
             result["produce_per_s"][spec] = run["produce_per_s"]
             result["ratio"][spec] = run["per_s"] / raw
             result["peak_rss_mb_by_featurizer"][spec] = run["peak_rss_mb"]
+            result.setdefault("worker_cpu_cores", {})[spec] = run.get("worker_cpu_cores")
             if progress:
                 progress(f"{spec}: standalone scoring")
             scored, featurized = standalone_rates(settings, rubric, measured)

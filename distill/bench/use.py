@@ -109,7 +109,7 @@ def model_factory(model: str, Cs: Sequence[float], seed: int, n_jobs: int = 1
 
 def split_indices(n: int, *, train_fraction: float, test_fraction: float, seed: int) -> tuple[np.ndarray, ...]:
     """A random split: the test set first, the training set from what remains (never overlapping)."""
-    if not (0 < train_fraction and train_fraction + test_fraction <= 1 + 1e-9):
+    if not (train_fraction > 0 and train_fraction + test_fraction <= 1 + 1e-9):
         raise ConfigError(f"train_fraction {train_fraction} + test_fraction {test_fraction} must be in (0, 1]")
     order = np.random.default_rng(seed).permutation(n)
     n_test = int(round(test_fraction * n))
@@ -139,10 +139,10 @@ def _protocol(X: Any, y: np.ndarray, factory: Callable[[], BaseEstimator], *, tr
         train, test = split_indices(len(y), train_fraction=train_fraction, test_fraction=test_fraction,
                                     seed=seed + k)
         scores.append(evaluate_split(X, y, factory, train, test))
-    arr = np.array(scores)
-    return {"train_fraction": train_fraction, "test_fraction": test_fraction, "precision": round(float(arr[:, 0].mean()), 2),
-            "recall": round(float(arr[:, 1].mean()), 2), "weighted_f1": round(float(arr[:, 2].mean()), 2),
-            "weighted_f1_std": round(float(arr[:, 2].std()), 2), "splits": splits}
+    mean, std = np.array(scores).mean(axis=0), np.array(scores).std(axis=0)
+    return {"train_fraction": train_fraction, "test_fraction": test_fraction, "precision": round(float(mean[0]), 2),
+            "recall": round(float(mean[1]), 2), "weighted_f1": round(float(mean[2]), 2),
+            "weighted_f1_std": round(float(std[2]), 2), "splits": splits}
 
 
 def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:

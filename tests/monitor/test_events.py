@@ -32,7 +32,7 @@ def test_end_and_conversation_events() -> None:
     ("raw", "reason", "match"),
     [
         (b"", "empty", "no value"),
-        (b"{not json", "malformed_json", ""),
+        (b"{not json", "malformed_json", "unexpected character|expected"),
         (b"[1,2]", "invalid_schema", "expected a JSON object, got list"),
         (turn(role="bot"), "invalid_schema", "field 'role'"),
         (turn(text=""), "invalid_schema", "field 'text'"),

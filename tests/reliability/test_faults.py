@@ -109,9 +109,9 @@ def scored(samples: Samples) -> dict[str, float]:
     return by_label(samples, "convmon_conversations_scored_total", "scorer")
 
 
-def no_tracebacks(worker: WorkerProcess) -> None:
-    text = worker.log_path.read_text(errors="replace")
-    assert "Traceback" not in text and "crashed" not in text.lower(), worker.log()
+def no_crash(worker: WorkerProcess) -> None:
+    """Faust logs "Crashed reason=..." when an agent or timer dies (the worker then stops or limps on)."""
+    assert "Crashed reason" not in worker.log_path.read_text(errors="replace"), worker.log()
 
 
 # --- 1. kill -9 mid-stream ------------------------------------------------------------------------
@@ -167,7 +167,7 @@ def test_kill_9_mid_stream_then_restart_scores_everything_and_counts_nothing_twi
         time.sleep(2)  # anything extra (a second count) would arrive now
         final = b.samples()
         assert b.alive()
-        no_tracebacks(b)
+        no_crash(b)
 
     entries = [(orjson.loads(r.key), orjson.loads(r.value)) for r in read_topic(broker, changelog) if r.value]
     writes = Counter(key for key, _ in entries)
@@ -242,8 +242,8 @@ async def _partitions(bootstrap: str, topic: str) -> set[int]:
 def test_judge_outage_backpressure_retries_and_dead_letters_only_after_the_retry_budget(
     broker: str, make_settings, tmp_path: Path
 ) -> None:
-    """The judge endpoint answers 500 for 4 s, then hangs past the client timeout for 4 s, then
-    recovers; three "doomed" conversations get 500 for ever.
+    """After a warm-up conversation, the judge endpoint answers 500 for 4 s, then hangs past the
+    client timeout for 4 s, then recovers; three "doomed" conversations get 500 for ever.
 
     Asserted: the distilled path scores every conversation while the judge is still down; while
     down, the judge pulls no more conversations than its concurrency (the rest wait in Kafka);
@@ -251,16 +251,15 @@ def test_judge_outage_backpressure_retries_and_dead_letters_only_after_the_retry
     each doomed conversation is dead-lettered (original bytes, reason judge_unavailable) after
     exactly judge_max_retries + 1 attempts; llm scores + dead letters = conversations.
     """
-    n, doomed, concurrency, retries = 16, 3, 3, 10
-    with OpenAIServer(slow_s=3.0, default="500") as server:
+    n, doomed, concurrency, retries = 16, 3, 3, 11
+    with OpenAIServer(slow_s=3.0) as server:
         settings = make_settings(
             broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=3.0, registry_poll_s=1.0,
             openai_base_url=server.url, openai_api_key="sk-test", judge_concurrency=concurrency,
             judge_max_retries=retries, judge_timeout_s=1.0, judge_backoff_base_s=0.5, judge_backoff_max_s=2.0,
-            judge_structured_output=True,
         )
         publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
-        convs = conversations(settings, "outage", n, seed=5)
+        warm, *convs = conversations(settings, "outage", n + 1, seed=5)
         for i, conv in enumerate(convs):  # a reference in the first user turn identifies each request
             first = next(e for e in conv.events if e.get("role") == "user")
             first["text"] = f"{first['text']} [ref-{i}{'-doomed' if i < doomed else ''}]"
@@ -270,10 +269,14 @@ def test_judge_outage_backpressure_retries_and_dead_letters_only_after_the_retry
                 return 500, {"error": {"message": "scripted 500", "type": "test_error"}}, {}
             return 200, server._completion(body, "good"), {}
 
+        server.default = recovered
         with WorkerProcess(settings, tmp_path / "worker.log") as worker:
-            t0 = time.monotonic()
+            produce(settings, [warm])  # the worker has joined its group and judges
+            wait_until(lambda: scored(worker.samples()) == {"llm": 1, "distilled": 1}, 60, message="warm-up scored")
+            server.default = "500"
+            t0, first_request = time.monotonic(), len(server.requests)
             produce(settings, convs)
-            wait_until(lambda: scored(worker.samples()).get("distilled", 0) >= n, 7,
+            wait_until(lambda: scored(worker.samples()).get("distilled", 0) >= n + 1, 10,
                        message="distilled scores while the judge is down")
             while time.monotonic() - t0 < 4:
                 time.sleep(0.1)
@@ -281,27 +284,28 @@ def test_judge_outage_backpressure_retries_and_dead_letters_only_after_the_retry
             while time.monotonic() - t0 < 8:
                 time.sleep(0.1)
             during = scored(worker.samples())
-            seen_during = {_ref(body) for body in list(server.requests)}
+            seen_during = {_ref(body) for body in server.requests[first_request:]}
             server.default = recovered
             wait_until(lambda: total(worker.samples(), "convmon_dead_letters_total") >= doomed
-                       and scored(worker.samples()).get("llm", 0) >= n - doomed, 90,
+                       and scored(worker.samples()).get("llm", 0) >= n - doomed + 1, 90,
                        message="every conversation judged or dead-lettered")
             time.sleep(2)
             samples = worker.samples()
             assert worker.alive(), worker.log()
 
-    assert during.get("llm", 0) == 0 and during.get("distilled", 0) == n
-    assert len(seen_during - {None}) <= concurrency, f"the judge pulled {seen_during} while down"
+    assert during == {"llm": 1, "distilled": n + 1}
+    assert len(seen_during) <= concurrency, f"the judge pulled {seen_during} while down"
     retried = by_label(samples, "convmon_judge_retries_total", "cause")
     assert retried.get("5xx", 0) > 0 and retried.get("timeout", 0) > 0
-    assert scored(samples) == {"llm": n - doomed, "distilled": n}
+    assert scored(samples) == {"llm": n - doomed + 1, "distilled": n + 1}
     assert by_label(samples, "convmon_dead_letters_total", "reason") == {"judge_unavailable": doomed}
-    attempts = Counter(_ref(body) for body in server.requests)
+    attempts = Counter(_ref(body) for body in server.requests[first_request:])
     for i in range(doomed):
         assert attempts[f"{i}-doomed"] == retries + 1
-    assert all(attempts[str(i)] <= retries + 1 for i in range(doomed, n))
+    assert all(1 <= attempts[str(i)] <= retries + 1 for i in range(doomed, n))
     letters = read_topic(broker, settings.topic("dead-letters"))
-    assert sorted(orjson.loads(r.value)["conversation_id"] for r in letters) == [f"outage-{i}" for i in range(doomed)]
+    dead_ids = sorted(orjson.loads(r.value)["conversation_id"] for r in letters)
+    assert dead_ids == [f"outage-{i}" for i in range(1, doomed + 1)]
     assert all(dict(r.headers)["convmon-stage"] == b"judge" for r in letters)
 
 
@@ -319,21 +323,26 @@ def test_label_store_outage_buffers_alerts_and_writes_every_label_once_back(
     """Another process holds an exclusive lock on the SQLite label store (writes fail with
     "database is locked") while conversations are judged, then lets go; no traffic after that.
 
-    Asserted: the worker stays up and keeps exporting scores; convmon_label_store_errors_total
+    Retraining runs every 2 s, so it too meets the locked store. Asserted: the worker stays up
+    (a failed retraining does not crash it) and keeps exporting scores; convmon_label_store_errors_total
     rises and convmon_label_store_buffered shows the waiting labels (the alertable signals);
-    once the lock is released every label is written, the buffer drains to 0, without new traffic.
+    once the lock is released every label is written, the buffer drains to 0, without new traffic;
+    the failed writes' log lines do not quote conversation text (SQL parameters).
     """
     n = 8
     db = tmp_path / "labels.db"
     settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=3.0,
-                             label_store_url=f"sqlite:///{db}", registry_poll_s=1.0)
+                             label_store_url=f"sqlite:///{db}", registry_poll_s=1.0, retrain_interval_s=2.0)
     publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
         wait_until(db.exists, 30, message="the label store file")
         lock = sqlite3.connect(db, timeout=30, isolation_level=None)
         lock.execute("BEGIN EXCLUSIVE")
         try:
-            produce(settings, conversations(settings, "store", n, seed=9))
+            convs = conversations(settings, "store", n, seed=9)
+            for conv in convs:  # user text must not reach the logs through the store's error messages
+                next(e for e in conv.events if e.get("role") == "user")["text"] += " zqxjkv-usertext"
+            produce(settings, convs)
             wait_until(lambda: scored(worker.samples()) == {"llm": n, "distilled": n}, 60,
                        message="scores exported during the store outage")
             wait_until(lambda: total(worker.samples(), "convmon_label_store_buffered") == n
@@ -346,7 +355,8 @@ def test_label_store_outage_buffers_alerts_and_writes_every_label_once_back(
         wait_until(lambda: total(worker.samples(), "convmon_label_store_buffered") == 0, 60,
                    message="the buffer drained without new traffic")
         assert worker.alive()
-        no_tracebacks(worker)
+        no_crash(worker)
+    assert "zqxjkv-usertext" not in worker.log_path.read_text(errors="replace")
     with sqlite3.connect(db) as conn:
         tables = [r[0] for r in conn.execute("select name from sqlite_master where type='table'")]
         label_table = next(t for t in tables if t.endswith("labels"))

@@ -1,0 +1,85 @@
+"""Smoke tests: every benchmark at tiny scale prints the documented JSON shape with sane numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from distill.bench.cli import app
+from distill.bench.distill_fidelity import FidelityConfig, run_fidelity
+from distill.bench.report import regenerate, render
+from distill.bench.throughput import ThroughputConfig, run_throughput
+from distill.bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
+
+runner = CliRunner()
+
+
+def test_use_cli_json_shape(shared_data: Path) -> None:
+    result = runner.invoke(app, ["use", "--data", str(shared_data), "--datasets", "MWOZ", "--models", "hashing",
+                                 "--splits", "2", "--curve", "0.4", "--limit", "120", "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    table1 = [r for r in out["results"] if r["protocol"] == "table1"]
+    assert table1[0] | {"dataset": "MWOZ", "model": "hashing", "train_fraction": 0.05, "splits": 2} == table1[0]
+    for row in out["results"]:
+        assert 0 <= row["precision"] <= 100 and 0 <= row["recall"] <= 100 and 0 <= row["weighted_f1"] <= 100
+    assert {r["model"] for r in out["paper"]} == {"Lin-ada", "ASAP", "SPUR"}
+    assert all("paper" in r["source"].lower() for r in out["paper"])
+
+
+def test_use_learns_something(shared_data: Path) -> None:
+    """With 40 % of 200 dialogues for training, hashing features beat always predicting SAT."""
+    out = run_use(UseConfig(data_dir=shared_data, datasets=["SGD"], models=["hashing"], splits=2, curve=[0.4],
+                            limit=200))
+    curve = next(r for r in out["results"] if r["protocol"] == "curve")
+    assert curve["weighted_f1"] > 40
+
+
+def test_split_indices_never_overlap() -> None:
+    train, test = split_indices(100, train_fraction=0.05, test_fraction=0.8, seed=3)
+    assert len(train) == 5 and len(test) == 80 and not set(train) & set(test)
+    with pytest.raises(Exception, match="train_fraction"):
+        split_indices(100, train_fraction=0.5, test_fraction=0.8, seed=0)
+
+
+def test_distill_fidelity_shape() -> None:
+    out = run_fidelity(FidelityConfig(labels=[300], featurizers=["hashing"], test_size=300))
+    assert "simulated" in out["teacher"].lower()
+    rows = out["results"]
+    assert {r["labels"] for r in rows} == {300} and all("item" in r and "auc" in r for r in rows)
+    aucs = [r["auc"] for r in rows if r["auc"] is not None]
+    assert len(aucs) >= 10 and min(aucs) > 0.5
+    assert out["summary"][0]["macro_auc"] > 0.85
+
+
+@pytest.mark.integration
+def test_throughput_shape() -> None:
+    out = run_throughput(ThroughputConfig(conversations=100, warmup=10, featurizers=["hashing"], train_labels=200,
+                                          judge_conversations=24, concurrency=4, judge_latency_s=0.02))
+    assert out["raw_consume_per_s"] > 0 and out["monitor_per_s"]["hashing"] > 0
+    assert out["ratio"]["hashing"] == pytest.approx(out["monitor_per_s"]["hashing"] / out["raw_consume_per_s"])
+    assert 0 < out["ratio"]["hashing"] < 1  # nothing beats the bare consumer
+    judge = out["judge"]
+    assert judge["concurrency"] == 4 and judge["per_s"] > 0
+    assert 20 <= judge["p50_ms"] <= judge["p99_ms"]  # never faster than the server's fixed latency
+    assert out["peak_rss_mb"] > 50
+
+
+def test_report_renders_saved_results(tmp_path: Path) -> None:
+    results = tmp_path / "bench"
+    results.mkdir()
+    use = {"results": [{"dataset": "MWOZ", "model": "hashing", "protocol": "table1", "train_fraction": 0.05,
+                        "test_fraction": 0.8, "precision": 50.0, "recall": 51.0, "weighted_f1": 49.5,
+                        "weighted_f1_std": 1.0, "splits": 5}],
+           "paper": [dict(r) for r in PAPER_ROWS]}
+    (results / "use.json").write_text(json.dumps(use))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "benchmarks-calibration.md").write_text("calibration table here\n")
+    doc = regenerate(results, tmp_path / "docs" / "benchmarks.md")
+    text = doc.read_text()
+    assert "49.5" in text and "**paper** (SPUR Table 1)" in text and "72.6" in text
+    assert "calibration table here" in text and "_Not run yet._" in text
+    assert render({}).count("_Not run yet._") == 3
