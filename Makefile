@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint install clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Reruns every benchmark (about 40 minutes on 2 cores) and rewrites docs/benchmarks.md.
+bench: $(STAMP)
+	$(BIN)/convmon bench report --run
 
 lint: $(STAMP)
 	$(BIN)/ruff check monitor distill tests

@@ -122,21 +122,38 @@ class LabelStore:
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         try:
-            backend = sa.engine.make_url(url).get_backend_name()
+            parsed = sa.engine.make_url(url)
+        except (SQLAlchemyError, ValueError) as exc:
+            raise StoreError(f"label store URL is not a SQLAlchemy URL: {exc}") from exc
+        shown = parsed.render_as_string(hide_password=True)
+        try:
+            backend = parsed.get_backend_name()
             if backend not in ("sqlite", "postgresql"):
-                raise StoreError(f"label store supports sqlite and postgresql URLs; got {backend!r} in {url!r}")
-            self.engine = sa.create_engine(url, pool_pre_ping=True)
+                raise StoreError(f"label store supports sqlite and postgresql URLs; got {backend!r} in {shown!r}")
+            # hide_parameters: SQL errors would otherwise quote bound values, i.e. conversation text.
+            self.engine = sa.create_engine(parsed, pool_pre_ping=True, hide_parameters=True)
         except (SQLAlchemyError, ImportError) as exc:
-            raise StoreError(f"cannot open label store {url!r}: {exc}") from exc
+            raise StoreError(f"cannot open label store {shown!r}: {exc}") from exc
         self.metadata = sa.MetaData()
         self.table = _table(self.metadata, table_prefix)
-        self._run(lambda conn: self.metadata.create_all(conn), "create the labels table")
+        self._created = False
+        try:  # a store that is down at start-up must not stop a worker: create the table on first use
+            self._ensure_table()
+        except StoreError as exc:
+            log.warning("label store not reachable yet; will retry on first write: %s", exc)
+
+    def _ensure_table(self) -> None:
+        if not self._created:
+            self._run(lambda conn: self.metadata.create_all(conn), "create the labels table", ensure=False)
+            self._created = True
 
     @classmethod
     def from_settings(cls, settings: Any, *, redact: Redact = _identity) -> LabelStore:
         return cls(settings.label_store_url, redact=redact, retention_days=settings.label_retention_days)
 
-    def _run(self, work: Callable[[sa.Connection], Any], what: str) -> Any:
+    def _run(self, work: Callable[[sa.Connection], Any], what: str, *, ensure: bool = True) -> Any:
+        if ensure:
+            self._ensure_table()
         try:
             with self.engine.begin() as conn:
                 return work(conn)

@@ -104,6 +104,17 @@ def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL
 
 
 @app.command()
+def soak(
+    minutes: Annotated[float, typer.Option(help="How long to run.")] = 10.0,
+    rate: Annotated[float, typer.Option(help="Conversations per second.")] = 10.0,
+) -> None:
+    """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time."""
+    from monitor.soak import soak as run
+
+    run(minutes, rate)
+
+
+@app.command()
 def demo(
     duration: Annotated[float, typer.Option(help="Seconds to run.")] = 60.0,
     rate: Annotated[float, typer.Option(help="Conversations per second.")] = 8.0,
@@ -118,6 +129,7 @@ def demo(
 
 
 def _mount_subcommands() -> None:
+    from distill.bench.cli import app as bench_app
     from distill.calibration.cli import app as calibrate_app
     from distill.cli import app as distill_app
     from distill.rubrics.cli import app as rubrics_app
@@ -125,6 +137,7 @@ def _mount_subcommands() -> None:
     app.add_typer(calibrate_app, name="calibrate", help="LLM-Rubric calibration of judge answers.")
     app.add_typer(rubrics_app, name="rubrics", help="Learn, evaluate and apply rubric sets.")
     app.add_typer(distill_app, name="distill", help="Train, evaluate and publish distilled classifiers.")
+    app.add_typer(bench_app, name="bench", help="Accuracy and throughput benchmarks (JSON output).")
 
 
 _mount_subcommands()

@@ -87,9 +87,12 @@ def test_distilled_scores_are_not_labels(store: LabelStore) -> None:
         LabelRecord.from_score(conversation.model_copy(update={"conversation_id": "x"}), score)
 
 
-def test_unreachable_database_raises_store_error() -> None:
-    with pytest.raises(StoreError, match="cannot create the labels table"):
-        LabelStore("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2")
+def test_unreachable_database_raises_store_error_on_use_not_at_start() -> None:
+    # A worker must start while its store is down: construction succeeds, the first use fails clearly.
+    store = LabelStore("postgresql+psycopg://postgres:s3cret-pw@127.0.0.1:1/none?connect_timeout=2")
+    with pytest.raises(StoreError, match="cannot create the labels table") as info:
+        store.count()
+    assert "s3cret-pw" not in str(info.value)
     with pytest.raises(StoreError, match="supports sqlite and postgresql"):
         LabelStore("mysql://u@h/db")
 
