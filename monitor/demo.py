@@ -22,7 +22,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from monitor.broker import EmbeddedBroker
+from monitor.broker import EmbeddedBroker, stop_process
 from monitor.rubrics import RubricSet, load_rubric_set
 from monitor.scrape import by_label, scrape, total
 from monitor.settings import Settings
@@ -136,9 +136,5 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
             console.print(f"models: {sorted(p.name for p in (workdir / 'models' / 'distilled').glob('2*'))}"
                           if (workdir / "models" / "distilled").exists() else "models: none trained")
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)
             log.close()

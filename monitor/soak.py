@@ -25,7 +25,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from monitor.broker import EmbeddedBroker, free_port
+from monitor.broker import EmbeddedBroker, free_port, stop_process
 from monitor.produce import make_producer, send_event
 from monitor.rubrics import load_rubric_set
 from monitor.scrape import by_label, scrape, total
@@ -163,11 +163,7 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0) -> dict[str, 
             samples = asyncio.run(_load(settings, rate, minutes * 60, url, interval_s))
             alive = proc.poll() is None
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)
             log.close()
     summary = {**summarize(samples, rate=rate), "worker_alive_at_end": alive, "logs": str(workdir)}
     table = Table(title=f"convmon soak: {rate}/s for {minutes} min")

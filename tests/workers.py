@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from monitor.broker import free_port
+from monitor.broker import free_port, stop_process
 from monitor.scrape import scrape
 from monitor.settings import Settings
 
@@ -74,13 +74,8 @@ class WorkerProcess:
             self.proc.wait()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop_process(self.proc)
 
     def __enter__(self) -> WorkerProcess:
         return self.start()

@@ -32,7 +32,7 @@ from distill.bench.distill_fidelity import labelled_stream
 from distill.registry import ModelRegistry
 from distill.train import train_items
 from monitor.app import topic_names
-from monitor.broker import EmbeddedBroker, ensure_topics, free_port
+from monitor.broker import EmbeddedBroker, ensure_topics, free_port, stop_process
 from monitor.classify import KIND, DistilledScorer
 from monitor.errors import ConfigError
 from monitor.events import Conversation, encode
@@ -186,12 +186,7 @@ def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, b
                                                        timing))
         return {"per_s": rate, "produce_per_s": produce_rate, "peak_rss_mb": peak_rss_mb(proc.pid), **timing}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def _wait_metrics(proc: subprocess.Popen[bytes], settings: Settings, log_path: Path, timeout: float = 90) -> None:
