@@ -185,15 +185,15 @@ def register_agents(app: faust.App, topics: Topics, p: Pipeline) -> None:
         except Exception as exc:  # broker still down: try again at the next tick
             log.warning("topic check failed: %s", type(exc).__name__)
 
-    if p.retrain_interval_s:
-        @app.timer(p.retrain_interval_s, on_leader=True)
+    if s.retrain_interval_s:
+        @app.timer(s.retrain_interval_s, on_leader=True)
         async def retrain() -> None:
             """A failed retraining (label store down, bad data) must not stop the monitor: the live model
             stays and the next tick tries again. An exception escaping a faust timer crashes the app."""
             try:
                 await asyncio.get_running_loop().run_in_executor(None, p.retrain)
             except Exception:
-                log.exception("retraining failed; keeping the live model, retrying in %.0fs", p.retrain_interval_s)
+                log.exception("retraining failed; keeping the live model, retrying in %.0fs", s.retrain_interval_s)
 
 
 def register_lag_timer(app: faust.App, topics: Topics, p: Pipeline, interval_s: float = 5.0) -> None:

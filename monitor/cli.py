@@ -83,23 +83,12 @@ def simulate(
 @app.command()
 def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL event file.")]) -> None:
     """Produce a dataset file as events, in original turn order."""
-    from monitor.produce import make_producer, send_event
+    from monitor.produce import produce_events
     from monitor.replay import read_dataset
 
     settings = load_settings()
     events = read_dataset(path)
-
-    async def produce() -> None:
-        producer = make_producer(settings)
-        await producer.start()
-        try:
-            for event in events:
-                await send_event(producer, settings.topic("events"), event)
-            await producer.flush()
-        finally:
-            await producer.stop()
-
-    asyncio.run(produce())
+    asyncio.run(produce_events(settings, events))
     console.print(f"replayed {len(events)} events from {path} to {settings.topic('events')}")
 
 

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from monitor.broker import EmbeddedBroker, stop_process
 from monitor.rubrics import RubricSet, load_rubric_set
-from monitor.scrape import by_label, scrape, total
+from monitor.scrape import by_label, scrape, total, wait_for_metrics
 from monitor.settings import Settings
 from monitor.simulator.run import SimulationPlan, simulate
 
@@ -46,19 +46,6 @@ def _worker_env(settings: Settings, broker_url: str, workdir: Path, metrics_port
         "CONVMON_REGISTRY_POLL_S": "2",
         "CONVMON_IDLE_TIMEOUT_S": "10",
     }
-
-
-def _wait_for(url: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the worker exited with code {proc.returncode}; see its log")
-        try:
-            httpx.get(url, timeout=1.0)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    raise RuntimeError(f"the worker's {url} did not come up in {timeout}s")
 
 
 def render(samples: list, rubric: RubricSet, judge_name: str, elapsed: float) -> Group:
@@ -120,7 +107,7 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
                                 env=_worker_env(settings, broker.url, workdir, metrics_port))
         try:
             console.print(f"broker {broker.url} · worker metrics {url} · logs in {workdir}")
-            _wait_for(url, proc)
+            wait_for_metrics(url, proc, log_path=workdir / "worker.log")
             plan = SimulationPlan(rate=rate, duration_s=duration_s, dsat_spike_at_s=duration_s / 2, spike_factor=4.0)
 
             async def main() -> list:

@@ -4,7 +4,8 @@ scorer, exporter, label writer and the retraining step."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
@@ -38,8 +39,6 @@ class Pipeline:
     scorer: Any  # monitor.classify.DistilledScorer
     store: Any  # distill.store.LabelStore
     registry: Any  # distill.registry.ModelRegistry
-    retrain_interval_s: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def classify(self, conversations: list[Conversation]) -> list[ScoreRecord]:
         """Distilled scores for a batch; judge-sampled conversations are marked as shadows."""
@@ -67,13 +66,16 @@ class Pipeline:
         result = retrain_once(self.settings, self.store, self.registry, self.rubric)
         log.info("retrain: %s", result)
 
-    def upsert_labels(self, labels: list[dict[str, Any]]) -> None:
-        try:
-            self.store.upsert_raw(labels)
-        except StoreError:
-            raise
-        except Exception as exc:  # database drivers raise their own trees; normalise for the writer
-            raise StoreError(f"label store write failed: {type(exc).__name__}") from exc
+
+
+def upsert_labels(store: Any, labels: list[dict[str, Any]]) -> None:
+    """The label writer's write step: every failure becomes a StoreError, so it buffers and retries."""
+    try:
+        store.upsert_raw(labels)
+    except StoreError:
+        raise
+    except Exception as exc:  # database drivers raise their own trees; normalise for the writer
+        raise StoreError(f"label store write failed: {type(exc).__name__}") from exc
 
 
 def build_pipeline(
@@ -95,10 +97,6 @@ def build_pipeline(
     models = ModelRegistry(settings.model_registry)
     store = LabelStore(settings.label_store_url, redact=Redactor(settings.pii_extra_patterns).redact)
     scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s)
-    pipeline = Pipeline(
-        settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
-        labels=None,  # type: ignore[arg-type]  # set below: it needs the pipeline's upsert
-        scorer=scorer, store=store, registry=models, retrain_interval_s=settings.retrain_interval_s,
-    )
-    pipeline.labels = BufferedLabelWriter(pipeline.upsert_labels, metrics, max_buffer=settings.label_buffer_max)
-    return pipeline
+    labels = BufferedLabelWriter(partial(upsert_labels, store), metrics, max_buffer=settings.label_buffer_max)
+    return Pipeline(settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
+                    labels=labels, scorer=scorer, store=store, registry=models)

@@ -21,14 +21,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 from rich.console import Console
 from rich.table import Table
 
 from monitor.broker import EmbeddedBroker, free_port, stop_process
 from monitor.produce import make_producer, send_event
 from monitor.rubrics import load_rubric_set
-from monitor.scrape import by_label, scrape, total
+from monitor.scrape import by_label, scrape, total, wait_for_metrics
 from monitor.settings import Settings
 from monitor.simulator.generate import ConversationGenerator
 
@@ -149,17 +148,7 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0) -> dict[str, 
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
                                 env=_worker_env(broker.url, workdir, port))
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"the worker exited with {proc.returncode}; see {workdir / 'worker.log'}")
-                try:
-                    httpx.get(url, timeout=1.0)
-                    break
-                except httpx.HTTPError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"the worker's {url} did not come up; see {workdir}") from None
-                    time.sleep(0.3)
+            wait_for_metrics(url, proc, log_path=workdir / "worker.log")
             samples = asyncio.run(_load(settings, rate, minutes * 60, url, interval_s))
             alive = proc.poll() is None
         finally:

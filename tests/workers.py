@@ -11,10 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from monitor.broker import free_port, stop_process
-from monitor.scrape import scrape
+from monitor.scrape import scrape, wait_for_metrics
 from monitor.settings import Settings
 
 
@@ -48,16 +46,8 @@ class WorkerProcess:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], env=env, stdout=log,
                                          stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                httpx.get(self.url, timeout=1.0)
-                return self
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise RuntimeError(f"worker metrics did not come up:\n{self.log()}")
+        wait_for_metrics(self.url, self.proc, log_path=self.log_path, timeout=timeout)
+        return self
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

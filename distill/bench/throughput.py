@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -37,6 +36,7 @@ from monitor.classify import KIND, DistilledScorer
 from monitor.errors import ConfigError
 from monitor.events import Conversation, encode
 from monitor.rubrics import RubricSet, load_rubric_set
+from monitor.scrape import wait_for_metrics
 from monitor.settings import REPO_ROOT, Settings
 
 Progress = Callable[[str], None] | None
@@ -180,26 +180,13 @@ def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, b
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], env=env, stdout=log,
                                 stderr=subprocess.STDOUT, cwd=str(REPO_ROOT))
     try:
-        _wait_metrics(proc, settings, log_path)
+        wait_for_metrics(f"http://127.0.0.1:{settings.metrics_port}/metrics", proc, log_path=log_path)
         timing: dict[str, float] = {}
         rate, produce_rate = asyncio.run(_drive_worker(settings, bootstrap, warmup, measured, timeout_s, proc.pid,
                                                        timing))
         return {"per_s": rate, "produce_per_s": produce_rate, "peak_rss_mb": peak_rss_mb(proc.pid), **timing}
     finally:
         stop_process(proc)
-
-
-def _wait_metrics(proc: subprocess.Popen[bytes], settings: Settings, log_path: Path, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise ConfigError(f"worker exited with {proc.returncode}: {log_path.read_text(errors='replace')[-2000:]}")
-        try:
-            httpx.get(f"http://127.0.0.1:{settings.metrics_port}/metrics", timeout=1.0)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise ConfigError(f"worker metrics did not come up in {timeout}s; see {log_path}")
 
 
 def standalone_rates(settings: Settings, rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]]

@@ -29,6 +29,7 @@ from monitor.errors import ConfigError, JudgeError, ModelError
 from monitor.events import Conversation
 from monitor.judge import build_judge
 from monitor.metrics import Metrics
+from monitor.produce import produce_events
 from monitor.rubrics import load_rubric_set
 from monitor.settings import Settings
 from monitor.simulator.generate import ConversationGenerator
@@ -244,7 +245,7 @@ def test_worker_binds_metrics_to_the_configured_address_and_leaks_no_secret(
 
             rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
             conversations = [ConversationGenerator(rubric, seed=3).generate(f"sec-{i}", time.time()) for i in range(3)]
-            asyncio.run(_produce(settings, [e for c in conversations for e in c.events]))
+            asyncio.run(produce_events(settings, [e for c in conversations for e in c.events]))
 
             def judged_and_failed() -> bool:
                 return 'reason="judge_unavailable"' in httpx.get(url, timeout=2).text
@@ -261,16 +262,3 @@ def test_worker_binds_metrics_to_the_configured_address_and_leaks_no_secret(
     for secret in (FAKE_KEY, FAKE_SASL):
         assert secret not in logs, f"{secret} leaked into the worker log"
         assert secret not in metrics_text, f"{secret} leaked into /metrics"
-
-
-async def _produce(settings: Settings, events: list[dict[str, object]]) -> None:
-    from monitor.produce import make_producer, send_event
-
-    producer = make_producer(settings)
-    await producer.start()
-    try:
-        for event in events:
-            await send_event(producer, settings.topic("events"), event)
-        await producer.flush()
-    finally:
-        await producer.stop()
