@@ -55,6 +55,7 @@ class ThroughputConfig:
     timeout_s: float = 900.0
     seed: int = 0
     rubric: str = "spur-copilot"
+    framework_floor: bool = True
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
@@ -170,14 +171,19 @@ async def _drive_worker(settings: Settings, bootstrap: str, warmup: list[tuple[b
     return len(measured) / (finished - started), len(measured) / produce_s
 
 
+WORKER = ("monitor.cli", "worker")
+FLOOR = ("distill.bench.framework_floor",)
+
+
 def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, bytes]],
-                 measured: list[tuple[bytes, bytes]], log_path: Path, timeout_s: float) -> dict[str, Any]:
-    """Run one worker process over the messages; its rate and peak RSS."""
+                 measured: list[tuple[bytes, bytes]], log_path: Path, timeout_s: float,
+                 module: Sequence[str] = WORKER) -> dict[str, Any]:
+    """Run one worker process (the monitor, or the framework floor) over the messages; its rate and peak RSS."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMON_")}
     env.update(settings_env(settings))
     env.setdefault("HF_HUB_OFFLINE", "1")
     with log_path.open("ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], env=env, stdout=log,
+        proc = subprocess.Popen([sys.executable, "-m", *module], env=env, stdout=log,
                                 stderr=subprocess.STDOUT, cwd=str(REPO_ROOT))
     try:
         wait_for_metrics(f"http://127.0.0.1:{settings.metrics_port}/metrics", proc, log_path=log_path)
@@ -273,6 +279,18 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
         asyncio.run(ensure_topics(broker.bootstrap, [raw_topic], config.partitions))
         raw = asyncio.run(raw_consume_rate(broker.bootstrap, raw_topic, measured))
         result["raw_consume_per_s"] = raw
+        if config.framework_floor:
+            if progress:
+                progress(f"framework floor: the monitor's topology without the work, {len(measured)} conversations")
+            unique = uuid.uuid4().hex[:8]
+            settings = Settings(broker_url=broker.url, app_id=f"bench-{unique}", topic_prefix=f"b{unique}.",
+                                topic_partitions=config.partitions, metrics_port=free_port())
+            asyncio.run(ensure_topics(broker.bootstrap, topic_names(settings), config.partitions))
+            floor = monitor_rate(settings, broker.bootstrap, warmup, measured, Path(tmp) / f"{unique}.log",
+                                 config.timeout_s, module=FLOOR)
+            result["framework_floor_per_s"] = floor["per_s"]
+            result["framework_floor_ratio"] = floor["per_s"] / raw
+            result["framework_floor_cpu_cores"] = floor.get("worker_cpu_cores")
         for spec in config.featurizers:
             unique = uuid.uuid4().hex[:8]
             settings = Settings(broker_url=broker.url, app_id=f"bench-{unique}", topic_prefix=f"b{unique}.",
@@ -291,6 +309,8 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
             result["monitor_per_s"][spec] = run["per_s"]
             result["produce_per_s"][spec] = run["produce_per_s"]
             result["ratio"][spec] = run["per_s"] / raw
+            if "framework_floor_per_s" in result:
+                result.setdefault("share_of_floor", {})[spec] = run["per_s"] / result["framework_floor_per_s"]
             result["peak_rss_mb_by_featurizer"][spec] = run["peak_rss_mb"]
             result.setdefault("worker_cpu_cores", {})[spec] = run.get("worker_cpu_cores")
             if progress:

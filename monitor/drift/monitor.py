@@ -114,6 +114,7 @@ class DriftMonitor:
         agreement_window: int = 500,
         hold_s: float = 900.0,
         pair_capacity: int = 10_000,
+        feature_interval_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.metrics = metrics
@@ -124,6 +125,7 @@ class DriftMonitor:
         self.agreement_window = agreement_window
         self.hold_s = hold_s
         self.pair_capacity = pair_capacity
+        self.feature_interval_s = feature_interval_s
         self._clock = clock
         self._items = {item.id: _ItemDrift(item, self) for item in rubric.items}
         self._features: dict[str, FeatureDrift] = {}
@@ -136,7 +138,7 @@ class DriftMonitor:
         return cls(
             metrics, rubric, window_size=settings.drift_window, reference_size=settings.drift_reference_size,
             batch_size=settings.drift_batch_size, agreement_window=settings.agreement_window,
-            hold_s=settings.drift_hold_s,
+            hold_s=settings.drift_hold_s, feature_interval_s=settings.drift_feature_interval_s,
         )
 
     def _init_series(self) -> None:
@@ -193,7 +195,8 @@ class DriftMonitor:
         detector = self._features.get(source)
         if detector is None:
             detector = self._features[source] = FeatureDrift(
-                window_size=self.window_size, reference_size=self.reference_size, every=self.window_size
+                window_size=self.window_size, reference_size=self.reference_size, every=self.window_size,
+                min_interval_s=self.feature_interval_s, clock=self._clock,
             )
         before = detector.evaluations
         detector.update(np.fromiter(x, dtype=float))

@@ -1,0 +1,71 @@
+"""The monitor's topology with the work taken out: what faust itself costs per conversation.
+
+``bench throughput`` compares the monitor with a bare aiokafka consumer. The gap has two parts: our
+work (decode, featurize, predict, export) and the stream framework's (every stage is a faust agent
+and every arrow a Kafka topic, as DESIGN.md requires). This app keeps the second and drops the
+first: the same app settings, the same topics and the same hops (events -> conversations -> scores,
+a second agent on conversations as the router, and a table write per score as the exporter's
+dedup), with agents that only pass bytes on. Its rate is the ceiling of any monitor built this
+way, measured in the same run as the raw consumer.
+
+Run it as a worker process: ``python -m distill.bench.framework_floor`` with ``CONVMON_*`` settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import faust
+import orjson
+from prometheus_client import start_http_server
+
+from monitor.app import aiokafka_kwargs, bootstrap, create_app, topic_names
+from monitor.broker import ensure_topics
+from monitor.settings import Settings
+
+
+def build_floor_app(settings: Settings) -> faust.App:
+    app, topics = create_app(settings)
+    counted = app.Table("scored", partitions=settings.topic_partitions)
+
+    @app.agent(topics.events)
+    async def relay(stream: faust.StreamT) -> None:
+        """The sessionizer's path for a finished conversation: forward the bytes, keyed."""
+        async for key, raw in stream.items():
+            await topics.conversations.send(key=key, value=raw)
+
+    @app.agent(topics.conversations)
+    async def route(stream: faust.StreamT) -> None:
+        """The router: a second consumer of conversations that sends nothing (sample_rate 0)."""
+        async for _ in stream.items():
+            pass
+
+    @app.agent(topics.conversations)
+    async def score(stream: faust.StreamT) -> None:
+        """The classifier minus the model: one small record per conversation on scores."""
+        async for key, raw in stream.items():
+            record = {"scorer": "distilled", "conversation_id": orjson.loads(raw)["conversation_id"]}
+            await topics.scores.send(key=key, value=orjson.dumps(record))
+
+    @app.agent(topics.scores)
+    async def count(stream: faust.StreamT) -> None:
+        """The exporter's dedup write (a changelog message per score), without the counters."""
+        async for key, _ in stream.items():
+            counted[key] = 1
+
+    return app
+
+
+def main() -> None:
+    settings = Settings()
+    asyncio.run(ensure_topics(bootstrap(settings), topic_names(settings), settings.topic_partitions,
+                              **aiokafka_kwargs(settings)))
+    app = build_floor_app(settings)
+    start_http_server(settings.metrics_port, addr=settings.metrics_host)  # the bench waits for it to answer
+    worker = faust.Worker(app, loglevel="warn", quiet=True)
+    worker.spinner = None  # as in monitor.worker: the spinner turns on DEBUG logging everywhere
+    worker.execute_from_commandline()
+
+
+if __name__ == "__main__":
+    main()
