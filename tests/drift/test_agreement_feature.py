@@ -83,3 +83,17 @@ def test_feature_drift_refuses_a_vector_of_the_wrong_size() -> None:
         fd.update([1.0, 2.0])
     with pytest.raises(ValueError, match="at least 10 rows. Got shape"):
         fd.set_reference(np.zeros((5, 3)))
+
+
+def test_feature_drift_fits_at_most_once_per_min_interval_however_fast_updates_come() -> None:
+    """At thousands of conversations per second, a fit every ``every`` updates would eat the worker."""
+    now = [0.0]
+    rng = np.random.default_rng(3)
+    fd = FeatureDrift(window_size=50, reference_size=50, every=50, min_interval_s=10.0, clock=lambda: now[0])
+    for _ in range(50 + 500):  # reference, then ten windows' worth within one second
+        fd.update(rng.normal(size=3))
+        now[0] += 0.001
+    assert fd.evaluations == 1
+    now[0] += 10.0
+    fd.update(rng.normal(size=3))  # the interval has passed and `every` updates are waiting: evaluate now
+    assert fd.evaluations == 2
