@@ -3,8 +3,12 @@
 Folds are grouped by dialogue (all labels of one dialogue sit in one fold), so a model never sees
 another annotator's answer for a test dialogue. Hyper-parameters are chosen by the mean held-out
 log-likelihood of the target question, as in the paper. Metrics follow the paper (RMSE, Pearson,
-Spearman, Kendall on the expected answer) plus the smoothed ECE of P(satisfied) = P(answer >= 3),
-the quantity the monitor exports.
+Spearman, Kendall on the expected answer) plus the smoothed ECE, Brier score, ROC-AUC and
+log-likelihood of P(satisfied) = P(answer >= 3), the quantity the monitor exports.
+
+Besides the baselines, SPUR's Appendix D heads (:mod:`distill.calibration.appendix_d`) run on the
+same folds and rows: a linear head that predicts only the rating and a logistic head that predicts
+only P(satisfied), so a method may lack an expected answer or a distribution (:class:`Outputs`).
 
 References
 ----------
@@ -18,22 +22,29 @@ import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import stats
+from sklearn.metrics import roc_auc_score
 
+from distill.calibration.appendix_d import AppendixDLinear, AppendixDLogistic
 from distill.calibration.baselines import BASELINE_NAMES, default_baselines
 from distill.calibration.data import CalibrationSet
 from distill.calibration.network import LLMRubricCalibrator, satisfied_probability
 
 __all__ = [
+    "APPENDIX_D",
+    "APPENDIX_D_FEATURES",
     "DEFAULT_GRID",
     "Evaluation",
+    "Outputs",
     "cross_val_predict",
     "dialogue_folds",
     "evaluate",
     "grid_search",
+    "predict_outputs",
+    "satisfied_scores",
     "score",
     "smooth_ece",
 ]
@@ -46,7 +57,20 @@ DEFAULT_GRID: dict[str, list[Any]] = {
     "weight_decay": [0.0, 0.01],
 }
 
+#: Report names of the SPUR Appendix D heads -> their key under ``"appendix_d"`` in the JSON summary.
+APPENDIX_D = {"appendix_d_linear": "linear", "appendix_d_logistic": "logistic"}
+APPENDIX_D_FEATURES = ("rubric scores only: the judge's answer distributions for every question, flattened "
+                       "(no embedding: the dialogue texts are not in the data); one head for every annotator")
+
 Factory = Callable[[], Any]
+
+
+class Outputs(NamedTuple):
+    """One method's predictions for the scored rows; a field is None when the method lacks it."""
+
+    expected: np.ndarray | None  # expected answer on the 1..K scale
+    proba: np.ndarray | None  # (n_rows, K) distribution over the answers
+    satisfied: np.ndarray | None  # P(answer >= threshold)
 
 
 def kernel_smooth(f: np.ndarray, r: np.ndarray, sigma: float, t: np.ndarray, *, bins: int = 512
@@ -92,23 +116,46 @@ def smooth_ece(probs: np.ndarray, outcomes: np.ndarray, *, bandwidth: float | No
     return at(hi)
 
 
-def score(y: np.ndarray, pred: np.ndarray, proba: np.ndarray | None, classes: np.ndarray, *,
-          threshold: int = 3) -> dict[str, float]:
-    """Paper metrics on expected answers, plus log-likelihood and smoothed ECE when there is a proba."""
-    y, pred = np.asarray(y, dtype=np.float64), np.asarray(pred, dtype=np.float64)
-    flat = np.ptp(pred) == 0
-    out = {
-        "rmse": float(np.sqrt(np.mean((y - pred) ** 2))),
-        "pearson": float("nan") if flat else float(stats.pearsonr(y, pred)[0]),
-        "spearman": float("nan") if flat else float(stats.spearmanr(y, pred)[0]),
-        "kendall": float("nan") if flat else float(stats.kendalltau(y, pred)[0]),
-        "n": int(len(y)),
-    }
+def satisfied_scores(satisfied: np.ndarray, outcome: np.ndarray) -> dict[str, float]:
+    """Smoothed ECE, Brier score, ROC-AUC, mean log-likelihood and mean of binary predictions.
+
+    ``mean_satisfied`` is the predicted satisfied rate (an expected count over n); compare it with
+    the observed rate ``mean(outcome)``.
+    """
+    f = np.clip(np.asarray(satisfied, dtype=np.float64), 0.0, 1.0)
+    o = np.asarray(outcome, dtype=bool)
+    return {"smooth_ece": smooth_ece(f, o), "brier": float(np.mean((f - o) ** 2)),
+            "roc_auc": float(roc_auc_score(o, f)) if 0 < o.sum() < len(o) else float("nan"),
+            "sat_log_likelihood": float(np.mean(np.log(np.clip(np.where(o, f, 1 - f), 1e-12, None)))),
+            "mean_satisfied": float(f.mean())}
+
+
+def score(y: np.ndarray, pred: np.ndarray | None, proba: np.ndarray | None, classes: np.ndarray, *,
+          threshold: int = 3, satisfied: np.ndarray | None = None) -> dict[str, float]:
+    """Paper metrics on expected answers, log-likelihood of the answer, and the P(satisfied) metrics.
+
+    Each group needs its input: ``pred`` for RMSE and the correlations, ``proba`` for the
+    log-likelihood, ``satisfied`` (or ``proba``, summed over answers >= threshold) for the rest.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    out: dict[str, float] = {}
+    if pred is not None:
+        pred = np.asarray(pred, dtype=np.float64)
+        flat = np.ptp(pred) == 0
+        out |= {
+            "rmse": float(np.sqrt(np.mean((y - pred) ** 2))),
+            "pearson": float("nan") if flat else float(stats.pearsonr(y, pred)[0]),
+            "spearman": float("nan") if flat else float(stats.spearmanr(y, pred)[0]),
+            "kendall": float("nan") if flat else float(stats.kendalltau(y, pred)[0]),
+        }
+    out["n"] = int(len(y))
     if proba is not None:
         p_true = np.asarray(proba)[np.arange(len(y)), y.astype(int) - 1]
         out["log_likelihood"] = float(np.mean(np.log(np.clip(p_true, 1e-12, None))))
-        sat = satisfied_probability(proba, classes, threshold=threshold)
-        out["smooth_ece"] = smooth_ece(sat, y >= threshold)
+        if satisfied is None:
+            satisfied = satisfied_probability(proba, classes, threshold=threshold)
+    if satisfied is not None:
+        out |= satisfied_scores(satisfied, y >= threshold)
     return out
 
 
@@ -123,24 +170,32 @@ def dialogue_folds(groups: Sequence[str] | np.ndarray, *, n_splits: int = 5, ran
     return np.asarray([fold_of[g] for g in np.asarray(groups).tolist()])
 
 
+def predict_outputs(model: Any, X: np.ndarray, judges: np.ndarray, *, threshold: int = 3) -> Outputs:
+    """Whatever a fitted model offers: ``predict``, ``predict_proba``, ``predict_satisfied``."""
+    expected = model.predict(X, judges=judges) if hasattr(model, "predict") else None
+    proba = model.predict_proba(X, judges=judges) if hasattr(model, "predict_proba") else None
+    if proba is not None:
+        satisfied = satisfied_probability(proba, model.classes_, threshold=threshold)
+    else:
+        satisfied = model.predict_satisfied(X, judges=judges) if hasattr(model, "predict_satisfied") else None
+    return Outputs(expected, proba, satisfied)
+
+
 def _fit_predict(factory: Factory, train: CalibrationSet, rows_tr: np.ndarray, test: CalibrationSet,
-                 rows_te: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+                 rows_te: np.ndarray) -> tuple[Outputs, Any]:
     model = factory().fit(train.X[rows_tr], train.labels[rows_tr], judges=train.judges[rows_tr])
-    X_te, j_te = test.X[rows_te], test.judges[rows_te]
-    return model.predict(X_te, judges=j_te), model.predict_proba(X_te, judges=j_te), model
+    return predict_outputs(model, test.X[rows_te], test.judges[rows_te]), model
 
 
-def cross_val_predict(factory: Factory, data: CalibrationSet, folds: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Out-of-fold expected answers and target distributions for every row."""
-    pred = np.zeros(len(data))
-    proba: np.ndarray | None = None
+def cross_val_predict(factory: Factory, data: CalibrationSet, folds: np.ndarray) -> Outputs:
+    """Out-of-fold outputs (expected answers, distributions, P(satisfied)) for every row."""
+    stitched: dict[str, np.ndarray] = {}
     for k in np.unique(folds):
-        p, pr, _ = _fit_predict(factory, data, folds != k, data, folds == k)
-        proba = np.zeros((len(data), pr.shape[1])) if proba is None else proba
-        pred[folds == k], proba[folds == k] = p, pr
-    assert proba is not None
-    return pred, proba
+        outputs, _ = _fit_predict(factory, data, folds != k, data, folds == k)
+        for name, value in outputs._asdict().items():
+            if value is not None:
+                stitched.setdefault(name, np.zeros((len(data), *np.shape(value)[1:])))[folds == k] = value
+    return Outputs(**{name: stitched.get(name) for name in Outputs._fields})
 
 
 def grid_search(data: CalibrationSet, grid: Mapping[str, Sequence[Any]], folds: np.ndarray, *,
@@ -161,24 +216,27 @@ def grid_search(data: CalibrationSet, grid: Mapping[str, Sequence[Any]], folds: 
 
 @dataclass
 class Evaluation:
-    """Scores of LLM-Rubric and the baselines, plus the predictions the report plots."""
+    """Scores of LLM-Rubric, SPUR Appendix D and the baselines, plus the predictions the report plots."""
 
     target: str
     protocol: str
     hyperparameters: dict[str, Any]
     scores: dict[str, dict[str, float]]
     y: np.ndarray
-    predictions: dict[str, tuple[np.ndarray, np.ndarray]] = field(repr=False)
+    predictions: dict[str, Outputs] = field(repr=False)
     classes: np.ndarray = field(repr=False)
     dialogue_level: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        """The CLI's JSON: the headline metrics of LLM-Rubric, then every baseline."""
+        """The CLI's JSON: the headline metrics of LLM-Rubric, SPUR Appendix D, then every baseline."""
         main = self.scores["llm_rubric"]
         return {"target": self.target, **{k: main[k] for k in ("rmse", "pearson", "spearman", "kendall")},
                 "smooth_ece": main.get("smooth_ece"), "log_likelihood": main.get("log_likelihood"),
+                "brier": main.get("brier"), "roc_auc": main.get("roc_auc"),
                 "n": main["n"], "protocol": self.protocol, "hyperparameters": self.hyperparameters,
-                "baselines": {k: v for k, v in self.scores.items() if k != "llm_rubric"},
+                "appendix_d": {"features": APPENDIX_D_FEATURES,
+                               **{key: self.scores[name] for name, key in APPENDIX_D.items() if name in self.scores}},
+                "baselines": {k: v for k, v in self.scores.items() if k != "llm_rubric" and k not in APPENDIX_D},
                 "dialogue_level": self.dialogue_level}
 
 
@@ -190,7 +248,8 @@ def _dialogue_means(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
 def evaluate(train: CalibrationSet, test: CalibrationSet | None = None, *,
              params: Mapping[str, Any] | None = None, grid: Mapping[str, Sequence[Any]] | None = None,
              n_splits: int = 5, random_state: int = 43) -> Evaluation:
-    """Score LLM-Rubric and the baselines by grouped CV on ``train``, or train on it and test on ``test``.
+    """Score LLM-Rubric, SPUR Appendix D and the baselines by grouped CV on ``train``, or train on it
+    and test on ``test``. Every method sees the same folds and scores the same rows.
 
     With ``grid``, hyper-parameters are picked by grouped CV log-likelihood on ``train`` (with no test
     set this reuses the evaluation folds, the paper's protocol, which flatters every grid point alike).
@@ -206,22 +265,25 @@ def evaluate(train: CalibrationSet, test: CalibrationSet | None = None, *,
         return default_baselines(target_index=train.target_index, n_options=train.n_options,
                                  calibrator_params=base, random_state=random_state)[name]
 
-    factories: dict[str, Factory] = {"llm_rubric": lambda: LLMRubricCalibrator(**base)}
+    head = {"target_index": train.target_index, "n_options": train.n_options.tolist(), "random_state": random_state}
+    factories: dict[str, Factory] = {"llm_rubric": lambda: LLMRubricCalibrator(**base),
+                                     "appendix_d_linear": lambda: AppendixDLinear(**head),
+                                     "appendix_d_logistic": lambda: AppendixDLogistic(**head)}
     factories |= {name: functools.partial(make, name) for name in BASELINE_NAMES}
     ref = test if test is not None else train
     y = ref.labels[:, ref.target_index]
-    predictions: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    predictions: dict[str, Outputs] = {}
     for name, factory in factories.items():
         if test is None:
             predictions[name] = cross_val_predict(factory, train, folds)
         else:
             everything = np.ones(len(train), bool)
-            predictions[name] = _fit_predict(factory, train, everything, test, np.ones(len(test), bool))[:2]
+            predictions[name] = _fit_predict(factory, train, everything, test, np.ones(len(test), bool))[0]
     classes = np.arange(1, int(ref.n_options[ref.target_index]) + 1)
-    scores = {n: score(y, p, pr, classes) for n, (p, pr) in predictions.items()}
+    scores = {n: score(y, o.expected, o.proba, classes, satisfied=o.satisfied) for n, o in predictions.items()}
     groups = ref.groups
-    dialogue_level = {n: score(_dialogue_means(groups, y), _dialogue_means(groups, p), None, classes)
-                      for n, (p, _) in predictions.items() if n != "random"}
+    dialogue_level = {n: score(_dialogue_means(groups, y), _dialogue_means(groups, o.expected), None, classes)
+                      for n, o in predictions.items() if n != "random" and o.expected is not None}
     protocol = (f"{n_splits}-fold CV grouped by dialogue" if test is None else "train on train set, test on test set")
     hp = {k: v for k, v in base.items() if k not in ("n_options", "target_index")}
     return Evaluation(train.target, protocol, hp, scores, y, predictions, classes, dialogue_level)

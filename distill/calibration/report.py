@@ -1,4 +1,8 @@
-"""Calibration report: a markdown table beside the paper's numbers and a reliability plot (PNG).
+"""Calibration report: markdown tables beside the paper's numbers and a reliability plot (PNG).
+
+The first table scores the expected answer (rating) of every method, the second P(satisfied) of
+every method that gives one; SPUR Appendix D's linear head has only a rating and its logistic head
+only P(satisfied), so each appears in one table.
 
 The plot shows P(satisfied) = P(answer >= 3) against the observed satisfied rate, smoothed with the
 same reflected Gaussian kernel as the smoothed ECE, because that probability is what the monitor
@@ -16,8 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from distill.calibration.evaluate import Evaluation, kernel_smooth  # noqa: E402
-from distill.calibration.network import satisfied_probability  # noqa: E402
+from distill.calibration.evaluate import APPENDIX_D_FEATURES, Evaluation, kernel_smooth  # noqa: E402
 
 __all__ = ["PAPER_SYNTHETIC_Q0", "render_markdown", "reliability_plot", "write_report"]
 
@@ -29,6 +32,8 @@ PAPER_SYNTHETIC_Q0: dict[str, dict[str, float]] = {
 
 LABELS = {
     "llm_rubric": "LLM-Rubric (personalized)",
+    "appendix_d_linear": "SPUR App. D, linear head (rubric scores)",
+    "appendix_d_logistic": "SPUR App. D, logistic head (rubric scores)",
     "random": "Random answer",
     "judge_argmax": "Argmax judge answer",
     "judge_expected": "Expected judge answer",
@@ -49,10 +54,16 @@ def render_markdown(ev: Evaluation, *, paper: dict[str, dict[str, float]] | None
             "|---|---|---|---|---|---|---|---|---|")
     rows = []
     for name, s in ev.scores.items():
+        if "rmse" not in s:
+            continue
         ref = paper.get(name, {})
         rows.append(f"| {LABELS.get(name, name)} | {_fmt(s['rmse'])} | {_fmt(s['pearson'])} | "
                     f"{_fmt(s['spearman'])} | {_fmt(s['kendall'])} | {_fmt(s.get('log_likelihood'))} | "
                     f"{_fmt(s.get('smooth_ece'))} | {_fmt(ref.get('rmse'))} | {_fmt(ref.get('pearson'))} |")
+    sat = ["| method | smECE | Brier | ROC-AUC | log-lik | mean P(sat) |", "|---|---|---|---|---|---|"]
+    sat += [f"| {LABELS.get(n, n)} | {_fmt(s['smooth_ece'])} | {_fmt(s['brier'])} | {_fmt(s['roc_auc'])} | "
+            f"{_fmt(s['sat_log_likelihood'])} | {_fmt(s['mean_satisfied'])} |"
+            for n, s in ev.scores.items() if "smooth_ece" in s]
     dl = ["| method | RMSE | Pearson | Spearman | Kendall |", "|---|---|---|---|---|"]
     dl += [f"| {LABELS.get(n, n)} | {_fmt(s['rmse'])} | {_fmt(s['pearson'])} | {_fmt(s['spearman'])} | "
            f"{_fmt(s['kendall'])} |" for n, s in ev.dialogue_level.items()]
@@ -61,34 +72,38 @@ def render_markdown(ev: Evaluation, *, paper: dict[str, dict[str, float]] | None
         f"## Calibration of {ev.target} ({ev.protocol})", "",
         f"{ev.scores['llm_rubric']['n']} labels (one per dialogue and annotator). Hyper-parameters: {hp}.",
         "", head, *rows, "",
-        "Dialogue level (mean prediction vs mean label over each dialogue's annotators):", "", *dl, "",
         "smECE is the smoothed ECE of P(satisfied) = P(answer >= 3); log-lik is the mean held-out "
         "log-likelihood of the true answer.", "",
+        f"P(satisfied) = P({ev.target} >= 3) of every method that gives one (log-lik: of satisfied or not; "
+        f"observed satisfied rate {np.mean(ev.y >= 3):.3f}):", "",
+        *sat, "",
+        f"SPUR Appendix D heads: {APPENDIX_D_FEATURES}. The linear head predicts a rating only, the logistic "
+        "head P(satisfied) only.", "",
+        "Dialogue level (mean prediction vs mean label over each dialogue's annotators):", "", *dl, "",
     ])
 
 
-def reliability_plot(ev: Evaluation, path: Path | str, *, threshold: int = 3,
-                     methods: tuple[str, ...] = ("llm_rubric", "calibrated_target_only", "judge_expected",
-                                                 "constant_mean")) -> Path:
+def reliability_plot(ev: Evaluation, path: Path | str, *,
+                     methods: tuple[str, ...] = ("llm_rubric", "appendix_d_logistic", "calibrated_target_only",
+                                                 "judge_expected", "constant_mean")) -> Path:
     """Smoothed reliability curves of P(satisfied), with a histogram of the LLM-Rubric predictions."""
     path = Path(path)
     fig, (ax, hist) = plt.subplots(2, 1, figsize=(5.5, 6.5), height_ratios=(3, 1), sharex=True)
     t = np.linspace(0.0, 1.0, 200)
-    outcome = (ev.y >= threshold).astype(float)
+    outcome = (ev.y >= 3).astype(float)  # the threshold of Outputs.satisfied
     for name in methods:
-        if name not in ev.predictions:
+        f = ev.predictions[name].satisfied if name in ev.predictions else None
+        if f is None:
             continue
-        f = satisfied_probability(ev.predictions[name][1], ev.classes, threshold=threshold)
         density = kernel_smooth(f, np.ones_like(f), 0.05, t)
         residual = kernel_smooth(f, outcome - f, 0.05, t)
         curve = np.where(density > 0.05, t + residual / np.maximum(density, 1e-12), np.nan)
         ax.plot(t, curve, label=f"{LABELS.get(name, name)} (smECE {ev.scores[name]['smooth_ece']:.3f})")
     ax.plot([0, 1], [0, 1], "k:", lw=1, label="perfect calibration")
     ax.set(ylabel="observed P(satisfied)", xlim=(0, 1), ylim=(0, 1),
-           title=f"Reliability of P({ev.target} >= {threshold}), {ev.protocol}")
+           title=f"Reliability of P({ev.target} >= 3), {ev.protocol}")
     ax.legend(fontsize=7, loc="upper left")
-    f_main = satisfied_probability(ev.predictions["llm_rubric"][1], ev.classes, threshold=threshold)
-    hist.hist(f_main, bins=30, range=(0, 1), color="C0")
+    hist.hist(ev.predictions["llm_rubric"].satisfied, bins=30, range=(0, 1), color="C0")
     hist.set(xlabel="predicted P(satisfied)", ylabel="count")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -77,8 +77,13 @@ def test_llm_rubric_beats_every_baseline_in_grouped_cv(tmp_path: Path) -> None:
     assert s["llm_rubric"]["pearson"] > 0.3
     assert s["judge_expected"]["rmse"] < s["judge_argmax"]["rmse"] < s["random"]["rmse"]
     assert 0.80 < s["constant_mean"]["rmse"] < 0.85  # label std on the 1-4 scale
+    # SPUR Appendix D on rubric scores, one head for all annotators: above the mean, below personalization
+    assert s["appendix_d_linear"]["n"] == s["appendix_d_logistic"]["n"] == 662
+    assert s["llm_rubric"]["rmse"] < s["appendix_d_linear"]["rmse"] < s["constant_mean"]["rmse"]
+    assert s["appendix_d_logistic"]["roc_auc"] > 0.55
     summary = ev.summary()
     assert summary["target"] == "Q0" and set(summary["baselines"]) >= {"random", "constant_mean"}
+    assert summary["appendix_d"]["linear"]["rmse"] == s["appendix_d_linear"]["rmse"]
     md, png = write_report(ev, tmp_path)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| LLM-Rubric (personalized) |" in md.read_text() and "0.396" in render_markdown(ev)
