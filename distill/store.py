@@ -212,9 +212,9 @@ class LabelStore:
         return self.upsert(records)
 
     def _where(self, rubric_set: str | None, rubric_version: str | None, judge: str | None,
-               since: float | None, until: float | None) -> list[Any]:
+               since: float | None, until: float | None, with_feedback: bool = False) -> list[Any]:
         t = self.table.c
-        clauses = []
+        clauses = [sa.or_(t.thumbs.is_not(None), t.csat.is_not(None))] if with_feedback else []
         for column, value in ((t.rubric_set, rubric_set), (t.rubric_version, rubric_version), (t.judge, judge)):
             if value is not None:
                 clauses.append(column == value)
@@ -227,9 +227,14 @@ class LabelStore:
     def fetch(
         self, *, rubric_set: str | None = None, rubric_version: str | None = None, judge: str | None = None,
         since: float | None = None, until: float | None = None, limit: int | None = None,
+        with_feedback: bool = False,
     ) -> list[LabelRecord]:
-        """Labels matching the filters, newest first (``limit`` keeps the most recent)."""
-        query = sa.select(self.table).where(*self._where(rubric_set, rubric_version, judge, since, until))
+        """Labels matching the filters, newest first (``limit`` keeps the most recent).
+
+        ``with_feedback`` keeps conversations with a thumbs vote or a CSAT answer (calibration targets).
+        """
+        query = sa.select(self.table).where(*self._where(rubric_set, rubric_version, judge, since, until,
+                                                         with_feedback))
         query = query.order_by(self.table.c.labelled_at.desc(), self.table.c.id.desc()).limit(limit)
         rows = self._run(lambda conn: conn.execute(query).mappings().all(), "read labels")
         return [
@@ -243,9 +248,9 @@ class LabelStore:
         ]
 
     def count(self, *, rubric_set: str | None = None, rubric_version: str | None = None,
-              judge: str | None = None, since: float | None = None) -> int:
+              judge: str | None = None, since: float | None = None, with_feedback: bool = False) -> int:
         query = sa.select(sa.func.count()).select_from(self.table)
-        query = query.where(*self._where(rubric_set, rubric_version, judge, since, None))
+        query = query.where(*self._where(rubric_set, rubric_version, judge, since, None, with_feedback))
         return int(self._run(lambda conn: conn.execute(query).scalar_one(), "count labels"))
 
     def purge(self, *, older_than_days: float | None = None, now: float | None = None) -> int:

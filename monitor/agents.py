@@ -131,6 +131,7 @@ def register_agents(app: faust.App, topics: Topics, p: Pipeline) -> None:
             except ValueError as exc:
                 await dlq.send(raw, key, reason="invalid_schema", detail=str(exc), stage="judge")
                 continue
+            score = p.calibrate(score)  # calibrated P(satisfied) when a calibration model is live
             score = score.model_copy(update={"sample_weight": 1.0 / s.sample_rate if s.sample_rate else 1.0})
             await topics.scores.send(key=key, value=encode(score))
             label = {"conversation": conversation.model_dump(mode="json"), "score": score.model_dump(mode="json")}

@@ -134,6 +134,29 @@ class Metrics:
             "convmon_model_last_trained_timestamp_seconds", "When the live distilled model was trained.",
             registry=r,
         )
+        # --- calibration (issue #7): P(satisfied) of judge scores, see monitor/calibrate.py ------
+        self.calibration_info = Info(
+            "convmon_calibration", "The live LLM-Rubric calibration model and the label source it serves.",
+            registry=r,
+        )
+        self.calibration_last_trained = Gauge(
+            "convmon_calibration_last_trained_timestamp_seconds", "When the live calibration model was trained.",
+            registry=r,
+        )
+        self.satisfaction_calibrated = Counter(
+            "convmon_satisfaction_calibrated",
+            "Score records that carried a calibrated P(satisfied): the denominator of "
+            "convmon_satisfaction_probability_sum.",
+            ["scorer", *dims],
+            registry=r,
+        )
+        self.satisfaction_uncalibrated = Counter(
+            "convmon_satisfaction_uncalibrated",
+            "Judge score records exported without P(satisfied), by reason (no_model, other_judge, other_rubric, "
+            "error).",
+            ["reason"],
+            registry=r,
+        )
         self.label_store_errors = Counter(
             "convmon_label_store_errors", "Failed label-store writes (retried from the buffer).", registry=r
         )

@@ -1,5 +1,5 @@
 """Everything the agents call, built once from settings: rubric, metrics, judge, distilled
-scorer, exporter, label writer and the retraining step."""
+scorer, calibration scorer, exporter, label writer and the retraining step."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ class Pipeline:
     scorer: Any  # monitor.classify.DistilledScorer
     store: Any  # distill.store.LabelStore
     registry: Any  # distill.registry.ModelRegistry
+    calibration: Any = None  # monitor.calibrate.CalibrationScorer; None: judge scores carry no satisfaction
 
     def classify(self, conversations: list[Conversation]) -> list[ScoreRecord]:
         """Distilled scores for a batch; judge-sampled conversations are marked as shadows."""
@@ -60,11 +61,51 @@ class Pipeline:
                                       "featurizer": str(manifest.get("featurizer_name", ""))})
         self.metrics.model_last_trained.set(float(manifest.get("created_at", 0.0)))
 
+    def calibrate(self, score: ScoreRecord) -> ScoreRecord:
+        """The judge score with calibrated P(satisfied) when a calibration model is live.
+
+        A broken model must not stop the judge stage: any error is logged and counted, and the
+        score is exported without satisfaction.
+        """
+        if self.calibration is None or score.scorer != "llm":
+            return score
+        try:
+            if self.calibration.maybe_reload():
+                self._announce_calibration()
+            result = self.calibration.calibrate(score)
+        except Exception as exc:
+            log.warning("calibration failed, exporting the judge score without satisfaction: %s: %s",
+                        type(exc).__name__, str(exc)[:200])
+            self.metrics.satisfaction_uncalibrated.labels("error").inc()
+            return score
+        if result.satisfaction is None:
+            self.metrics.satisfaction_uncalibrated.labels(result.skipped or "unknown").inc()
+            return score
+        return score.model_copy(update={"satisfaction": result.satisfaction})
+
+    def _announce_calibration(self) -> None:
+        live = self.calibration.live
+        self.metrics.calibration_info.info({"version": live.version, "rubric": self.rubric.key,
+                                            "llm_judge": live.llm_judge or "",
+                                            "label_source": self.calibration.label_source or "shared"})
+        self.metrics.calibration_last_trained.set(float(live.trained_at or 0.0))
+
     def retrain(self) -> None:
+        """Distilled models, then (``calibration_min_labels`` > 0) the calibration model, even if the first failed."""
         from distill.retrain import retrain_once
 
-        result = retrain_once(self.settings, self.store, self.registry, self.rubric)
-        log.info("retrain: %s", result)
+        try:
+            result = retrain_once(self.settings, self.store, self.registry, self.rubric)
+            log.info("retrain: %s", result)
+        finally:
+            if self.settings.calibration_min_labels:
+                self.retrain_calibration()
+
+    def retrain_calibration(self) -> None:
+        from distill.calibration.retrain import retrain_calibration
+
+        result = retrain_calibration(self.settings, self.store, self.registry, self.rubric)
+        log.info("retrain calibration: %s %s (%s)", result.status, result.version or "", "; ".join(result.reasons))
 
 
 
@@ -86,6 +127,7 @@ def build_pipeline(
 ) -> Pipeline:
     from distill.registry import ModelRegistry
     from distill.store import LabelStore
+    from monitor.calibrate import CalibrationScorer
     from monitor.classify import DistilledScorer
 
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
@@ -98,5 +140,12 @@ def build_pipeline(
     store = LabelStore(settings.label_store_url, redact=Redactor(settings.pii_extra_patterns).redact)
     scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s)
     labels = BufferedLabelWriter(partial(upsert_labels, store), metrics, max_buffer=settings.label_buffer_max)
-    return Pipeline(settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
-                    labels=labels, scorer=scorer, store=store, registry=models)
+    calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
+                                    poll_s=settings.registry_poll_s)
+    pipeline = Pipeline(settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
+                        labels=labels, scorer=scorer, store=store, registry=models, calibration=calibration)
+    if calibration.maybe_reload(force=True):  # load (and import torch) now, not inside the first judge record
+        pipeline._announce_calibration()
+    for reason in ("no_model", "other_judge", "error"):
+        metrics.satisfaction_uncalibrated.labels(reason)
+    return pipeline

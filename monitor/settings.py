@@ -111,6 +111,12 @@ class Settings(BaseSettings):
     distill_min_positives: int = Field(default=10, ge=3)
     distill_gate_tolerance: float = Field(default=0.01, ge=0.0)
     distill_report_dir: Path = Path("var/reports")
+    # LLM-Rubric calibration of the judge into P(satisfied) against user feedback (docs/calibration.md).
+    # Retrained with the distilled models once this many judged conversations carry thumbs or CSAT; 0 = never.
+    calibration_min_labels: int = Field(default=200, ge=0)
+    calibration_csat_neutral: Literal["na", "satisfied", "unsatisfied"] = "na"  # what a CSAT of 3 means
+    calibration_tenant_key: str | None = None  # metadata key whose value splits label sources: thumbs:<tenant>
+    calibration_label_source: str | None = None  # whose satisfaction to serve; None = the shared model
 
     # --- metrics ----------------------------------------------------------------------------
     metrics_host: str = "127.0.0.1"
@@ -124,6 +130,7 @@ class Settings(BaseSettings):
     drift_reference_size: int = Field(default=1000, ge=10)  # first-N fallback when no reference is given
     drift_batch_size: int = Field(default=50, ge=1)  # conversations per rate sample of the change detectors
     drift_hold_s: float = Field(default=900.0, gt=0)  # how long convmon_drift_detected stays 1
+    drift_feature_interval_s: float = Field(default=15.0, ge=0)  # min seconds between domain-classifier fits
     agreement_window: int = Field(default=500, ge=10)
 
     @model_validator(mode="after")

@@ -91,10 +91,12 @@ def overview() -> Board:
             w=6, h=4)
     b.panel("stat", "Mean R", [('scorer:convmon_satisfaction_r:mean_rate5m{scorer="$scorer"}', "")], w=6, h=4,
             description="SPUR aggregate R = sum(SAT scores) - sum(DSAT scores), mean over 5 minutes.")
-    b.panel("stat", "Expected satisfied share", [(
-        'sum by (scorer) (rate(convmon_satisfaction_probability_sum_total{scorer="$scorer"}[1h]))'
-        ' / sum by (scorer) (rate(convmon_conversations_scored_total{scorer="$scorer"}[1h]))', "")],
-        w=6, h=4, unit="percentunit", description="Calibrated P(satisfied), when a calibration model is live.")
+    b.panel("stat", "Expected satisfied share (judge, 1h)", [
+        ('scorer:convmon_satisfaction_expected:ratio_rate1h{scorer="llm"}', "satisfied"),
+        ('scorer:convmon_satisfaction_calibrated:ratio_rate1h{scorer="llm"}', "calibrated"),
+    ], w=6, h=4, unit="percentunit",
+        description="Mean calibrated P(satisfied) of the judge-scored conversations that carried one (LLM-Rubric "
+                    "calibration against user feedback), and the share of judge scores that did.")
     b.panel("stat", "Firing alerts", [('count(ALERTS{alertname=~"Convmon.*", alertstate="firing"}) or vector(0)', "")],
             w=6, h=4)
     b.row("Rates per rubric item")
@@ -167,7 +169,8 @@ def item_detail() -> Board:
     b.panel(TS, "Feature drift (domain classifier AUC)",
             [("max by (source) (convmon_feature_drift_auc)", "{{source}}")], w=8)
     b.panel("table", "Live model", [("convmon_model_info", ""),
-                                    ("time() - max(convmon_model_last_trained_timestamp_seconds > 0)", "age")],
+                                    ("time() - max(convmon_model_last_trained_timestamp_seconds > 0)", "age"),
+                                    ("convmon_calibration_info", "calibration")],
             w=8)
     return b
 
@@ -211,6 +214,7 @@ def operations() -> Board:
         ("sum by (kind) (rate(convmon_late_events_total[5m]))", "late {{kind}}"),
         ("sum(rate(convmon_conversations_truncated_total[5m]))", "truncated"),
         ("sum by (reason) (rate(convmon_export_skipped_items_total[5m]))", "skipped item {{reason}}"),
+        ("sum by (reason) (rate(convmon_satisfaction_uncalibrated_total[5m]))", "uncalibrated {{reason}}"),
     ], unit="reqps")
     b.panel(TS, "Conversations finished", [
         ("sum by (end_reason) (rate(convmon_conversations_finished_total[5m]))", "{{end_reason}}")], unit="reqps")

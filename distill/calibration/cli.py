@@ -53,12 +53,19 @@ def _hyper(hidden1: int, hidden2: int, learning_rate: float, batch_size: int, pr
 
 @app.command()
 def train(
-    judgments: Annotated[Path, typer.Option(help="Human-judgments TSV.")],
-    evaluations: Annotated[Path, typer.Option(help="Judge-evaluations TSV.")],
+    judgments: Annotated[Path | None, typer.Option(help="Human-judgments TSV.")] = None,
+    evaluations: Annotated[Path | None, typer.Option(help="Judge-evaluations TSV.")] = None,
+    label_store: Annotated[str | None, typer.Option(
+        help="Train on this label store (judge verdicts + user thumbs/CSAT) instead of TSV files.")] = None,
+    rubric_set: Annotated[str | None, typer.Option(
+        help="With --label-store: rubric set name or YAML path [default: CONVMON_RUBRIC_SET].")] = None,
+    llm_judge: Annotated[str | None, typer.Option(
+        help="With --label-store: the LLM judge to calibrate [default: the one with the most labels].")] = None,
     ids: Annotated[Path | None, typer.Option(help="Optional TSV of text_ids to train on.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write weights.npz + manifest.json here.")] = None,
     registry: Annotated[Path | None, typer.Option(help="Publish to this model registry root.")] = None,
-    promote: Annotated[bool, typer.Option(help="Make the published version live.")] = False,
+    promote: Annotated[bool, typer.Option(
+        help="Make the published version live (with --label-store: only if it passes the gate).")] = False,
     target: Target = "Q0",
     judge_column: JudgeColumn = "annotator_id",
     grid: Grid = False,
@@ -66,14 +73,34 @@ def train(
     pretrain_epochs: int = 20, finetune_epochs: int = 30, weight_decay: float = 0.0,
     seed: Seed = 43, threads: Threads = 1,
 ) -> None:
-    """Fit the calibrator on all labels and save it as arrays + a JSON manifest (never a pickle)."""
+    """Fit the calibrator and save it as arrays + a JSON manifest (never a pickle).
+
+    From TSV files: fit on all labels. From the label store: fit on the feedback of the judged
+    conversations, gate on held-out ones, publish to --registry; exit 0 when published (and live if
+    --promote), 2 when --promote was refused by the gate, 3 when skipped (too little feedback).
+    """
+    if (judgments is None) != (evaluations is None):
+        raise _fail(ValueError("--judgments and --evaluations go together; give both or neither"))
+    if (judgments is None) == (label_store is None):
+        raise _fail(ValueError("give either --judgments and --evaluations (TSV files) or --label-store URL, "
+                               "not both and not neither"))
+    params = _hyper(hidden1, hidden2, learning_rate, batch_size, pretrain_epochs, finetune_epochs, weight_decay,
+                    seed)
+    if label_store is not None:
+        if out is not None or ids is not None or grid:
+            raise _fail(ValueError("--out, --ids and --grid are for TSV training; with --label-store the model "
+                                   "goes to --registry"))
+        if registry is None:
+            raise _fail(ValueError("--label-store needs --registry ROOT: the gate compares with its live model"))
+        torch.set_num_threads(threads)
+        _train_from_store(label_store, rubric_set, llm_judge, registry, promote, params)
+        return
+    assert judgments is not None and evaluations is not None
     if out is None and registry is None:
         raise _fail(ValueError("give --out DIR and/or --registry ROOT to say where the model goes"))
     torch.set_num_threads(threads)
     data = _load(judgments, evaluations, ids, target, judge_column)
-    params: dict[str, Any] = {**_hyper(hidden1, hidden2, learning_rate, batch_size, pretrain_epochs,
-                                       finetune_epochs, weight_decay, seed),
-                              "target_index": data.target_index, "n_options": data.n_options.tolist()}
+    params = {**params, "target_index": data.target_index, "n_options": data.n_options.tolist()}
     cv_ll = None
     if grid:
         params, cv_ll = grid_search(data, DEFAULT_GRID, dialogue_folds(data.groups, random_state=seed),
@@ -98,6 +125,42 @@ def train(
         except ConvmonError as exc:
             raise _fail(exc) from exc
         typer.echo(f"published calibration/{version} to {registry}")
+
+
+def _train_from_store(url: str, rubric_set: str | None, llm_judge: str | None, registry: Path, promote: bool,
+                      params: dict[str, Any]) -> None:
+    """The ``--label-store`` path of ``train``; settings (CSAT mapping, tenant key, label source) from env."""
+    from distill.calibration.retrain import retrain_calibration
+    from distill.registry import ModelRegistry
+    from distill.store import LabelStore
+    from monitor.cli import load_settings
+    from monitor.rubrics import load_rubric_set
+
+    try:
+        settings = load_settings(label_store_url=url, rubric_set=rubric_set, model_registry=registry)
+        rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
+        store = LabelStore(settings.label_store_url, retention_days=settings.label_retention_days)
+        try:
+            result = retrain_calibration(settings.model_copy(update={"calibration_min_labels": 1}), store,
+                                         ModelRegistry(registry), rubric, params=params, llm_judge=llm_judge,
+                                         promote=promote)
+        finally:
+            store.close()
+    except ConvmonError as exc:
+        raise _fail(exc) from exc
+    m = result.metrics
+    typer.echo(f"calibration {rubric.key}: {result.status}"
+               + (f" calibration/{result.version} in {registry}" if result.version else ""))
+    if m:
+        typer.echo(f"held-out log-likelihood {m['log_likelihood']:.4f} (constant baseline "
+                   f"{m['baseline_log_likelihood']:.4f}), smoothed ECE {m['smooth_ece']:.4f} (baseline "
+                   f"{m['baseline_smooth_ece']:.4f}) on {m['heldout_labels']} held-out labels")
+    for reason in result.reasons:
+        typer.echo(f"- {reason}")
+    if result.status == "skipped":
+        raise typer.Exit(code=3)
+    if promote and result.status != "promoted":
+        raise typer.Exit(code=2)
 
 
 @app.command("evaluate")

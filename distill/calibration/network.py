@@ -87,8 +87,9 @@ class LLMRubricCalibrator:
 
     ``fit(X, y, judges=...)`` takes ``X [n, n_questions, max_options]`` (one row per label, the
     dialogue's judge distributions), ``y [n, n_questions]`` (1..K, 0 = not applicable) and the label
-    source of every row. ``predict_proba`` returns ``(n_samples, n_classes)`` for the target;
-    ``predict`` the expected value, e.g. an expected 1-4 satisfaction.
+    source of every row (None: the row trains the shared weights only). ``predict_proba`` returns
+    ``(n_samples, n_classes)`` for the target; ``predict`` the expected value, e.g. an expected 1-4
+    satisfaction.
 
     >>> rng = np.random.default_rng(0)
     >>> X = rng.dirichlet(np.ones(4), size=(40, 2)).astype("float32")
@@ -161,7 +162,9 @@ class LLMRubricCalibrator:
         self.target_ = int(range(n_q)[self.target_index])
         if not (y[:, self.target_] > 0).any():
             raise ValueError("y has no valid label for the target question; nothing to fine-tune on.")
-        self.judges_ = np.asarray(sorted({str(j) for j in judges}) if judges is not None else [], dtype=str)
+        # a row whose judge is None trains the shared weights only (the model served without a judge)
+        self.judges_ = np.asarray(sorted({str(j) for j in judges if j is not None}) if judges is not None else [],
+                                  dtype=str)
         self.classes_ = np.arange(1, int(self.n_options_[self.target_]) + 1)
         torch.manual_seed(self.random_state)
         mask = torch.arange(k)[None, :] < torch.as_tensor(self.n_options_)[:, None]

@@ -2,7 +2,8 @@
 
 Valid conversations must be scored exactly once per scorer; every malformed event must land on the
 dead-letter topic with its original bytes and a reason; the worker must stay up; /metrics must
-show the expected counts.
+show the expected counts, including the calibrated P(satisfied) of every judge score (a live
+calibration model is published before the worker starts).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from monitor.route import in_sample
 from monitor.rubrics import load_rubric_set
 from monitor.scrape import by_label, total
 from monitor.simulator.generate import ConversationGenerator
-from tests.model_fixtures import publish_distilled_model
+from tests.model_fixtures import publish_calibration_model, publish_distilled_model
 from tests.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
@@ -66,6 +67,7 @@ def test_events_to_scores_exactly_once_with_dead_letters(broker: str, make_setti
                              max_event_bytes=200_000, registry_poll_s=1.0)
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     version = publish_distilled_model(settings, rubric)
+    calibration_version = publish_calibration_model(settings, rubric)
     generator = ConversationGenerator(rubric, seed=7)
     conversations = [generator.generate(f"e2e-{i}", 1.7e9 + i, end_event=i % 5 != 0) for i in range(N_CONVERSATIONS)]
     asyncio.run(ensure_topics(broker, topic_names(settings), settings.topic_partitions))
@@ -116,6 +118,15 @@ def test_events_to_scores_exactly_once_with_dead_letters(broker: str, make_setti
     assert total(samples, "convmon_conversations_routed_total", route="sample") == expected_llm
     info = [labels for name, labels, _ in samples if name == "convmon_model_info"]
     assert info and info[0]["version"] == version
+
+    # Every judge score carried a calibrated P(satisfied): an expected count, not an argmax count.
+    calibration = [labels for name, labels, _ in samples if name == "convmon_calibration_info"]
+    assert calibration and calibration[0]["version"] == calibration_version
+    assert by_label(samples, "convmon_satisfaction_calibrated_total", "scorer") == {"llm": judged_ok}
+    expected_satisfied = total(samples, "convmon_satisfaction_probability_sum_total", scorer="llm")
+    assert 0 < expected_satisfied < judged_ok
+    assert expected_satisfied != round(expected_satisfied)  # a sum of probabilities, not of 0/1 verdicts
+    assert total(samples, "convmon_satisfaction_uncalibrated_total") == 0
 
     dead = by_label(samples, "convmon_dead_letters_total", "reason")
     expected_reasons = Counter(reason for _, reason in MALFORMED)
