@@ -12,7 +12,6 @@ travels in every record (``model_version``). Models for another rubric set are r
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,8 +22,9 @@ import numpy as np
 from distill.featurizers import featurizer_from_config
 from distill.model import RubricModel
 from distill.registry import ModelRegistry
-from monitor.errors import ConvmonError, ModelError
+from monitor.errors import ModelError
 from monitor.events import Conversation
+from monitor.live_model import LiveModel
 from monitor.rubrics import RubricSet
 from monitor.scores import ScoreRecord
 
@@ -68,24 +68,19 @@ class DistilledScorer:
     ) -> None:
         self.registry = registry
         self.rubric = rubric
-        self.poll_s = poll_s
         self.kind = kind
-        self.openai_client = openai_client
-        self.clock = clock
-        self._live: LoadedModel | None = None
-        self._last_poll: float | None = None
         self._polarity = {item.id: item.polarity for item in rubric.items}
-        self._refused: str | None = None  # a version already refused: don't reload it every poll
-        self._lock = threading.Lock()
+        self._live = LiveModel(registry, kind, lambda version: load_live(
+            registry, rubric, version, kind=kind, openai_client=openai_client), poll_s=poll_s, clock=clock)
 
     @property
     def model_version(self) -> str | None:
-        live = self._live
-        return live.version if live else None
+        return self._live.version
 
     @property
     def live(self) -> LoadedModel | None:
-        return self._live
+        live = self._live.live
+        return live[1] if live else None
 
     def maybe_reload(self, *, force: bool = False) -> bool:
         """Swap in the registry's live version if it changed; True when a new model was loaded.
@@ -93,25 +88,7 @@ class DistilledScorer:
         At most one registry read per ``poll_s`` (unless ``force``). An unusable version (other
         rubric set, corrupt artifact) is logged and refused; the current model keeps serving.
         """
-        now = self.clock()
-        if not force and self._last_poll is not None and now - self._last_poll < self.poll_s:
-            return False
-        with self._lock:
-            self._last_poll = now
-            version = self.registry.live_version(self.kind)
-            current = self._live.version if self._live else None
-            if version is None or version == current or version == self._refused:
-                return False
-            try:
-                loaded = load_live(self.registry, self.rubric, version, kind=self.kind,
-                                   openai_client=self.openai_client)
-            except ConvmonError as exc:
-                log.warning("refusing distilled model %s/%s: %s", self.kind, version, exc)
-                self._refused = version
-                return False
-            self._live = loaded
-            log.info("distilled model %s/%s is live (was %s)", self.kind, version, current)
-            return True
+        return self._live.maybe_reload(force=force)
 
     def score_batch(
         self, conversations: Sequence[Conversation], *, shadow_flags: Sequence[bool] | None = None,
@@ -123,7 +100,7 @@ class DistilledScorer:
         ``transform`` and one matrix product score every item of every conversation.
         """
         self.maybe_reload()
-        live = self._live
+        live = self.live
         if live is None:
             return None
         if not conversations:

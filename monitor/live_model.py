@@ -6,8 +6,8 @@ the artifact and one reference assignment swaps it in, so a reader that took :at
 once uses exactly one version. A version that fails to load (another rubric set, corrupt arrays)
 is logged and refused once instead of being re-read every poll; the previous model keeps serving.
 
-Used by the calibration scorer (``monitor/calibrate.py``); the distilled scorer has the same
-pattern built in (``monitor/classify.py``).
+Used by the distilled scorer (``monitor/classify.py``) and the calibration scorer
+(``monitor/calibrate.py``).
 """
 
 from __future__ import annotations
