@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import faust
 from prometheus_client import start_http_server
@@ -25,10 +26,12 @@ def build_worker_app(settings: Settings) -> faust.App:
     return app
 
 
-def run_worker(settings: Settings, *, loglevel: str = "warn") -> None:
+def run_worker(settings: Settings, *, loglevel: str = "warn",
+               build: Callable[[Settings], faust.App] = build_worker_app) -> None:
+    """Create the topics, build the app (``build``: the monitor, or a benchmark's variant), serve /metrics, run."""
     asyncio.run(ensure_topics(bootstrap(settings), topic_names(settings), settings.topic_partitions,
                               **aiokafka_kwargs(settings)))
-    app = build_worker_app(settings)
+    app = build(settings)
     start_http_server(settings.metrics_port, addr=settings.metrics_host)
     log.warning("convmon worker: metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)

@@ -13,15 +13,12 @@ Run it as a worker process: ``python -m distill.bench.framework_floor`` with ``C
 
 from __future__ import annotations
 
-import asyncio
-
 import faust
 import orjson
-from prometheus_client import start_http_server
 
-from monitor.app import aiokafka_kwargs, bootstrap, create_app, topic_names
-from monitor.broker import ensure_topics
+from monitor.app import create_app
 from monitor.settings import Settings
+from monitor.worker import run_worker
 
 
 def build_floor_app(settings: Settings) -> faust.App:
@@ -57,14 +54,7 @@ def build_floor_app(settings: Settings) -> faust.App:
 
 
 def main() -> None:
-    settings = Settings()
-    asyncio.run(ensure_topics(bootstrap(settings), topic_names(settings), settings.topic_partitions,
-                              **aiokafka_kwargs(settings)))
-    app = build_floor_app(settings)
-    start_http_server(settings.metrics_port, addr=settings.metrics_host)  # the bench waits for it to answer
-    worker = faust.Worker(app, loglevel="warn", quiet=True)
-    worker.spinner = None  # as in monitor.worker: the spinner turns on DEBUG logging everywhere
-    worker.execute_from_commandline()
+    run_worker(Settings(), build=build_floor_app)
 
 
 if __name__ == "__main__":
