@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from distill.calibration.baselines import check_target
 from distill.model import SatisfactionModel
 
 __all__ = ["AppendixDLinear", "AppendixDLogistic", "rubric_scores"]
@@ -65,13 +66,7 @@ class _AppendixDHead:
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, judges: Any = None) -> _AppendixDHead:
         """Fit on the rows whose target is answered; ``judges`` is ignored (one head for every judge)."""
-        X, y = np.asarray(X, dtype=np.float64), np.asarray(y)
-        if X.ndim != 3 or y.shape != X.shape[:2]:
-            raise ValueError(f"X must be (n_samples, n_questions, max_options) and y (n_samples, "
-                             f"n_questions); got X {X.shape} and y {y.shape}.")
-        self.target_ = int(range(X.shape[1])[self.target_index])
-        k = X.shape[2] if self.n_options is None else int(self.n_options[self.target_])
-        self.classes_ = np.arange(1, k + 1)
+        X, y, self.target_, self.classes_ = check_target(X, y, self.target_index, self.n_options)
         y_t = y[:, self.target_]
         valid = y_t > 0
         features = rubric_scores(X[valid])

@@ -27,8 +27,26 @@ __all__ = [
     "JudgeExpectedBaseline",
     "RandomBaseline",
     "TargetOnlyCalibrator",
+    "check_target",
     "default_baselines",
 ]
+
+
+def check_target(X: np.ndarray, y: np.ndarray, target_index: int, n_options: Sequence[int] | None
+                 ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Validated ``X`` (float) and ``y``, the target question's index and its classes 1..K.
+
+    >>> X, y, target, classes = check_target(np.zeros((2, 3, 4)), np.ones((2, 3), int), -1, [4, 4, 2])
+    >>> target, classes.tolist()
+    (2, [1, 2])
+    """
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y)
+    if X.ndim != 3 or y.shape != X.shape[:2]:
+        raise ValueError(f"X must be (n_samples, n_questions, max_options) and y (n_samples, "
+                         f"n_questions); got X {X.shape} and y {y.shape}.")
+    target = int(range(X.shape[1])[target_index])
+    k = X.shape[2] if n_options is None else int(n_options[target])
+    return X, y, target, np.arange(1, k + 1)
 
 
 class _TargetBaseline:
@@ -41,13 +59,7 @@ class _TargetBaseline:
         self.random_state = random_state
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, judges: Any = None) -> _TargetBaseline:
-        X, y = np.asarray(X, dtype=np.float64), np.asarray(y)
-        if X.ndim != 3 or y.shape != X.shape[:2]:
-            raise ValueError(f"X must be (n_samples, n_questions, max_options) and y (n_samples, "
-                             f"n_questions); got X {X.shape} and y {y.shape}.")
-        self.target_ = int(range(X.shape[1])[self.target_index])
-        k = X.shape[2] if self.n_options is None else int(self.n_options[self.target_])
-        self.classes_ = np.arange(1, k + 1)
+        X, y, self.target_, self.classes_ = check_target(X, y, self.target_index, self.n_options)
         self._fit(X, y[:, self.target_])
         return self
 

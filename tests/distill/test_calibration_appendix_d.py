@@ -144,7 +144,8 @@ def test_cli_json_has_appendix_d_in_train_test_mode(tmp_path: Path) -> None:
     assert "SPUR App. D, logistic head" in (tmp_path / "report" / "calibration.md").read_text()
 
 
-@pytest.mark.parametrize("name", ["distill.calibration.appendix_d", "distill.calibration.evaluate"])
+@pytest.mark.parametrize("name", ["distill.calibration.appendix_d", "distill.calibration.baselines",
+                                  "distill.calibration.evaluate"])
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
