@@ -14,6 +14,8 @@ from monitor.rubrics import RubricSet
 
 R_BUCKETS = (-60, -40, -30, -20, -10, -5, -2, 0, 2, 5, 10, 20, 30, 40, 60)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+BATCH_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 class Metrics:
@@ -90,6 +92,19 @@ class Metrics:
             "SPUR aggregate R = sum(SAT scores) - sum(DSAT scores), per conversation.",
             ["scorer"],
             buckets=R_BUCKETS,
+            registry=r,
+        )
+        # --- distilled path ---------------------------------------------------------------------
+        self.classify_batch_size = Histogram(
+            "convmon_classify_batch_conversations",
+            "Conversations per distilled scoring batch: near classify_batch under load, small when idle.",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.classify_batch_duration = Histogram(
+            "convmon_classify_batch_duration_seconds",
+            "Wall time to featurize and score one batch (the distilled path's service time).",
+            buckets=BATCH_DURATION_BUCKETS,
             registry=r,
         )
         # --- judge operations -------------------------------------------------------------------

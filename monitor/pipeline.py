@@ -4,6 +4,7 @@ scorer, calibration scorer, exporter, label writer and the retraining step."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -48,7 +49,11 @@ class Pipeline:
         if self.scorer.maybe_reload():
             self._announce_model()
         shadow = [in_sample(c.conversation_id, self.settings.sample_rate) for c in conversations]
+        started = time.perf_counter()
         records = self.scorer.score_batch(conversations, shadow_flags=shadow)
+        if records is not None:
+            self.metrics.classify_batch_size.observe(len(conversations))
+            self.metrics.classify_batch_duration.observe(time.perf_counter() - started)
         if records is None:
             self.metrics.unscored.labels("no_model").inc(len(conversations))
             return []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -125,3 +126,26 @@ def test_hot_swap_under_load_scores_everything_exactly_once(tmp_path: Path, mode
     versions = [v for _, v in seen]
     switch = versions.index(published[0])
     assert set(versions[:switch]) == {first} and set(versions[switch:]) == {published[0]} and switch > 0
+
+
+def test_pipeline_counts_batch_sizes_and_service_time(tmp_path: Path, model_arrays) -> None:
+    """The batch histograms tell an operator whether batches fill (load) and what a batch costs."""
+    from prometheus_client import CollectorRegistry
+
+    from monitor.pipeline import build_pipeline
+    from monitor.settings import Settings
+
+    settings = Settings(model_registry=tmp_path / "models", label_store_url=f"sqlite:///{tmp_path}/l.db",
+                        sample_rate=0.0, registry_poll_s=0.001)
+    registry = CollectorRegistry()
+    pipeline = build_pipeline(settings, registry=registry)
+    assert pipeline.classify([convo("a", "hi")]) == []  # no model yet: unscored, no batch observed
+    assert registry.get_sample_value("convmon_classify_batch_conversations_count") == 0
+    ModelRegistry(settings.model_registry).publish("distilled", *model_arrays, promote=True)
+    time.sleep(0.01)  # past registry_poll_s: the next batch picks the model up
+    assert len(pipeline.classify([convo(f"c{i}", "thanks so much") for i in range(5)])) == 5
+    assert len(pipeline.classify([convo("d", "that is wrong")])) == 1
+    assert registry.get_sample_value("convmon_classify_batch_conversations_count") == 2
+    assert registry.get_sample_value("convmon_classify_batch_conversations_sum") == 6
+    assert registry.get_sample_value("convmon_classify_batch_conversations_bucket", {"le": "4.0"}) == 1
+    assert registry.get_sample_value("convmon_classify_batch_duration_seconds_sum") > 0

@@ -15,12 +15,12 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from distill.datasets import SHARED_DATA as DEFAULT_DATA
 from monitor.errors import ConvmonError
 
 app = typer.Typer(help="Benchmarks: USE accuracy (SPUR Table 1), throughput, distillation fidelity.",
                   no_args_is_help=True)
 console = Console(stderr=True)
-DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 AsJson = Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout.")]
 Out = Annotated[Path | None, typer.Option(help="Also write the JSON results to this file.")]
@@ -101,7 +101,11 @@ def distill(
 
 @app.command()
 def throughput(
-    conversations: Annotated[int, typer.Option(help="Conversations per measurement.")] = 5000,
+    conversations: Annotated[int, typer.Option(help="Conversations per measurement.")] = 2500,
+    source: Annotated[str, typer.Option(help="Conversation texts: 'uss' (real dialogues from --data) or "
+                                        "'simulator' (template sentences, which repeat).")] = "uss",
+    data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) for --source uss.")]
+    = DEFAULT_DATA,
     featurizers: Annotated[str, typer.Option(help="Featurizer specs of the distilled path.")] = "hashing,minilm",
     judge_conversations: Annotated[int, typer.Option(help="Conversations sent to the judge.")] = 400,
     concurrency: Annotated[int, typer.Option(help="Concurrent judge calls.")] = 8,
@@ -114,7 +118,7 @@ def throughput(
     from distill.bench.report import throughput_table
     from distill.bench.throughput import ThroughputConfig, run_throughput
 
-    config = ThroughputConfig(conversations=conversations, featurizers=_csv(featurizers),
+    config = ThroughputConfig(conversations=conversations, source=source, data_dir=data, featurizers=_csv(featurizers),
                               judge_conversations=judge_conversations, concurrency=concurrency,
                               judge_latency_s=judge_latency_ms / 1000, partitions=partitions, seed=seed)
     _emit(_run(lambda: run_throughput(config, _progress(quiet))), as_json, out, throughput_table)

@@ -4,8 +4,12 @@ The limit is a bare aiokafka consumer reading the same messages from the same em
 decoding them with orjson; nothing the monitor does can be faster. The monitor is a real worker
 process (``python -m monitor.cli worker``) with a published distilled model and ``sample_rate=0``;
 we produce finished conversations to its input topic and time until every one has a ``distilled``
-score on the scores topic. The standalone rows run the same featurizer + model in-process, without
-Kafka or faust, on batches of ``classify_batch``: the ceiling of the scoring step itself.
+score on the scores topic. The conversations are real by default (the USS dialogues in the shared
+data): the simulator's template sentences repeat so often that MiniLM, which encodes each distinct
+text of a batch once, would do almost no work per conversation. Only the model's training labels
+come from the simulator; what it predicts does not change the cost of predicting.
+The standalone rows run the same featurizer + model in-process, without Kafka or faust, on
+batches of ``classify_batch``: the ceiling of the scoring step itself.
 The judge path is the LLM judge client against the test OpenAI server with a fixed latency.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -28,6 +33,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from distill.bench.distill_fidelity import labelled_stream
+from distill.datasets import SHARED_DATA, load_uss
 from distill.registry import ModelRegistry
 from distill.train import train_items
 from monitor.app import topic_names
@@ -36,7 +42,7 @@ from monitor.classify import KIND, DistilledScorer
 from monitor.errors import ConfigError
 from monitor.events import Conversation, encode
 from monitor.rubrics import RubricSet, load_rubric_set
-from monitor.scrape import wait_for_metrics
+from monitor.scrape import scrape, total, wait_for_metrics
 from monitor.settings import REPO_ROOT, Settings
 
 Progress = Callable[[str], None] | None
@@ -44,7 +50,9 @@ Progress = Callable[[str], None] | None
 
 @dataclass(frozen=True)
 class ThroughputConfig:
-    conversations: int = 5000
+    conversations: int = 2500
+    source: str = "uss"  # or "simulator"
+    data_dir: Path = SHARED_DATA
     featurizers: Sequence[str] = ("hashing", "minilm")
     judge_conversations: int = 400
     concurrency: int = 8
@@ -102,6 +110,33 @@ def conversation_messages(rubric: RubricSet, n: int, *, seed: int, prefix: str) 
     return [(c.conversation_id.encode(), encode(c)) for c in plain]
 
 
+def uss_messages(data_dir: Path, n: int, *, seed: int, prefix: str) -> list[tuple[bytes, bytes]]:
+    """(key, value) pairs of real finished conversations: USS dialogues, shuffled, ids unique per ``prefix``."""
+    folder = Path(data_dir) / "uss" if (Path(data_dir) / "uss").is_dir() else Path(data_dir)
+    files = sorted(folder.glob("*.txt"))
+    if not files:
+        raise ConfigError(f"no USS files (*.txt) under {data_dir}; pass --data DIR or --source simulator")
+    dialogues = [d for path in files for d in load_uss(path)]
+    if n > len(dialogues):
+        raise ConfigError(f"{folder} holds {len(dialogues)} dialogues, fewer than the {n} conversations asked "
+                          f"for; pass --conversations {len(dialogues)} or less, or --source simulator")
+    random.Random(seed).shuffle(dialogues)
+    out = []
+    for i, dialogue in enumerate(dialogues[:n]):
+        conversation = dialogue.to_conversation().model_copy(update={"conversation_id": f"{prefix}-{i}"})
+        out.append((conversation.conversation_id.encode(), encode(conversation)))
+    return out
+
+
+def bench_messages(config: ThroughputConfig, rubric: RubricSet, n: int, *, seed: int, prefix: str
+                   ) -> list[tuple[bytes, bytes]]:
+    if config.source == "uss":
+        return uss_messages(config.data_dir, n, seed=seed, prefix=prefix)
+    if config.source == "simulator":
+        return conversation_messages(rubric, n, seed=seed, prefix=prefix)
+    raise ConfigError(f"unknown conversation source {config.source!r}: use 'uss' or 'simulator'")
+
+
 async def _produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes, bytes]]) -> float:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=1 << 20, acks=1)
     await producer.start()
@@ -150,9 +185,18 @@ async def _scored(consumer: AIOKafkaConsumer, wanted: set[str], deadline: float)
     return last
 
 
+def batch_totals(metrics_url: str) -> tuple[float, float, float]:
+    """(batches, conversations, seconds) the worker's distilled path has scored so far; zeros for the floor."""
+    samples = scrape(metrics_url)
+    return (total(samples, "convmon_classify_batch_conversations_count"),
+            total(samples, "convmon_classify_batch_conversations_sum"),
+            total(samples, "convmon_classify_batch_duration_seconds_sum"))
+
+
 async def _drive_worker(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, bytes]],
                         measured: list[tuple[bytes, bytes]], timeout_s: float, pid: int,
                         timing: dict[str, float]) -> tuple[float, float]:
+    metrics_url = f"http://127.0.0.1:{settings.metrics_port}/metrics"
     consumer = AIOKafkaConsumer(settings.topic("scores"), bootstrap_servers=bootstrap, group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
@@ -160,12 +204,16 @@ async def _drive_worker(settings: Settings, bootstrap: str, warmup: list[tuple[b
         deadline = time.monotonic() + timeout_s
         await _produce(bootstrap, settings.topic("events"), warmup)  # model load, group join, first batches
         await _scored(consumer, {k.decode() for k, _ in warmup}, deadline)
+        batches0 = batch_totals(metrics_url)
         cpu0, started = cpu_seconds(pid), time.perf_counter()
         produce_s = await _produce(bootstrap, settings.topic("events"), measured)
         finished = await _scored(consumer, {k.decode() for k, _ in measured}, deadline)
         cpu1 = cpu_seconds(pid)
         if cpu0 is not None and cpu1 is not None:  # >= 1.0 means the worker used a whole core or more
             timing["worker_cpu_cores"] = (cpu1 - cpu0) / (time.perf_counter() - started)
+        batches, conversations, seconds = (b - a for a, b in zip(batches0, batch_totals(metrics_url), strict=True))
+        if batches:  # what the worker's batches looked like: full under load, and what one cost
+            timing["batch_mean"], timing["batch_seconds_mean"] = conversations / batches, seconds / batches
     finally:
         await consumer.stop()
     return len(measured) / (finished - started), len(measured) / produce_s
@@ -218,7 +266,10 @@ def judge_rate(rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]], concu
                latency_s: float) -> dict[str, Any]:
     """The judge client (SPUR mode) at ``concurrency`` against the test server with a fixed latency.
 
-    Rate limits and budget are lifted so the client's own overhead and the concurrency show.
+    Rate limits and budget are lifted so the client's own overhead and the concurrency show. One
+    round of ``concurrency`` calls warms up first and is reported apart (``cold_ms``): the first
+    calls of a process pay connection set-up and the openai client's lazy imports (0.3 s here),
+    and at 400 calls those 8 alone would be the p99.
     """
     import numpy as np
     from prometheus_client import CollectorRegistry
@@ -239,36 +290,43 @@ def judge_rate(rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]], concu
                             judge_daily_budget_usd=1e9)
         judge = build_judge(settings, rubric, Metrics(CollectorRegistry()))
         latencies: list[float] = []
+        cold: list[float] = []
 
         async def run() -> float:
             gate = asyncio.Semaphore(concurrency)
 
-            async def one(conversation: Conversation) -> None:
+            async def one(conversation: Conversation, into: list[float]) -> None:
                 async with gate:
                     started = time.perf_counter()
                     await judge.score(conversation)
-                    latencies.append(time.perf_counter() - started)
+                    into.append(time.perf_counter() - started)
 
-            started = time.perf_counter()
             try:
-                await asyncio.gather(*(one(c) for c in conversations))
+                await asyncio.gather(*(one(c, cold) for c in conversations[:concurrency]))
+                started = time.perf_counter()
+                await asyncio.gather(*(one(c, latencies) for c in conversations))
+                return time.perf_counter() - started
             finally:
                 await judge.aclose()
-            return time.perf_counter() - started
 
         wall = asyncio.run(run())
     ms = np.array(latencies) * 1000
     return {"per_s": len(conversations) / wall, "p50_ms": float(np.percentile(ms, 50)),
-            "p99_ms": float(np.percentile(ms, 99)), "concurrency": concurrency,
+            "p99_ms": float(np.percentile(ms, 99)), "cold_ms": 1000 * max(cold), "concurrency": concurrency,
             "server_latency_ms": latency_s * 1000, "n": len(conversations)}
 
 
 def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[str, Any]:
     """Raw consume, monitor and standalone rates per featurizer, and the judge path, in one run."""
     rubric = load_rubric_set(config.rubric, REPO_ROOT / "prompts")
-    warmup = conversation_messages(rubric, config.warmup, seed=config.seed + 7, prefix="warm")
-    measured = conversation_messages(rubric, config.conversations, seed=config.seed + 11, prefix="conv")
-    result: dict[str, Any] = {"conversations": config.conversations, "partitions": config.partitions,
+    warmup = bench_messages(config, rubric, config.warmup, seed=config.seed + 7, prefix="warm")
+    measured = bench_messages(config, rubric, config.conversations, seed=config.seed + 11, prefix="conv")
+    conversations = [orjson.loads(value) for _, value in measured]
+    result: dict[str, Any] = {"conversations": config.conversations, "source": config.source,
+                              "turns_per_conversation": sum(len(c["turns"]) for c in conversations) / len(measured),
+                              "chars_per_conversation": sum(len(t["text"]) for c in conversations
+                                                            for t in c["turns"]) / len(measured),
+                              "partitions": config.partitions,
                               "monitor_per_s": {}, "ratio": {}, "standalone_per_s": {}, "featurize_per_s": {},
                               "produce_per_s": {},
                               "peak_rss_mb_by_featurizer": {}}
@@ -313,6 +371,8 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
                 result.setdefault("share_of_floor", {})[spec] = run["per_s"] / result["framework_floor_per_s"]
             result["peak_rss_mb_by_featurizer"][spec] = run["peak_rss_mb"]
             result.setdefault("worker_cpu_cores", {})[spec] = run.get("worker_cpu_cores")
+            result.setdefault("worker_batch_mean", {})[spec] = run.get("batch_mean")
+            result.setdefault("worker_batch_seconds_mean", {})[spec] = run.get("batch_seconds_mean")
             if progress:
                 progress(f"{spec}: standalone scoring")
             scored, featurized = standalone_rates(settings, rubric, measured)

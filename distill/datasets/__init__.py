@@ -5,6 +5,8 @@ The data itself lives outside the repository (``../shared/data``) and is never p
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from distill.datasets.uss import (
     UssDialogue,
     UssFormatError,
@@ -16,7 +18,10 @@ from distill.datasets.uss import (
     turn_rating,
 )
 
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"  # beside the checkout
+
 __all__ = [
+    "SHARED_DATA",
     "UssDialogue",
     "UssFormatError",
     "UssTurn",

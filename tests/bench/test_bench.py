@@ -11,8 +11,10 @@ from typer.testing import CliRunner
 from distill.bench.cli import app
 from distill.bench.distill_fidelity import FidelityConfig, run_fidelity
 from distill.bench.report import regenerate, render
-from distill.bench.throughput import ThroughputConfig, run_throughput
+from distill.bench.throughput import ThroughputConfig, run_throughput, uss_messages
 from distill.bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
+from monitor.errors import ConfigError
+from monitor.events import Conversation
 
 runner = CliRunner()
 
@@ -55,10 +57,26 @@ def test_distill_fidelity_shape() -> None:
     assert out["summary"][0]["macro_auc"] > 0.85
 
 
+def test_throughput_messages_are_real_dialogues_with_fresh_ids(shared_data: Path, tmp_path: Path) -> None:
+    messages = uss_messages(shared_data, 50, seed=1, prefix="run")
+    ids = [key.decode() for key, _ in messages]
+    assert ids == [f"run-{i}" for i in range(50)]
+    conversations = [Conversation.model_validate_json(value) for _, value in messages]
+    assert all(c.conversation_id == i for c, i in zip(conversations, ids, strict=True))
+    assert sum(len(c.turns) for c in conversations) / 50 > 5  # whole dialogues, not single turns
+    assert uss_messages(shared_data, 50, seed=1, prefix="x")[0][1] != messages[0][1]  # ids differ, texts match
+    with pytest.raises(ConfigError, match="fewer than the 1000000 conversations"):
+        uss_messages(shared_data, 1_000_000, seed=1, prefix="run")
+    with pytest.raises(ConfigError, match="no USS files"):
+        uss_messages(tmp_path, 10, seed=1, prefix="run")
+
+
 @pytest.mark.integration
-def test_throughput_shape() -> None:
+def test_throughput_shape(shared_data: Path) -> None:
     out = run_throughput(ThroughputConfig(conversations=100, warmup=10, featurizers=["hashing"], train_labels=200,
-                                          judge_conversations=24, concurrency=4, judge_latency_s=0.02))
+                                          judge_conversations=24, concurrency=4, judge_latency_s=0.02,
+                                          data_dir=shared_data))
+    assert out["source"] == "uss" and out["turns_per_conversation"] > 5
     assert out["raw_consume_per_s"] > 0 and out["monitor_per_s"]["hashing"] > 0
     assert out["ratio"]["hashing"] == pytest.approx(out["monitor_per_s"]["hashing"] / out["raw_consume_per_s"])
     assert 0 < out["ratio"]["hashing"] < 1  # nothing beats the bare consumer
@@ -70,6 +88,7 @@ def test_throughput_shape() -> None:
     assert judge["concurrency"] == 4 and judge["per_s"] > 0
     assert 20 <= judge["p50_ms"] <= judge["p99_ms"]  # never faster than the server's fixed latency
     assert out["peak_rss_mb"] > 50
+    assert 1 <= out["worker_batch_mean"]["hashing"] <= 256 and out["worker_batch_seconds_mean"]["hashing"] > 0
 
 
 def test_report_renders_saved_results(tmp_path: Path) -> None:
