@@ -34,6 +34,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from distill.bench.distill_fidelity import labelled_stream
 from distill.datasets import SHARED_DATA, load_uss
+from distill.featurizers.base import user_turns_in_context
 from distill.registry import ModelRegistry
 from distill.train import train_items
 from monitor.app import topic_names
@@ -126,6 +127,15 @@ def uss_messages(data_dir: Path, n: int, *, seed: int, prefix: str) -> list[tupl
         conversation = dialogue.to_conversation().model_copy(update={"conversation_id": f"{prefix}-{i}"})
         out.append((conversation.conversation_id.encode(), encode(conversation)))
     return out
+
+
+def distinct_texts_per_conversation(messages: Sequence[tuple[bytes, bytes]], batch: int) -> float:
+    """What an embedding featurizer encodes per conversation: distinct user / context texts per batch."""
+    texts = 0
+    for i in range(0, len(messages), batch):
+        pairs = [user_turns_in_context(Conversation.model_validate_json(v)) for _, v in messages[i : i + batch]]
+        texts += len({text for ps in pairs for pair in ps for text in (pair.user, pair.context) if text})
+    return texts / max(len(messages), 1)
 
 
 def bench_messages(config: ThroughputConfig, rubric: RubricSet, n: int, *, seed: int, prefix: str
@@ -326,6 +336,8 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
                               "turns_per_conversation": sum(len(c["turns"]) for c in conversations) / len(measured),
                               "chars_per_conversation": sum(len(t["text"]) for c in conversations
                                                             for t in c["turns"]) / len(measured),
+                              "distinct_texts_per_conversation": distinct_texts_per_conversation(
+                                  measured, Settings().classify_batch),
                               "partitions": config.partitions,
                               "monitor_per_s": {}, "ratio": {}, "standalone_per_s": {}, "featurize_per_s": {},
                               "produce_per_s": {},

@@ -81,7 +81,7 @@ def test_throughput_shape(shared_data: Path) -> None:
     assert out["ratio"]["hashing"] == pytest.approx(out["monitor_per_s"]["hashing"] / out["raw_consume_per_s"])
     assert 0 < out["ratio"]["hashing"] < 1  # nothing beats the bare consumer
     # the same topology without the work: below the bare consumer, and the monitor cannot beat it by much
-    # (a small run is noisy, hence the margin; the share is about 0.4 at 5000 conversations)
+    # (a small run is noisy, hence the margin; the share is about 0.45 at 2500 real conversations)
     assert 0 < out["framework_floor_ratio"] < 1
     assert out["share_of_floor"]["hashing"] < 1.5
     judge = out["judge"]
