@@ -103,7 +103,7 @@ class Metrics:
         )
         self.classify_batch_duration = Histogram(
             "convmon_classify_batch_duration_seconds",
-            "Wall time to featurize and score one batch (the distilled path's service time).",
+            "Wall time to featurize, predict and build the records of one batch (the distilled path's service time).",
             buckets=BATCH_DURATION_BUCKETS,
             registry=r,
         )

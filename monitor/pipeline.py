@@ -49,14 +49,13 @@ class Pipeline:
         if self.scorer.maybe_reload():
             self._announce_model()
         shadow = [in_sample(c.conversation_id, self.settings.sample_rate) for c in conversations]
-        started = time.perf_counter()
+        started = time.perf_counter()  # after the poll above: a model load is not a batch's service time
         records = self.scorer.score_batch(conversations, shadow_flags=shadow)
-        if records is not None:
-            self.metrics.classify_batch_size.observe(len(conversations))
-            self.metrics.classify_batch_duration.observe(time.perf_counter() - started)
         if records is None:
             self.metrics.unscored.labels("no_model").inc(len(conversations))
             return []
+        self.metrics.classify_batch_size.observe(len(conversations))
+        self.metrics.classify_batch_duration.observe(time.perf_counter() - started)
         return records
 
     def _announce_model(self) -> None:

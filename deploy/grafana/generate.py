@@ -209,15 +209,15 @@ def operations() -> Board:
     b.row("Distilled path")
     b.panel(TS, "Batch service time", [
         ("histogram_quantile(0.95, sum by (le) (rate(convmon_classify_batch_duration_seconds_bucket[5m])))", "p95"),
-        ("sum(rate(convmon_classify_batch_duration_seconds_sum[5m])) / "
-         "sum(rate(convmon_classify_batch_duration_seconds_count[5m]))", "mean"),
-    ], unit="s", description="Featurize + predict of one batch; with MiniLM on CPU this is most of a "
-                             "distilled score's latency.")
+        ("sum by (instance) (rate(convmon_classify_batch_duration_seconds_sum[5m])) / "
+         "sum by (instance) (rate(convmon_classify_batch_duration_seconds_count[5m]))", "mean {{instance}}"),
+    ], unit="s", description="Featurize, predict and build the records of one batch; with MiniLM on CPU "
+                             "this is most of a distilled score's latency.")
     b.panel(TS, "Conversations per batch", [
-        ("sum(rate(convmon_classify_batch_conversations_sum[5m])) / "
-         "sum(rate(convmon_classify_batch_conversations_count[5m]))", "mean"),
-    ], description="Near classify_batch means the distilled path is saturated (check consumer lag on "
-                   "conversations); small batches mean it keeps up.")
+        ("sum by (instance) (rate(convmon_classify_batch_conversations_sum[5m])) / "
+         "sum by (instance) (rate(convmon_classify_batch_conversations_count[5m]))", "{{instance}}"),
+    ], description="Near CONVMON_CLASSIFY_BATCH (default 256) means that worker's distilled path is saturated "
+                   "(check consumer lag on conversations); small batches mean it keeps up.")
     b.row("Data quality")
     b.panel(TS, "Dead letters by reason", [("reason:convmon_dead_letters:rate5m", "{{reason}}")], unit="reqps")
     b.panel(TS, "Unscored, duplicates, late, truncated", [

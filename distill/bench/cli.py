@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -101,9 +101,10 @@ def distill(
 
 @app.command()
 def throughput(
-    conversations: Annotated[int, typer.Option(help="Conversations per measurement.")] = 2500,
-    source: Annotated[str, typer.Option(help="Conversation texts: 'uss' (real dialogues from --data) or "
-                                        "'simulator' (template sentences, which repeat).")] = "uss",
+    conversations: Annotated[int, typer.Option(min=1, help="Conversations per measurement.")] = 2500,
+    source: Annotated[Literal["uss", "simulator"], typer.Option(
+        help="Conversation texts: 'uss' (real dialogues from --data) or 'simulator' (template sentences, "
+             "which repeat).")] = "uss",
     data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) for --source uss.")]
     = DEFAULT_DATA,
     featurizers: Annotated[str, typer.Option(help="Featurizer specs of the distilled path.")] = "hashing,minilm",

@@ -128,20 +128,22 @@ def throughput_markdown(result: dict[str, Any]) -> str:
              for k, v in result.get("monitor_per_s", {}).items()]
     rows += [[f"`{k}` featurize alone (in-process)", _fmt(v), "-"]
              for k, v in result.get("featurize_per_s", {}).items()]
-    batch = result.get("batch", "?")
-    rows += [[f"`{k}` decode + featurize + predict + score records alone (in-process, batches of {batch})", _fmt(v),
-              "-"] for k, v in result.get("standalone_per_s", {}).items()]
-    source = ("real conversations, the USS dialogues of MWOZ, SGD and CCPE" if result.get("source") == "uss"
+    batch_size = result.get("batch", "?")
+    rows += [[f"`{k}` decode + featurize + predict + score records alone (in-process, batches of {batch_size})",
+              _fmt(v), "-"] for k, v in result.get("standalone_per_s", {}).items()]
+    uss = result.get("source") == "uss"
+    source = (f"real conversations, the USS dialogues of {', '.join(result.get('uss_files') or ['?'])}" if uss
               else "conversations from the simulator (template sentences, which repeat)")
     shape = (f" ({_fmt(result['turns_per_conversation'])} turns and {_fmt(result['chars_per_conversation'], 0)} "
              "characters per conversation on average)" if result.get("turns_per_conversation") else "")
     out = [f"{result.get('conversations')} finished {source}{shape}, {result.get('partitions')} "
            "partitions, one worker process, `sample_rate=0` (distilled path only)."]
     if result.get("distinct_texts_per_conversation") is not None:
-        out += ["", f"An embedding featurizer encodes each distinct user turn and assistant context of a batch once: "
-                   f"{_fmt(result['distinct_texts_per_conversation'], 2)} texts per conversation here, in batches "
-                   f"of {batch}. (The simulator's sentences repeat so much that it needs fewer than one, which "
-                   "is why this benchmark reads real dialogues.)"]
+        out += ["", "An embedding featurizer encodes each distinct user turn and assistant context of a batch "
+                f"once: about {_fmt(result['distinct_texts_per_conversation'], 2)} texts per conversation here, "
+                f"in batches of {batch_size}."
+                + (" (The simulator's sentences repeat so much that it needs fewer than one, which is why this "
+                   "benchmark reads real dialogues by default.)" if uss else "")]
     out += ["", _md(["path", "conversations / s", "share of raw"], rows)]
     if result.get("minilm_encode_fraction") is not None:
         out += ["", "MiniLM: monitor rate / standalone MiniLM featurize rate = "
@@ -170,19 +172,23 @@ def throughput_markdown(result: dict[str, Any]) -> str:
     if cpu:
         out += ["", "Worker CPU while measured (cores; 1.0 = one core busy): "
                 + ", ".join(f"`{k}` {_fmt(v, 2)}" for k, v in cpu.items() if v is not None) + "."]
-    batch = {k: v for k, v in (result.get("worker_batch_mean") or {}).items() if v is not None}
-    if batch:
+    batches = {k: v for k, v in (result.get("worker_batch_mean") or {}).items() if v is not None}
+    if batches:
         seconds = result.get("worker_batch_seconds_mean") or {}
-        out += ["", "Worker batches while measured (`convmon_classify_batch_*`): "
+        out += ["", "Worker batches while measured (`convmon_classify_batch_*`; the batch time is how long a "
+                "distilled score can wait under load): "
                 + ", ".join(f"`{k}` {_fmt(v)} conversations, {_fmt(seconds.get(k), 3)} s each"
-                            for k, v in batch.items()) + "."]
+                            for k, v in batches.items()) + "."]
     judge = result.get("judge")
     if judge:
         out += ["", _md(["judge path", "value"], [
             ["server latency (fixed)", f"{_fmt(judge.get('server_latency_ms'))} ms"],
             ["concurrency", str(judge["concurrency"])], ["conversations / s", _fmt(judge["per_s"])],
             ["p50 latency", f"{_fmt(judge['p50_ms'])} ms"], ["p99 latency", f"{_fmt(judge['p99_ms'])} ms"],
-            ["slowest of the first round (cold process, not in p50/p99)", f"{_fmt(judge.get('cold_ms'))} ms"]])]
+            *([["slowest call of the first round (cold process; not in p50 / p99 above)",
+                f"{_fmt(judge['cold_ms'])} ms"], ["p99 latency with the first round",
+                                                  f"{_fmt(judge.get('p99_with_cold_ms'))} ms"]]
+              if judge.get("cold_ms") is not None else [])])]
     rss = result.get("peak_rss_mb_by_featurizer") or {}
     if rss:
         out += ["", "Peak RSS per worker: " + ", ".join(f"`{k}` {_fmt(v)} MB" for k, v in rss.items()) + "."]

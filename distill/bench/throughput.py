@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -52,7 +52,7 @@ Progress = Callable[[str], None] | None
 @dataclass(frozen=True)
 class ThroughputConfig:
     conversations: int = 2500
-    source: str = "uss"  # or "simulator"
+    source: Literal["uss", "simulator"] = "uss"
     data_dir: Path = SHARED_DATA
     featurizers: Sequence[str] = ("hashing", "minilm")
     judge_conversations: int = 400
@@ -111,15 +111,21 @@ def conversation_messages(rubric: RubricSet, n: int, *, seed: int, prefix: str) 
     return [(c.conversation_id.encode(), encode(c)) for c in plain]
 
 
-def uss_messages(data_dir: Path, n: int, *, seed: int, prefix: str) -> list[tuple[bytes, bytes]]:
-    """(key, value) pairs of real finished conversations: USS dialogues, shuffled, ids unique per ``prefix``."""
+def uss_files(data_dir: Path) -> list[Path]:
+    """The USS files (*.txt) of a shared data directory or of its uss/ folder; ConfigError if none."""
     folder = Path(data_dir) / "uss" if (Path(data_dir) / "uss").is_dir() else Path(data_dir)
     files = sorted(folder.glob("*.txt"))
     if not files:
         raise ConfigError(f"no USS files (*.txt) under {data_dir}; pass --data DIR or --source simulator")
+    return files
+
+
+def uss_messages(data_dir: Path, n: int, *, seed: int, prefix: str) -> list[tuple[bytes, bytes]]:
+    """(key, value) pairs of real finished conversations: USS dialogues, shuffled, ids unique per ``prefix``."""
+    files = uss_files(data_dir)
     dialogues = [d for path in files for d in load_uss(path)]
     if n > len(dialogues):
-        raise ConfigError(f"{folder} holds {len(dialogues)} dialogues, fewer than the {n} conversations asked "
+        raise ConfigError(f"{files[0].parent} holds {len(dialogues)} dialogues, fewer than the {n} conversations asked "
                           f"for; pass --conversations {len(dialogues)} or less, or --source simulator")
     random.Random(seed).shuffle(dialogues)
     out = []
@@ -130,7 +136,10 @@ def uss_messages(data_dir: Path, n: int, *, seed: int, prefix: str) -> list[tupl
 
 
 def distinct_texts_per_conversation(messages: Sequence[tuple[bytes, bytes]], batch: int) -> float:
-    """What an embedding featurizer encodes per conversation: distinct user / context texts per batch."""
+    """What an embedding featurizer encodes per conversation: distinct user / context texts per batch.
+
+    Batches are cut in message order; the worker's batches mix partitions, so this is approximate.
+    """
     texts = 0
     for i in range(0, len(messages), batch):
         pairs = [user_turns_in_context(Conversation.model_validate_json(v)) for _, v in messages[i : i + batch]]
@@ -140,6 +149,7 @@ def distinct_texts_per_conversation(messages: Sequence[tuple[bytes, bytes]], bat
 
 def bench_messages(config: ThroughputConfig, rubric: RubricSet, n: int, *, seed: int, prefix: str
                    ) -> list[tuple[bytes, bytes]]:
+    """The benchmark's input, from the configured source."""
     if config.source == "uss":
         return uss_messages(config.data_dir, n, seed=seed, prefix=prefix)
     if config.source == "simulator":
@@ -253,12 +263,16 @@ def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, b
         stop_process(proc)
 
 
-def standalone_rates(settings: Settings, rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]]
-                     ) -> tuple[float, float]:
-    """Conversations / s of (decode + featurize + predict + records) and of featurize alone, in-process."""
+def standalone_rates(settings: Settings, rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]],
+                     warmup: Sequence[tuple[bytes, bytes]]) -> tuple[float, float]:
+    """Conversations / s of (decode + featurize + predict + records) and of featurize alone, in-process.
+
+    The warm-up messages are scored first, in one batch as large as the worker's warm-up: a model
+    load plus a one-conversation batch leaves the first full batch (allocator, thread pools) cold.
+    """
     scorer = DistilledScorer(ModelRegistry(settings.model_registry), rubric)
     batch = settings.classify_batch
-    scorer.score_batch([Conversation.model_validate_json(messages[0][1])])  # load model + encoder
+    scorer.score_batch([Conversation.model_validate_json(v) for _, v in warmup[:batch]])
     batches = [[Conversation.model_validate_json(v) for _, v in messages[i : i + batch]]
                for i in range(0, len(messages), batch)]
     featurizer = scorer.live.featurizer  # type: ignore[union-attr]
@@ -277,9 +291,10 @@ def judge_rate(rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]], concu
     """The judge client (SPUR mode) at ``concurrency`` against the test server with a fixed latency.
 
     Rate limits and budget are lifted so the client's own overhead and the concurrency show. One
-    round of ``concurrency`` calls warms up first and is reported apart (``cold_ms``): the first
-    calls of a process pay connection set-up and the openai client's lazy imports (0.3 s here),
-    and at 400 calls those 8 alone would be the p99.
+    round of ``concurrency`` calls warms up first and is reported apart (``cold_ms``, and in
+    ``p99_with_cold_ms``): the first calls of a process pay connection set-up and the openai
+    client's lazy imports (0.1-0.3 s above the server's latency here), and at 400 calls those few
+    alone can be the p99 of a steady-state client.
     """
     import numpy as np
     from prometheus_client import CollectorRegistry
@@ -322,7 +337,9 @@ def judge_rate(rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]], concu
         wall = asyncio.run(run())
     ms = np.array(latencies) * 1000
     return {"per_s": len(conversations) / wall, "p50_ms": float(np.percentile(ms, 50)),
-            "p99_ms": float(np.percentile(ms, 99)), "cold_ms": 1000 * max(cold), "concurrency": concurrency,
+            "p99_ms": float(np.percentile(ms, 99)), "cold_ms": 1000 * max(cold),
+            "p99_with_cold_ms": float(np.percentile(np.concatenate([ms, np.array(cold) * 1000]), 99)),
+            "concurrency": concurrency,
             "server_latency_ms": latency_s * 1000, "n": len(conversations)}
 
 
@@ -336,6 +353,8 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
                               "turns_per_conversation": sum(len(c["turns"]) for c in conversations) / len(measured),
                               "chars_per_conversation": sum(len(t["text"]) for c in conversations
                                                             for t in c["turns"]) / len(measured),
+                              "uss_files": sorted(p.stem for p in uss_files(config.data_dir))
+                              if config.source == "uss" else [],
                               "distinct_texts_per_conversation": distinct_texts_per_conversation(
                                   measured, Settings().classify_batch),
                               "partitions": config.partitions,
@@ -387,7 +406,7 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
             result.setdefault("worker_batch_seconds_mean", {})[spec] = run.get("batch_seconds_mean")
             if progress:
                 progress(f"{spec}: standalone scoring")
-            scored, featurized = standalone_rates(settings, rubric, measured)
+            scored, featurized = standalone_rates(settings, rubric, measured, warmup)
             result["standalone_per_s"][spec], result["featurize_per_s"][spec] = scored, featurized
             result["batch"] = settings.classify_batch
     if "minilm" in result["monitor_per_s"]:

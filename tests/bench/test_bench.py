@@ -10,11 +10,16 @@ from typer.testing import CliRunner
 
 from distill.bench.cli import app
 from distill.bench.distill_fidelity import FidelityConfig, run_fidelity
-from distill.bench.report import regenerate, render
-from distill.bench.throughput import ThroughputConfig, run_throughput, uss_messages
+from distill.bench.report import regenerate, render, throughput_markdown
+from distill.bench.throughput import (
+    ThroughputConfig,
+    distinct_texts_per_conversation,
+    run_throughput,
+    uss_messages,
+)
 from distill.bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
 from monitor.errors import ConfigError
-from monitor.events import Conversation
+from monitor.events import Conversation, Turn, encode
 
 runner = CliRunner()
 
@@ -64,11 +69,46 @@ def test_throughput_messages_are_real_dialogues_with_fresh_ids(shared_data: Path
     conversations = [Conversation.model_validate_json(value) for _, value in messages]
     assert all(c.conversation_id == i for c, i in zip(conversations, ids, strict=True))
     assert sum(len(c.turns) for c in conversations) / 50 > 5  # whole dialogues, not single turns
-    assert uss_messages(shared_data, 50, seed=1, prefix="x")[0][1] != messages[0][1]  # ids differ, texts match
+    again = [Conversation.model_validate_json(v) for _, v in uss_messages(shared_data, 50, seed=1, prefix="x")]
+    assert [c.turns for c in again] == [c.turns for c in conversations]  # same seed: same dialogues, new ids
+    assert again[0].conversation_id == "x-0"
     with pytest.raises(ConfigError, match="fewer than the 1000000 conversations"):
         uss_messages(shared_data, 1_000_000, seed=1, prefix="run")
     with pytest.raises(ConfigError, match="no USS files"):
         uss_messages(tmp_path, 10, seed=1, prefix="run")
+
+
+def test_distinct_texts_count_repeats_only_within_a_batch() -> None:
+    def message(cid: str, *user: str) -> tuple[bytes, bytes]:
+        turns = [Turn(index=i, role="user", text=t) for i, t in enumerate(user)]
+        return cid.encode(), encode(Conversation(conversation_id=cid, turns=turns))
+
+    messages = [message("a", "hi", "thanks"), message("b", "hi", "bye"), message("c", "hi")]
+    # the user turns after the first carry no assistant context, so only user texts count
+    assert distinct_texts_per_conversation(messages, batch=3) == pytest.approx(3 / 3)  # hi, thanks, bye
+    assert distinct_texts_per_conversation(messages, batch=1) == pytest.approx(5 / 3)  # 2 + 2 + 1
+
+
+def test_throughput_markdown_names_source_targets_and_cold_judge() -> None:
+    result = {"conversations": 10, "source": "uss", "uss_files": ["MWOZ", "SGD"], "partitions": 4,
+              "turns_per_conversation": 20.0, "chars_per_conversation": 900.0,
+              "distinct_texts_per_conversation": 18.5, "batch": 256, "raw_consume_per_s": 1000.0,
+              "monitor_per_s": {"hashing": 50.0, "minilm": 9.0}, "ratio": {"hashing": 0.05, "minilm": 0.009},
+              "featurize_per_s": {"hashing": 100.0, "minilm": 10.0}, "minilm_encode_fraction": 0.9,
+              "worker_batch_mean": {"minilm": 200.0}, "worker_batch_seconds_mean": {"minilm": 20.0},
+              "judge": {"per_s": 30.0, "p50_ms": 201.0, "p99_ms": 240.0, "cold_ms": 480.0, "p99_with_cold_ms": 470.0,
+                        "concurrency": 8, "server_latency_ms": 200.0}}
+    text = throughput_markdown(result)
+    assert "USS dialogues of MWOZ, SGD" in text and "about 18.50 texts per conversation" in text
+    assert "reads real dialogues" in text
+    assert "not met (5.00 %; the featurizer alone, in-process, reaches 10.00 %)" in text
+    assert "`minilm` at >= 90 % of its standalone encode rate: met (90.0 %)" in text
+    assert "`minilm` 200.0 conversations, 20.000 s each" in text
+    assert "| p99 latency with the first round | 470.0 ms |" in text
+    old = {**result, "source": "simulator", "judge": {k: v for k, v in result["judge"].items()
+                                                      if k not in ("cold_ms", "p99_with_cold_ms")}}
+    text = throughput_markdown(old)  # results saved before these keys existed still render
+    assert "from the simulator" in text and "reads real dialogues" not in text and "first round" not in text
 
 
 @pytest.mark.integration
