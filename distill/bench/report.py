@@ -175,8 +175,8 @@ def throughput_markdown(result: dict[str, Any]) -> str:
     batches = {k: v for k, v in (result.get("worker_batch_mean") or {}).items() if v is not None}
     if batches:
         seconds = result.get("worker_batch_seconds_mean") or {}
-        out += ["", "Worker batches while measured (`convmon_classify_batch_*`; the batch time is how long a "
-                "distilled score can wait under load): "
+        out += ["", "Worker batches while measured (`convmon_classify_batch_*`; under load a distilled score waits "
+                "at least one batch time): "
                 + ", ".join(f"`{k}` {_fmt(v)} conversations, {_fmt(seconds.get(k), 3)} s each"
                             for k, v in batches.items()) + "."]
     judge = result.get("judge")
