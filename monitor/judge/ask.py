@@ -18,6 +18,7 @@ from monitor.judge.prompt import render
 from monitor.metrics import Metrics
 from monitor.rubrics import RubricItem
 from monitor.scores import ItemResult
+from monitor.settings import Settings
 
 _MAX_ECHO_CHARS = 6000
 
@@ -83,6 +84,32 @@ async def ask_with_repair(
         raise JudgeResponseError(f"after a repair prompt, {err}") from err
     metrics.judge_repairs.labels("ok").inc()
     return results
+
+
+class ModeScorer:
+    """What every rubric mode holds; subclasses render their prompts and implement ``score_items``."""
+
+    def __init__(
+        self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.metrics = metrics
+        self.items = items
+        self.model = model
+
+    async def ask(
+        self, system: str, user: str, scored: Scored, *, items: list[RubricItem],
+        parse: Callable[[str, list[RubricItem]], list[ItemResult]], answer_format: str,
+        response_format: dict[str, Any] | None,
+    ) -> list[ItemResult]:
+        """One system + user question about ``items``, through :func:`ask_with_repair`."""
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return await ask_with_repair(
+            self.client, messages, items=items, parse=parse, answer_format=answer_format,
+            prompts_dir=self.settings.prompts_dir, metrics=self.metrics, scored=scored, model=self.model,
+            response_format=response_format,
+        )
 
 
 def _parse(

@@ -10,13 +10,12 @@ import asyncio
 from typing import Any
 
 from monitor.events import Conversation
-from monitor.judge.ask import Scored, ask_with_repair
+from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
 from monitor.judge.interpret import parse_likert
 from monitor.judge.prompt import conversation_budget, conversation_message, render, rubric_sections
 from monitor.metrics import Metrics
 from monitor.rubrics import RubricItem
-from monitor.scores import ItemResult
 from monitor.settings import Settings
 
 MAX_ITEMS_PER_CALL = 10
@@ -45,15 +44,11 @@ class _Batch:
         self.answer_format = _FORMAT.format(items[0].id)
 
 
-class LikertScorer:
+class LikertScorer(ModeScorer):
     def __init__(
         self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
     ) -> None:
-        self.settings = settings
-        self.client = client
-        self.metrics = metrics
-        self.items = items
-        self.model = model
+        super().__init__(settings, client, metrics, items, model=model)
         self.batches = [
             _Batch(settings, items[i : i + MAX_ITEMS_PER_CALL]) for i in range(0, len(items), MAX_ITEMS_PER_CALL)
         ]
@@ -62,21 +57,10 @@ class LikertScorer:
     async def score_items(self, conversation: Conversation) -> Scored:
         user, truncated = conversation_message(self.settings.prompts_dir, conversation, max_chars=self.max_chars)
         scored = Scored(items=[], truncated=truncated)
-        results = await asyncio.gather(*(self._ask(batch, user, scored) for batch in self.batches))
+        results = await asyncio.gather(*(
+            self.ask(batch.system, user, scored, items=batch.items, parse=parse_likert,
+                     answer_format=batch.answer_format, response_format=batch.response_format)
+            for batch in self.batches
+        ))
         scored.items = [item for batch in results for item in batch]
         return scored
-
-    async def _ask(self, batch: _Batch, user: str, scored: Scored) -> list[ItemResult]:
-        messages = [{"role": "system", "content": batch.system}, {"role": "user", "content": user}]
-        return await ask_with_repair(
-            self.client,
-            messages,
-            items=batch.items,
-            parse=parse_likert,
-            answer_format=batch.answer_format,
-            prompts_dir=self.settings.prompts_dir,
-            metrics=self.metrics,
-            scored=scored,
-            model=self.model,
-            response_format=batch.response_format,
-        )

@@ -13,7 +13,7 @@ import math
 
 from monitor.errors import JudgeError, JudgeResponseError
 from monitor.events import Conversation
-from monitor.judge.ask import Scored
+from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
 from monitor.judge.prompt import conversation_budget, conversation_message, new_nonce, render
 from monitor.metrics import Metrics
@@ -50,15 +50,11 @@ def item_result(item: RubricItem, alternatives: list[tuple[str, float]]) -> Item
     )
 
 
-class LogprobsScorer:
+class LogprobsScorer(ModeScorer):
     def __init__(
         self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
     ) -> None:
-        self.settings = settings
-        self.client = client
-        self.metrics = metrics
-        self.items = items
-        self.model = model
+        super().__init__(settings, client, metrics, items, model=model)
         self.systems = {
             item.id: render(
                 settings.prompts_dir,

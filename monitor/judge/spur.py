@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.events import Conversation
-from monitor.judge.ask import Scored, ask_with_repair
+from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
 from monitor.judge.interpret import parse_spur
 from monitor.judge.prompt import conversation_budget, conversation_message, render, rubric_sections, spur_answer_format
@@ -39,15 +39,11 @@ def spur_schema(items: list[RubricItem]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": "rubric_answers", "strict": True, "schema": schema}}
 
 
-class SpurScorer:
+class SpurScorer(ModeScorer):
     def __init__(
         self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
     ) -> None:
-        self.settings = settings
-        self.client = client
-        self.metrics = metrics
-        self.items = items
-        self.model = model
+        super().__init__(settings, client, metrics, items, model=model)
         self.answer_format = spur_answer_format(items)
         self.system = render(
             settings.prompts_dir,
@@ -63,18 +59,7 @@ class SpurScorer:
 
     async def score_items(self, conversation: Conversation) -> Scored:
         user, truncated = conversation_message(self.settings.prompts_dir, conversation, max_chars=self.max_chars)
-        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
         scored = Scored(items=[], truncated=truncated)
-        scored.items = await ask_with_repair(
-            self.client,
-            messages,
-            items=self.items,
-            parse=parse_spur,
-            answer_format=self.answer_format,
-            prompts_dir=self.settings.prompts_dir,
-            metrics=self.metrics,
-            scored=scored,
-            model=self.model,
-            response_format=self.response_format,
-        )
+        scored.items = await self.ask(self.system, user, scored, items=self.items, parse=parse_spur,
+                                      answer_format=self.answer_format, response_format=self.response_format)
         return scored
