@@ -8,10 +8,11 @@ per-item probabilities. ``R`` is SPUR's aggregate: sum of SAT scores minus sum o
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from monitor.events import Conversation
 from monitor.rubrics import Polarity, RubricSet
 
 Scorer = Literal["llm", "distilled"]
@@ -50,6 +51,25 @@ class ScoreRecord(BaseModel):
     latency_s: float = 0.0
     tokens: dict[str, int] = Field(default_factory=dict)
     cost_usd: float = 0.0
+
+
+def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: str, rubric: RubricSet,
+                 model_version: str, latency_s: float, **extra: Any) -> ScoreRecord:
+    """An ``llm`` record: the conversation's id, dimensions and feedback travel with the items and their R."""
+    return ScoreRecord(
+        conversation_id=conversation.conversation_id,
+        scorer="llm",
+        judge=judge,
+        rubric_set=rubric.id,
+        rubric_version=rubric.version,
+        model_version=model_version,
+        items=items,
+        R=aggregate_r(items),
+        metadata=conversation.metadata,
+        feedback=conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None,
+        latency_s=latency_s,
+        **extra,
+    )
 
 
 def aggregate_r(items: list[ItemResult]) -> float:

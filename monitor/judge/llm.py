@@ -11,7 +11,7 @@ from monitor.judge.client import JudgeClient
 from monitor.judge.jury import Scorer
 from monitor.redact import Redactor
 from monitor.rubrics import RubricSet
-from monitor.scores import ScoreRecord, aggregate_r, check_complete
+from monitor.scores import ScoreRecord, check_complete, judge_record
 
 log = logging.getLogger(__name__)
 
@@ -49,21 +49,9 @@ class LLMJudge:
             conversation.conversation_id, scored.calls, scored.usage.prompt, scored.cost_usd,
             " (truncated)" if scored.truncated else "",
         )
-        return ScoreRecord(
-            conversation_id=conversation.conversation_id,
-            scorer="llm",
-            judge=self.name,
-            rubric_set=self.rubric.id,
-            rubric_version=self.rubric.version,
-            model_version=self.model_version,
-            items=items,
-            R=aggregate_r(items),
-            metadata=conversation.metadata,
-            feedback=conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None,
-            latency_s=time.perf_counter() - started,
-            tokens=scored.usage.as_dict(),
-            cost_usd=scored.cost_usd,
-        )
+        return judge_record(conversation, items, judge=self.name, rubric=self.rubric,
+                            model_version=self.model_version, latency_s=time.perf_counter() - started,
+                            tokens=scored.usage.as_dict(), cost_usd=scored.cost_usd)
 
     def accepting(self) -> bool:
         return self.client.accepting()

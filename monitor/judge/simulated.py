@@ -12,7 +12,7 @@ import time
 from monitor.errors import JudgeError
 from monitor.events import Conversation
 from monitor.rubrics import RubricSet
-from monitor.scores import ItemResult, ScoreRecord, aggregate_r
+from monitor.scores import ItemResult, ScoreRecord, judge_record
 
 
 def _intensity(conversation_id: str, item_id: str) -> float:
@@ -46,19 +46,8 @@ class SimulatedJudge:
             )
             for item in self.rubric.items
         ]
-        return ScoreRecord(
-            conversation_id=conversation.conversation_id,
-            scorer="llm",
-            judge=self.name,
-            rubric_set=self.rubric.id,
-            rubric_version=self.rubric.version,
-            model_version="simulated",
-            items=items,
-            R=aggregate_r(items),
-            metadata=conversation.metadata,
-            feedback=conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None,
-            latency_s=time.perf_counter() - started,
-        )
+        return judge_record(conversation, items, judge=self.name, rubric=self.rubric, model_version="simulated",
+                            latency_s=time.perf_counter() - started)
 
     def accepting(self) -> bool:
         return True
