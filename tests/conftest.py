@@ -20,6 +20,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+@pytest.fixture(autouse=True)
+def _no_ambient_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test (nor a worker it starts) may pick up a developer's real OpenAI key or endpoint."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CONVMON_OPENAI_API_KEY", "CONVMON_OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "uss" / "MWOZ.txt").is_file():

@@ -116,10 +116,8 @@ def test_scaled_rules_keep_expressions_and_divide_durations(tmp_path: Path) -> N
     assert "[30000ms]" in rules["rubric:convmon_rubric_verdicts:increase30m"]["expr"]
 
 
-def test_two_workers_dsat_spike_fires_and_sums_across_workers(broker: str, make_settings, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the simulator's ground truth is the judge here
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+def test_two_workers_dsat_spike_fires_and_sums_across_workers(broker: str, make_settings, tmp_path: Path) -> None:
+    # no OpenAI settings (tests/conftest.py clears them): the simulator's ground truth is the judge here
     base = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=5.0, registry_poll_s=1.0)
     workers = [
         WorkerProcess(base.model_copy(update={"data_dir": tmp_path / f"w{i}"}), tmp_path / f"worker-{i}.log")

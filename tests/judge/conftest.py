@@ -22,12 +22,6 @@ from openai_server import OpenAIServer  # noqa: E402
 API_KEY = "sk-test-DO-NOT-LEAK-1234567890"
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CONVMON_OPENAI_API_KEY", "CONVMON_OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 def server() -> Iterator[OpenAIServer]:
     with OpenAIServer() as srv:

@@ -83,12 +83,6 @@ def rubric_llm(body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str
     return 200, payload, {}
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CONVMON_OPENAI_API_KEY", "CONVMON_OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 def server() -> Iterator[OpenAIServer]:
     with OpenAIServer(default=rubric_llm) as srv:
