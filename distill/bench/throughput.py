@@ -16,6 +16,7 @@ The judge path is the LLM judge client against the test OpenAI server with a fix
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import random
@@ -33,7 +34,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from distill.bench.distill_fidelity import labelled_stream
-from distill.datasets import SHARED_DATA, load_uss
+from distill.datasets import SHARED_DATA, UssDialogue, load_uss
 from distill.featurizers.base import user_turns_in_context
 from distill.registry import ModelRegistry
 from distill.train import train_items
@@ -120,13 +121,19 @@ def uss_files(data_dir: Path) -> list[Path]:
     return files
 
 
+@functools.lru_cache(maxsize=2)
+def uss_dialogues(data_dir: Path) -> tuple[UssDialogue, ...]:
+    """Every dialogue of the USS files, parsed once: the warm-up and the measured set both draw on them."""
+    return tuple(d for path in uss_files(data_dir) for d in load_uss(path))
+
+
 def uss_messages(data_dir: Path, n: int, *, seed: int, prefix: str) -> list[tuple[bytes, bytes]]:
     """(key, value) pairs of real finished conversations: USS dialogues, shuffled, ids unique per ``prefix``."""
-    files = uss_files(data_dir)
-    dialogues = [d for path in files for d in load_uss(path)]
+    dialogues = list(uss_dialogues(Path(data_dir)))
     if n > len(dialogues):
-        raise ConfigError(f"{files[0].parent} holds {len(dialogues)} dialogues, fewer than the {n} conversations asked "
-                          f"for; pass --conversations {len(dialogues)} or less, or --source simulator")
+        raise ConfigError(f"{uss_files(data_dir)[0].parent} holds {len(dialogues)} dialogues, fewer than the {n} "
+                          f"conversations asked for; pass --conversations {len(dialogues)} or less, or --source "
+                          "simulator")
     random.Random(seed).shuffle(dialogues)
     out = []
     for i, dialogue in enumerate(dialogues[:n]):
