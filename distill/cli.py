@@ -23,9 +23,9 @@ from distill.registry import ModelRegistry
 from distill.retrain import RetrainResult, retrain_once, train_evaluate_publish
 from distill.store import LabelStore
 from distill.train import dataset_from_records, read_jsonl
-from monitor.errors import ConvmonError
-from monitor.rubrics import load_rubric_set
-from monitor.settings import Settings
+from monitor.contracts.errors import ConvmonError
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.settings import Settings
 
 app = typer.Typer(help="Distilled per-rubric classifiers: train, evaluate, publish.", no_args_is_help=True)
 EXIT = {"promoted": 0, "rejected": 2, "skipped": 3}

@@ -26,7 +26,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedGroupKFold, cross_va
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from monitor.errors import ConfigError, ModelError
+from monitor.contracts.errors import ConfigError, ModelError
 
 FORMAT_VERSION = 1
 

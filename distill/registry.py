@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor.errors import ModelError
+from monitor.contracts.errors import ModelError
 
 
 class ModelRegistry:

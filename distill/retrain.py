@@ -9,37 +9,20 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from distill.evaluate import Evaluation, GateDecision, evaluate, promotion_gate
+from distill.promotion import Evaluation, evaluate, promotion_gate
 from distill.registry import ModelRegistry
+from distill.retrain_result import RetrainResult
+from distill.serving import KIND, load_live
 from distill.store import DAY_S, LabelStore
 from distill.train import Progress, TrainedModel, TrainingSet, dataset_from_records, split_holdout, train_items
-from monitor.classify import KIND, load_live
-from monitor.errors import ConfigError, ModelError
-from monitor.rubrics import RubricSet
+from monitor.contracts.errors import ConfigError, ModelError
+from monitor.contracts.rubric_set import RubricSet
 
 log = logging.getLogger(__name__)
 Status = Literal["promoted", "rejected", "skipped"]
-
-
-@dataclass
-class RetrainResult:
-    """``promoted``: new version is live; ``rejected``: published, gate failed; ``skipped``: nothing trained."""
-
-    status: Status
-    reasons: list[str]
-    n_labels: int
-    version: str | None = None
-    live_version: str | None = None  # the live version the candidate was compared with
-    item_status: dict[str, str] = field(default_factory=dict)
-    evaluation: Evaluation | None = None
-    live_evaluation: Evaluation | None = None
-    gate: GateDecision | None = None
-    report: Path | None = None
-    purged: int = 0  # labels deleted by the retention policy before training
 
 
 def _live_evaluation(registry: ModelRegistry, rubric: RubricSet, test: TrainingSet, openai_client: Any,
@@ -86,7 +69,7 @@ def train_evaluate_publish(
         item_status=trained.status, evaluation=candidate, live_evaluation=live_eval, gate=gate,
     )
     if report_dir is not None:
-        from distill.report import write_report  # matplotlib only when a report is asked for
+        from distill.retrain_report import write_report  # matplotlib only when a report is asked for
 
         result.report = write_report(result, Path(report_dir) / version, rubric=rubric)
     log.info("retrain %s: %s %s (%s)", rubric.key, result.status, version, "; ".join(reasons))

@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.errors import StoreError
-from monitor.events import Conversation, Turn
-from monitor.scores import ItemResult, ScoreRecord
+from monitor.contracts.errors import StoreError
+from monitor.contracts.events import Conversation, Turn
+from monitor.contracts.scores import ItemResult, ScoreRecord
 
 log = logging.getLogger(__name__)
 Redact = Callable[[str], str]

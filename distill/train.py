@@ -20,12 +20,12 @@ from pydantic import ValidationError
 from sklearn.base import BaseEstimator
 from sklearn.model_selection import GroupShuffleSplit
 
-from distill.featurizers import featurizer_config, featurizer_name, make_featurizer
+from distill.featurizers.spec import featurizer_config, featurizer_name, make_featurizer
 from distill.model import ItemClassifier, RubricModel
 from distill.store import LabelRecord
-from monitor.errors import ConfigError
-from monitor.events import Conversation
-from monitor.rubrics import RubricSet
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation
+from monitor.contracts.rubric_set import RubricSet
 
 Progress = Callable[[str, str], None]  # (item_id, status) after each item
 

@@ -4,30 +4,63 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import signal
 import sys
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
-from pydantic import ValidationError
 from rich.console import Console
+from typer.core import TyperGroup
 
-from monitor.errors import ConfigError, ConvmonError
-from monitor.settings import Settings
+from monitor.contracts.errors import ConvmonError
+from monitor.contracts.settings import load_settings
 
-app = typer.Typer(help="convmon: streaming user-satisfaction monitor for chat assistants.", no_args_is_help=True)
+# Sub-apps are imported only when named on the command line: they pull in torch, scikit-learn and
+# the judge client, and `convmon --help` or a one-line error must not wait seconds for that.
+LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "calibrate": ("distill.calibration.cli", "LLM-Rubric calibration of judge answers."),
+    "rubrics": ("distill.rubrics.cli", "Learn, evaluate and apply rubric sets."),
+    "distill": ("distill.cli", "Train, evaluate and publish distilled classifiers."),
+    "bench": ("monitor.tools.bench.cli", "Accuracy and throughput benchmarks (JSON output)."),
+}
+
+
+class LazyGroup(TyperGroup):
+    """A typer group whose sub-apps load on first use; listing them in --help loads nothing."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*super().list_commands(ctx), *LAZY_SUBCOMMANDS]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in LAZY_SUBCOMMANDS:
+            return super().get_command(ctx, cmd_name)
+        if ctx.resilient_parsing or ctx.info_name == cmd_name:
+            return load_subcommand(cmd_name)
+        return click.Group(cmd_name, help=LAZY_SUBCOMMANDS[cmd_name][1])  # for the listing only
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0]) if args else None
+        if name in LAZY_SUBCOMMANDS:
+            return name, load_subcommand(name), args[1:]
+        return super().resolve_command(ctx, args)
+
+
+def load_subcommand(name: str) -> click.Command:
+    module, help_text = LAZY_SUBCOMMANDS[name]
+    command = typer.main.get_command(importlib.import_module(module).app)
+    command.name, command.help = name, command.help or help_text
+    return command
+
+
+app = typer.Typer(help="convmon: streaming user-satisfaction monitor for chat assistants.", no_args_is_help=True,
+                  cls=LazyGroup)
 console = Console(stderr=True)
-
-
-def load_settings(**overrides: object) -> Settings:
-    try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "<settings>"
-        raise ConfigError(f"setting '{field}' (CONVMON_{field.upper()} or convmon.toml): {err['msg']}") from exc
 
 
 def _logging(verbose: bool) -> None:
@@ -39,7 +72,7 @@ def _logging(verbose: bool) -> None:
 def broker(port: Annotated[int, typer.Option(help="Port to listen on.")] = 9092,
            host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1") -> None:
     """Run the embedded Tansu broker until Ctrl-C (development and demos only)."""
-    from monitor.broker import EmbeddedBroker
+    from monitor.runtime.broker import EmbeddedBroker
 
     with EmbeddedBroker(host=host, port=port) as b:
         console.print(f"broker ready on [bold]{b.url}[/bold]; Ctrl-C to stop")
@@ -51,7 +84,7 @@ def broker(port: Annotated[int, typer.Option(help="Port to listen on.")] = 9092,
 def worker(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     """Run all agents (sessionize, route, judge, classify, export, label sink) and serve /metrics."""
     _logging(verbose)
-    from monitor.worker import run_worker
+    from monitor.runtime.worker import run_worker
 
     run_worker(load_settings(), loglevel="info" if verbose else "warn")
 
@@ -67,9 +100,9 @@ def simulate(
     seed: int = 0,
 ) -> None:
     """Produce synthetic conversation events with known ground-truth rubric patterns."""
-    from monitor.rubrics import load_rubric_set
-    from monitor.simulator.run import SimulationPlan
-    from monitor.simulator.run import simulate as run
+    from monitor.contracts.rubric_set import load_rubric_set
+    from monitor.tools.simulator.run import SimulationPlan
+    from monitor.tools.simulator.run import simulate as run
 
     settings = load_settings()
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
@@ -83,8 +116,8 @@ def simulate(
 @app.command()
 def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL event file.")]) -> None:
     """Produce a dataset file as events, in original turn order."""
-    from monitor.produce import produce_events
-    from monitor.replay import read_dataset
+    from monitor.runtime.produce import produce_events
+    from monitor.tools.replay import read_dataset
 
     settings = load_settings()
     events = read_dataset(path)
@@ -98,7 +131,7 @@ def soak(
     rate: Annotated[float, typer.Option(help="Conversations per second.")] = 10.0,
 ) -> None:
     """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time."""
-    from monitor.soak import soak as run
+    from monitor.tools.soak import soak as run
 
     run(minutes, rate)
 
@@ -110,26 +143,13 @@ def demo(
     port: Annotated[int, typer.Option(help="Port for the worker's /metrics.")] = 9100,
 ) -> None:
     """Broker + worker + simulator on one machine, with a live table of per-rubric SAT/DSAT rates."""
-    from monitor.demo import run_demo
+    from monitor.tools.demo import run_demo
 
     run_demo(load_settings(), duration_s=duration, rate=rate, metrics_port=port)
 
 
 
 
-def _mount_subcommands() -> None:
-    from distill.bench.cli import app as bench_app
-    from distill.calibration.cli import app as calibrate_app
-    from distill.cli import app as distill_app
-    from distill.rubrics.cli import app as rubrics_app
-
-    app.add_typer(calibrate_app, name="calibrate", help="LLM-Rubric calibration of judge answers.")
-    app.add_typer(rubrics_app, name="rubrics", help="Learn, evaluate and apply rubric sets.")
-    app.add_typer(distill_app, name="distill", help="Train, evaluate and publish distilled classifiers.")
-    app.add_typer(bench_app, name="bench", help="Accuracy and throughput benchmarks (JSON output).")
-
-
-_mount_subcommands()
 
 
 def main() -> None:

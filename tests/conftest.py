@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.broker import EmbeddedBroker
-from monitor.settings import Settings
+from monitor.contracts.settings import Settings
+from monitor.runtime.broker import EmbeddedBroker
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -10,12 +10,12 @@ import numpy as np
 
 from distill.registry import ModelRegistry
 from distill.train import TrainingSet, train_items
-from monitor.events import EndEvent, TurnEvent
+from monitor.contracts.events import EndEvent, TurnEvent
+from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.settings import Settings
 from monitor.judge.simulated import SimulatedJudge
-from monitor.rubrics import RubricSet
-from monitor.sessionize import Limits, apply_end, apply_turn
-from monitor.settings import Settings
-from monitor.simulator.generate import ConversationGenerator
+from monitor.stages.sessionize import Limits, apply_end, apply_turn
+from monitor.tools.simulator.generate import ConversationGenerator
 
 
 def simulated_training_set(rubric: RubricSet, n: int = 400, seed: int = 99) -> TrainingSet:
@@ -61,8 +61,8 @@ def feedback_label_records(rubric: RubricSet, n: int, *, seed: int = 0, judge: s
     conversations get a thumbs vote and 50% a CSAT answer (satisfied 4-5, not 1-2, some neutral 3s).
     """
     from distill.store import LabelRecord
-    from monitor.events import Turn
-    from monitor.scores import ItemResult, aggregate_r
+    from monitor.contracts.events import Turn
+    from monitor.contracts.scores import ItemResult, aggregate_r
 
     rng = np.random.default_rng(seed)
     now = time.time() if now is None else now

@@ -7,7 +7,9 @@ import statistics
 
 import pytest
 
-from monitor.active import (
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.scores import ItemResult, ScoreRecord
+from monitor.stages.sampler import (
     ActiveSampler,
     hajek,
     horvitz_thompson,
@@ -15,8 +17,6 @@ from monitor.active import (
     uncertainty,
     unit_uniform,
 )
-from monitor.errors import ConfigError
-from monitor.scores import ItemResult, ScoreRecord
 
 
 def test_uncertainty_measures() -> None:

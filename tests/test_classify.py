@@ -12,11 +12,11 @@ import pytest
 
 from distill.registry import ModelRegistry
 from distill.train import TrainingSet, train_items
-from monitor.classify import DistilledScorer
-from monitor.events import Conversation, Feedback, Turn
-from monitor.rubrics import RubricSet, load_rubric_set
-from monitor.scores import aggregate_r
-from monitor.settings import REPO_ROOT
+from monitor.contracts.events import Conversation, Feedback, Turn
+from monitor.contracts.rubric_set import RubricSet, load_rubric_set
+from monitor.contracts.scores import aggregate_r
+from monitor.contracts.settings import REPO_ROOT
+from monitor.stages.classify import DistilledScorer
 
 PHRASES = {"sat.gratitude": ["thanks so much", "thank you, that helps"],
            "dsat.negative_feedback": ["that is wrong", "this answer is useless"]}
@@ -132,8 +132,8 @@ def test_pipeline_counts_batch_sizes_and_service_time(tmp_path: Path, model_arra
     """The batch histograms tell an operator whether batches fill (load) and what a batch costs."""
     from prometheus_client import CollectorRegistry
 
-    from monitor.pipeline import build_pipeline
-    from monitor.settings import Settings
+    from monitor.contracts.settings import Settings
+    from monitor.runtime.wiring import build_pipeline
 
     settings = Settings(model_registry=tmp_path / "models", label_store_url=f"sqlite:///{tmp_path}/l.db",
                         sample_rate=0.0, registry_poll_s=0.001)

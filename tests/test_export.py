@@ -3,12 +3,12 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.errors import ConfigError
-from monitor.export import DimensionLabels, Exporter, update_consumer_lag
-from monitor.metrics import Metrics
-from monitor.rubrics import RubricSet, load_rubric_set
-from monitor.scores import ItemResult, ScoreRecord
-from monitor.settings import REPO_ROOT
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricSet, load_rubric_set
+from monitor.contracts.scores import ItemResult, ScoreRecord
+from monitor.contracts.settings import REPO_ROOT
+from monitor.stages.export import DimensionLabels, Exporter, update_consumer_lag
 
 DIMS = ["app", "locale", "model_version"]
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.errors import ConfigError
-from monitor.events import Conversation
-from monitor.redact import Redactor, luhn_valid, redact_conversation
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation
+from monitor.judge.redact import Redactor, luhn_valid, redact_conversation
 
 
 @pytest.mark.parametrize(

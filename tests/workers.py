@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from monitor.broker import free_port, stop_process
-from monitor.scrape import scrape, wait_for_metrics
-from monitor.settings import Settings
+from monitor.contracts.settings import Settings
+from monitor.runtime.broker import free_port, stop_process
+from monitor.runtime.scrape import scrape, wait_for_metrics
 
 
 def settings_env(settings: Settings) -> dict[str, str]:

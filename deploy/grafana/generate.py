@@ -2,7 +2,7 @@
 
 Run ``python deploy/grafana/generate.py`` after editing; ``tests/deploy/test_grafana_queries.py``
 fails when the JSON and this file disagree, and when a query names a metric that neither
-``monitor.metrics.Metrics`` exports nor a recording rule in ``deploy/prometheus/rules`` defines.
+``monitor.contracts.metrics.Metrics`` exports nor a recording rule in ``deploy/prometheus/rules`` defines.
 Queries prefer recording rules: they already sum over workers.
 """
 

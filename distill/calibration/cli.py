@@ -15,11 +15,11 @@ import numpy as np
 import torch
 import typer
 
+from distill.calibration.crossval import DEFAULT_GRID, dialogue_folds, evaluate, grid_search
 from distill.calibration.data import CalibrationDataError, CalibrationSet, load_calibration_set
-from distill.calibration.evaluate import DEFAULT_GRID, dialogue_folds, evaluate, grid_search
 from distill.calibration.network import LLMRubricCalibrator
-from distill.calibration.report import render_markdown, write_report
-from monitor.errors import ConvmonError
+from distill.calibration.summary import render_markdown, write_report
+from monitor.contracts.errors import ConvmonError
 
 app = typer.Typer(help="Calibrate LLM-judge answers into per-judge satisfaction (LLM-Rubric).",
                   no_args_is_help=True)
@@ -133,8 +133,8 @@ def _train_from_store(url: str, rubric_set: str | None, llm_judge: str | None, r
     from distill.calibration.retrain import retrain_calibration
     from distill.registry import ModelRegistry
     from distill.store import LabelStore
-    from monitor.cli import load_settings
-    from monitor.rubrics import load_rubric_set
+    from monitor.contracts.rubric_set import load_rubric_set
+    from monitor.contracts.settings import load_settings
 
     try:
         settings = load_settings(label_store_url=url, rubric_set=rubric_set, model_registry=registry)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from monitor.errors import ConfigError
+from monitor.contracts.errors import ConfigError
 
 __all__ = [
     "CalibrationDataError",

@@ -5,7 +5,7 @@ LLM-Rubric's questions become the rubric items plus one target, ``satisfied``:
 - every rubric item is a 2-option question whose judge distribution is ``[P(no), P(yes)]``: the
   item's ``probability`` when the judge gave one (logprobs mode), else the verdict as 1/0, and
   0.5 when the judge was uncertain (a split jury) or said nothing, the same rule as the exported
-  expected rates (``monitor.export.item_probability``);
+  expected rates (``monitor.stages.export.item_probability``);
 - ``satisfied`` is a 2-option question (1 = not satisfied, 2 = satisfied) that the judge is never
   asked (a zero row), answered by the user's feedback: thumbs up/down, and CSAT 1-5 with >= 4
   satisfied and <= 2 not; a 3 is not applicable by default (``csat_neutral``), since a neutral
@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from distill.calibration.data import CalibrationDataError, CalibrationSet, from_records
-from monitor.rubrics import RubricSet
-from monitor.scores import ItemResult
+from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.scores import ItemResult
 
 __all__ = [
     "NOT_SATISFIED",

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from monitor.errors import ModelError
+from monitor.contracts.errors import ModelError
 
 __all__ = ["LLMRubricCalibrator", "LLMRubricNetwork", "calibrated_satisfaction", "satisfied_probability"]
 

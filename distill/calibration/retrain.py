@@ -23,8 +23,8 @@ from typing import Any, Literal
 import numpy as np
 
 from distill.calibration.baselines import ConstantMeanBaseline
+from distill.calibration.crossval import smooth_ece
 from distill.calibration.data import CalibrationDataError, CalibrationSet
-from distill.calibration.evaluate import smooth_ece
 from distill.calibration.feedback import (
     SATISFIED,
     FeedbackMapping,
@@ -35,8 +35,8 @@ from distill.calibration.feedback import (
 from distill.calibration.network import LLMRubricCalibrator, satisfied_probability
 from distill.registry import ModelRegistry
 from distill.store import DAY_S, LabelStore
-from monitor.errors import ConvmonError
-from monitor.rubrics import RubricSet
+from monitor.contracts.errors import ConvmonError
+from monitor.contracts.rubric_set import RubricSet
 
 __all__ = ["KIND", "CalibrationResult", "heldout_mask", "retrain_calibration", "train_calibration"]
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from monitor.errors import ConfigError
-from monitor.events import Conversation, Turn
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation, Turn
 
 Label = Literal["SAT", "DSAT", "NEUTRAL"]
 _ROLES = {"USER": "user", "SYSTEM": "assistant"}

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.errors import ConfigError
-from monitor.events import Conversation
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class TurnPair:
 def user_turns_in_context(conversation: Conversation) -> list[TurnPair]:
     """Pair every user turn with the assistant turns since the previous user turn.
 
-    >>> from monitor.events import Turn
+    >>> from monitor.contracts.events import Turn
     >>> c = Conversation(conversation_id="c", turns=[Turn(index=0, role="user", text="hi"),
     ...     Turn(index=1, role="assistant", text="hello"), Turn(index=2, role="user", text="thanks")])
     >>> [(p.user, p.context) for p in user_turns_in_context(c)]

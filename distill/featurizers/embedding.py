@@ -18,8 +18,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from distill.featurizers.base import check_conversations, user_turns_in_context
-from monitor.errors import ConfigError, ModelError
-from monitor.events import Conversation
+from monitor.contracts.errors import ConfigError, ModelError
+from monitor.contracts.events import Conversation
 
 _MINILM_LOCK = threading.Lock()
 _MINILM: Any = None

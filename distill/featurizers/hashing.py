@@ -20,8 +20,8 @@ from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.preprocessing import normalize
 
 from distill.featurizers.base import check_conversations, user_turns_in_context
-from monitor.errors import ConfigError
-from monitor.events import Conversation
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation
 
 
 def _block(vectorizer: HashingVectorizer, texts: list[str], owner: sp.csr_matrix) -> sp.csr_matrix:
@@ -34,7 +34,7 @@ def _block(vectorizer: HashingVectorizer, texts: list[str], owner: sp.csr_matrix
 class HashingFeaturizer(TransformerMixin, BaseEstimator):
     """Sparse n-gram features of user turns in their assistant context.
 
-    >>> from monitor.events import Turn
+    >>> from monitor.contracts.events import Turn
     >>> c = Conversation(conversation_id="c", turns=[Turn(index=0, role="user", text="thanks a lot")])
     >>> HashingFeaturizer(n_word_features=16, n_char_features=16, n_context_features=8,
     ...     n_last_features=8).transform([c]).shape

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from distill.featurizers.embedding import EmbeddingFeaturizer
-from monitor.errors import ConfigError, ModelError
+from monitor.contracts.errors import ConfigError, ModelError
 
 
 class OpenAIFeaturizer(EmbeddingFeaturizer):

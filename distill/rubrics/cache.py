@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from monitor.errors import ConfigError
+from monitor.contracts.errors import ConfigError
 from monitor.judge.client import Completion, JudgeClient, Usage
 
 _NONCE = re.compile(r"<<<CONVERSATION (\w+)>>>")

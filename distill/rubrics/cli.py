@@ -16,16 +16,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from distill.rubrics import LearnOptions, learn_rubric_set, plan_calls
 from distill.rubrics.cache import CachingClient, ResponseCache
 from distill.rubrics.dedup import make_embedder
-from distill.rubrics.evaluate import METRICS, bootstrap_indices, evaluate_set, score_matrix
 from distill.rubrics.extract import file_sha256, load_labeled
-from monitor.errors import ConvmonError, RubricError
+from distill.rubrics.learn import LearnOptions, learn_rubric_set, plan_calls
+from distill.rubrics.measure import METRICS, bootstrap_indices, evaluate_set, score_matrix
+from monitor.contracts.errors import ConvmonError, RubricError
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import dump_rubric_set, load_rubric_set
+from monitor.contracts.settings import Settings
 from monitor.judge.client import JudgeClient
-from monitor.metrics import Metrics
-from monitor.rubrics import dump_rubric_set, load_rubric_set
-from monitor.settings import Settings
 
 app = typer.Typer(help="Learn rubric sets from labelled conversations (SPUR, RUBICON), evaluate and apply them.",
                   no_args_is_help=True)
@@ -37,7 +37,7 @@ Seed = Annotated[int, typer.Option(help="Seed for batching, folds and bootstrap.
 
 
 def _settings() -> Settings:
-    from monitor.cli import load_settings  # imported late: monitor.cli mounts this app
+    from monitor.contracts.settings import load_settings
 
     return load_settings()
 

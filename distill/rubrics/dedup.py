@@ -16,10 +16,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
-from distill.featurizers import HashingFeaturizer, make_featurizer
-from monitor.errors import ConfigError
-from monitor.events import Conversation, Turn
-from monitor.rubrics import RubricItem
+from distill.featurizers.hashing import HashingFeaturizer
+from distill.featurizers.spec import make_featurizer
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation, Turn
+from monitor.contracts.rubric_set import RubricItem
 
 
 def make_embedder(spec: str, *, openai_client: Any = None) -> BaseEstimator:

@@ -21,11 +21,11 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from distill.rubrics.cache import CachingClient
-from monitor.errors import ConfigError
-from monitor.events import Conversation
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation
+from monitor.contracts.settings import Settings
 from monitor.judge.prompt import conversation_budget, conversation_message, render
-from monitor.redact import Redactor
-from monitor.settings import Settings
+from monitor.judge.redact import Redactor
 
 Label = Literal["SAT", "DSAT"]
 _LABELS: dict[str, str] = {

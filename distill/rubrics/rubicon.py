@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from monitor.errors import ConfigError
+from monitor.contracts.errors import ConfigError
 
 ALPHA_GRID: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 _EPS = 1e-9

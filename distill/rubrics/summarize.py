@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from distill.rubrics.cache import CachingClient
 from distill.rubrics.extract import FEELING, Label, Pattern, context_message
+from monitor.contracts.rubric_set import RubricItem
+from monitor.contracts.settings import Settings
 from monitor.judge.prompt import render
-from monitor.rubrics import RubricItem
-from monitor.settings import Settings
 
 log = logging.getLogger(__name__)
 SUMMARIZATION_MAX_TOKENS = 1200

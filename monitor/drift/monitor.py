@@ -27,17 +27,16 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricItem, RubricSet
+from monitor.contracts.scores import ScoreRecord, verdict_label
+from monitor.contracts.settings import Settings
 from monitor.drift.agreement import Agreement
 from monitor.drift.cusum import CUSUM
 from monitor.drift.feature_drift import FeatureDrift
 from monitor.drift.jsd import JSD
 from monitor.drift.page_hinkley import Mode, PageHinkley
 from monitor.drift.psi import PSI
-from monitor.export import verdict_label
-from monitor.metrics import Metrics
-from monitor.rubrics import RubricItem, RubricSet
-from monitor.scores import ScoreRecord
-from monitor.settings import Settings
 
 MIN_RATE = 0.02
 CHANGE_DETECTORS = ("page_hinkley", "cusum")

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from monitor.errors import JudgeResponseError
+from monitor.contracts.errors import JudgeResponseError
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricItem
+from monitor.contracts.scores import ItemResult
+from monitor.contracts.settings import Settings
 from monitor.judge.client import Completion, JudgeClient, Usage
 from monitor.judge.prompt import render
-from monitor.metrics import Metrics
-from monitor.rubrics import RubricItem
-from monitor.scores import ItemResult
-from monitor.settings import Settings
 
 _MAX_ECHO_CHARS = 6000
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from monitor.events import Conversation
-from monitor.scores import ScoreRecord
+from monitor.contracts.events import Conversation
+from monitor.contracts.scores import ScoreRecord
 
 
 class Judge(Protocol):

@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 
-from monitor.errors import BudgetExhausted
-from monitor.metrics import Metrics
+from monitor.contracts.errors import BudgetExhausted
+from monitor.contracts.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ from typing import Any
 import httpx
 import openai
 
-from monitor.errors import JudgeError, JudgeUnavailable
+from monitor.contracts.errors import JudgeError, JudgeUnavailable
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.settings import Settings
 from monitor.judge.budget import DailyBudget
 from monitor.judge.ratelimit import RateLimiter
-from monitor.metrics import Metrics
-from monitor.settings import Settings
 
 log = logging.getLogger(__name__)
 _MAX_RETRY_AFTER_S = 300.0

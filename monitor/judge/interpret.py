@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from monitor.errors import JudgeResponseError
+from monitor.contracts.errors import JudgeResponseError
+from monitor.contracts.rubric_set import RubricItem
+from monitor.contracts.scores import ItemResult
 from monitor.judge.parse import LIKERT_SCORES, LIKERT_WORDS, RawAnswer, extract, fail
-from monitor.rubrics import RubricItem
-from monitor.scores import ItemResult
 
 _YES = {"y", "yes", "true"}
 _NO = {"n", "no", "false"}

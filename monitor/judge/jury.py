@@ -13,11 +13,11 @@ import random
 from statistics import fmean
 from typing import Protocol
 
-from monitor.events import Conversation
+from monitor.contracts.events import Conversation
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricItem
+from monitor.contracts.scores import ItemResult
 from monitor.judge.ask import Scored
-from monitor.metrics import Metrics
-from monitor.rubrics import RubricItem
-from monitor.scores import ItemResult
 
 
 class Scorer(Protocol):

@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from monitor.events import Conversation
+from monitor.contracts.events import Conversation
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricItem
+from monitor.contracts.settings import Settings
 from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
 from monitor.judge.interpret import parse_likert
 from monitor.judge.prompt import conversation_budget, conversation_message, render, rubric_sections
-from monitor.metrics import Metrics
-from monitor.rubrics import RubricItem
-from monitor.settings import Settings
 
 MAX_ITEMS_PER_CALL = 10
 _FORMAT = 'Answer with one JSON object mapping each statement id to its rating (an integer 1-5), e.g. {{"{0}": 4}}.'

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import time
 
-from monitor.errors import JudgeResponseError
-from monitor.events import Conversation
+from monitor.contracts.errors import JudgeResponseError
+from monitor.contracts.events import Conversation
+from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.scores import ScoreRecord, check_complete, judge_record
 from monitor.judge.client import JudgeClient
 from monitor.judge.jury import Scorer
-from monitor.redact import Redactor
-from monitor.rubrics import RubricSet
-from monitor.scores import ScoreRecord, check_complete, judge_record
+from monitor.judge.redact import Redactor
 
 log = logging.getLogger(__name__)
 

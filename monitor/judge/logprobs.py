@@ -11,15 +11,15 @@ from __future__ import annotations
 import asyncio
 import math
 
-from monitor.errors import JudgeError, JudgeResponseError
-from monitor.events import Conversation
+from monitor.contracts.errors import JudgeError, JudgeResponseError
+from monitor.contracts.events import Conversation
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricItem
+from monitor.contracts.scores import ItemResult
+from monitor.contracts.settings import Settings
 from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
 from monitor.judge.prompt import conversation_budget, conversation_message, new_nonce, render
-from monitor.metrics import Metrics
-from monitor.rubrics import RubricItem
-from monitor.scores import ItemResult
-from monitor.settings import Settings
 
 YES = frozenset({"yes", "y", "true"})
 NO = frozenset({"no", "n", "false"})

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.errors import JudgeResponseError
-from monitor.rubrics import RubricItem
+from monitor.contracts.errors import JudgeResponseError
+from monitor.contracts.rubric_set import RubricItem
 
 LIKERT_SCORES = {1: 0.0, 2: 2.5, 3: 5.0, 4: 7.5, 5: 10.0}
 LIKERT_WORDS = {

@@ -16,9 +16,9 @@ from functools import cache
 from pathlib import Path
 from string import Template
 
-from monitor.errors import ConfigError
-from monitor.events import Conversation, Turn
-from monitor.rubrics import RubricItem
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation, Turn
+from monitor.contracts.rubric_set import RubricItem
 
 SECTION_TITLES = {
     "sat": "SATISFACTION RUBRIC",

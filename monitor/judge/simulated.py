@@ -9,10 +9,10 @@ from __future__ import annotations
 import hashlib
 import time
 
-from monitor.errors import JudgeError
-from monitor.events import Conversation
-from monitor.rubrics import RubricSet
-from monitor.scores import ItemResult, ScoreRecord, judge_record
+from monitor.contracts.errors import JudgeError
+from monitor.contracts.events import Conversation
+from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.scores import ItemResult, ScoreRecord, judge_record
 
 
 def _intensity(conversation_id: str, item_id: str) -> float:

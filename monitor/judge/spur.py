@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.events import Conversation
+from monitor.contracts.events import Conversation
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricItem
+from monitor.contracts.settings import Settings
 from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
 from monitor.judge.interpret import parse_spur
 from monitor.judge.prompt import conversation_budget, conversation_message, render, rubric_sections, spur_answer_format
-from monitor.metrics import Metrics
-from monitor.rubrics import RubricItem
-from monitor.settings import Settings
 
 _MAXIM_RULES = "- For the conversational maxims, judge the assistant's turns: S, V or NA, with score 0.\n"
 

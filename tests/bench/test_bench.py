@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from distill.bench.cli import app
-from distill.bench.distill_fidelity import FidelityConfig, run_fidelity
-from distill.bench.report import regenerate, render, throughput_markdown
-from distill.bench.throughput import (
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation, Turn, encode
+from monitor.tools.bench.cli import app
+from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
+from monitor.tools.bench.doc import regenerate, render, throughput_markdown
+from monitor.tools.bench.throughput import (
     ThroughputConfig,
     distinct_texts_per_conversation,
     run_throughput,
     uss_messages,
 )
-from distill.bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
-from monitor.errors import ConfigError
-from monitor.events import Conversation, Turn, encode
+from monitor.tools.bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
 
 runner = CliRunner()
 

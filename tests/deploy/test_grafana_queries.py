@@ -20,9 +20,9 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
-from monitor.metrics import Metrics
-from monitor.rubrics import load_rubric_set
-from monitor.settings import REPO_ROOT, Settings
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.settings import REPO_ROOT, Settings
 
 GRAFANA = REPO_ROOT / "deploy" / "grafana"
 RULES = sorted((REPO_ROOT / "deploy" / "prometheus" / "rules").glob("*.yml"))

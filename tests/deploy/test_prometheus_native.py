@@ -24,9 +24,9 @@ import httpx
 import pytest
 import yaml
 
-from monitor.broker import free_port
-from monitor.scrape import by_label, total
-from monitor.settings import REPO_ROOT
+from monitor.contracts.settings import REPO_ROOT
+from monitor.runtime.broker import free_port
+from monitor.runtime.scrape import by_label, total
 from tests.workers import WorkerProcess, settings_env, wait_until
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitor.settings import REPO_ROOT
+from monitor.contracts.settings import REPO_ROOT
 
 PROMETHEUS_DIR = REPO_ROOT / "deploy" / "prometheus"
 RULE_FILES = sorted((PROMETHEUS_DIR / "rules").glob("*.yml"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from monitor.settings import REPO_ROOT, Settings
+from monitor.contracts.settings import REPO_ROOT, Settings
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
 K8S = list(yaml.safe_load_all((REPO_ROOT / "deploy" / "k8s" / "worker.yaml").read_text()))

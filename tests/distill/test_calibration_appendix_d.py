@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from distill.calibration.appendix_d import AppendixDLinear, AppendixDLogistic
 from distill.calibration.cli import app
+from distill.calibration.crossval import dialogue_folds, evaluate, predict_outputs, score
 from distill.calibration.data import CalibrationSet
-from distill.calibration.evaluate import dialogue_folds, evaluate, predict_outputs, score
-from distill.calibration.report import render_markdown
+from distill.calibration.summary import render_markdown
 from distill.model import SatisfactionModel
 
 torch.set_num_threads(1)
@@ -145,7 +145,7 @@ def test_cli_json_has_appendix_d_in_train_test_mode(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["distill.calibration.appendix_d", "distill.calibration.baselines",
-                                  "distill.calibration.evaluate"])
+                                  "distill.calibration.crossval"])
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0

@@ -10,9 +10,9 @@ import torch
 from scipy import stats
 
 from distill.calibration.baselines import ConstantMeanBaseline, JudgeArgmaxBaseline, JudgeExpectedBaseline
+from distill.calibration.crossval import dialogue_folds, evaluate, grid_search, score, smooth_ece
 from distill.calibration.data import load_calibration_set
-from distill.calibration.evaluate import dialogue_folds, evaluate, grid_search, score, smooth_ece
-from distill.calibration.report import render_markdown, write_report
+from distill.calibration.summary import render_markdown, write_report
 
 torch.set_num_threads(1)
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "llm-rubric"

@@ -29,8 +29,8 @@ from distill.calibration.network import LLMRubricCalibrator
 from distill.calibration.retrain import KIND, heldout_mask, retrain_calibration, train_calibration
 from distill.registry import ModelRegistry
 from distill.store import LabelStore
-from monitor.rubrics import RubricSet, load_rubric_set
-from monitor.settings import REPO_ROOT, Settings
+from monitor.contracts.rubric_set import RubricSet, load_rubric_set
+from monitor.contracts.settings import REPO_ROOT, Settings
 from tests.model_fixtures import CSAT_OFFSET, feedback_label_records
 
 torch.set_num_threads(1)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from distill.calibration.network import LLMRubricCalibrator, masked_nll, satisfied_probability
-from monitor.errors import ModelError
+from monitor.contracts.errors import ModelError
 
 torch.set_num_threads(1)
 

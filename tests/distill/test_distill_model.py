@@ -11,13 +11,13 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from distill.datasets import load_uss, rated_prefixes
-from distill.evaluate import evaluate
-from distill.featurizers import featurizer_from_config
+from distill.featurizers.spec import featurizer_from_config
 from distill.model import ItemClassifier, RubricModel, SatisfactionModel, satisfaction_features
+from distill.promotion import evaluate
 from distill.registry import ModelRegistry
 from distill.train import TrainingSet, split_holdout, train_items
-from monitor.errors import ConfigError, ModelError
-from monitor.rubrics import RubricItem, RubricSet
+from monitor.contracts.errors import ConfigError, ModelError
+from monitor.contracts.rubric_set import RubricItem, RubricSet
 
 USS_RUBRIC = RubricSet(id="uss", version="1", items=[
     RubricItem(id="dsat.dissatisfied_now", name="Dissatisfied", polarity="dsat",

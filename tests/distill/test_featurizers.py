@@ -12,17 +12,12 @@ import pytest
 import scipy.sparse as sp
 from sklearn.pipeline import FeatureUnion
 
-from distill.featurizers import (
-    HashingFeaturizer,
-    OpenAIFeaturizer,
-    featurizer_config,
-    featurizer_from_config,
-    featurizer_name,
-    make_featurizer,
-    user_turns_in_context,
-)
-from monitor.errors import ConfigError
-from monitor.events import Conversation, Turn
+from distill.featurizers.base import user_turns_in_context
+from distill.featurizers.hashing import HashingFeaturizer
+from distill.featurizers.openai_api import OpenAIFeaturizer
+from distill.featurizers.spec import featurizer_config, featurizer_from_config, featurizer_name, make_featurizer
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation, Turn
 
 SMALL = {"n_word_features": 256, "n_char_features": 256, "n_context_features": 128, "n_last_features": 128}
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from distill.store import DAY_S, LabelRecord, LabelStore
-from monitor.errors import StoreError
-from monitor.events import Conversation, Feedback, Turn
-from monitor.scores import ItemResult, ScoreRecord
+from monitor.contracts.errors import StoreError
+from monitor.contracts.events import Conversation, Feedback, Turn
+from monitor.contracts.scores import ItemResult, ScoreRecord
 
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distill.evaluate import Evaluation, ItemMetrics, promotion_gate
-from distill.featurizers import HashingFeaturizer
+from distill.featurizers.hashing import HashingFeaturizer
+from distill.promotion import Evaluation, ItemMetrics, promotion_gate
 from distill.registry import ModelRegistry
 from distill.retrain import retrain_once
 from distill.store import LabelStore
-from monitor.events import Conversation, Turn
-from monitor.rubrics import RubricSet, load_rubric_set
-from monitor.scores import ItemResult, ScoreRecord, aggregate_r
-from monitor.settings import REPO_ROOT
+from monitor.contracts.events import Conversation, Turn
+from monitor.contracts.rubric_set import RubricSet, load_rubric_set
+from monitor.contracts.scores import ItemResult, ScoreRecord, aggregate_r
+from monitor.contracts.settings import REPO_ROOT
 
 PHRASES = {
     "sat.gratitude": ["thanks so much", "thank you, that helps a lot", "much appreciated, thanks"],

@@ -8,12 +8,12 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry
 
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.scores import ItemResult, ScoreRecord
+from monitor.contracts.settings import Settings
 from monitor.drift.monitor import DriftMonitor, RateStream
-from monitor.export import Exporter
-from monitor.metrics import Metrics
-from monitor.rubrics import RubricSet
-from monitor.scores import ItemResult, ScoreRecord
-from monitor.settings import Settings
+from monitor.stages.export import Exporter
 
 RUBRIC = RubricSet.model_validate(
     {

@@ -15,13 +15,13 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from monitor.app import topic_names
-from monitor.broker import ensure_topics
+from monitor.contracts.rubric_set import load_rubric_set
 from monitor.judge.simulated import SimulatedJudge
-from monitor.route import in_sample
-from monitor.rubrics import load_rubric_set
-from monitor.scrape import by_label, total
-from monitor.simulator.generate import ConversationGenerator
+from monitor.runtime.app import topic_names
+from monitor.runtime.broker import ensure_topics
+from monitor.runtime.scrape import by_label, total
+from monitor.stages.route import in_sample
+from monitor.tools.simulator.generate import ConversationGenerator
 from tests.model_fixtures import publish_calibration_model, publish_distilled_model
 from tests.workers import WorkerProcess, wait_until
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.events import Conversation
-from monitor.metrics import Metrics
-from monitor.rubrics import RubricSet, load_rubric_set
-from monitor.settings import REPO_ROOT, Settings
+from monitor.contracts.events import Conversation
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricSet, load_rubric_set
+from monitor.contracts.settings import REPO_ROOT, Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/openai_server.py
 

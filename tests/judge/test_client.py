@@ -11,10 +11,10 @@ import httpx
 import pytest
 from conftest import API_KEY, sample
 
-from monitor.errors import BudgetExhausted, JudgeError, JudgeUnavailable
+from monitor.contracts.errors import BudgetExhausted, JudgeError, JudgeUnavailable
+from monitor.contracts.settings import Settings
 from monitor.judge import client as client_module
 from monitor.judge.client import JudgeClient, Usage, price_for, retry_after
-from monitor.settings import Settings
 
 MESSAGES = [{"role": "system", "content": "rubric"}, {"role": "user", "content": "conversation"}]
 Handler = Callable[[httpx.Request], httpx.Response]

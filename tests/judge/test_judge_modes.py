@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 from conftest import API_KEY, make_conversation, sample
 
-from monitor.errors import JudgeError, JudgeResponseError, JudgeUnavailable
-from monitor.judge import LLMJudge, SimulatedJudge, build_judge
-from monitor.rubrics import load_rubric_set
-from monitor.scores import aggregate_r
-from monitor.settings import REPO_ROOT, Settings
+from monitor.contracts.errors import JudgeError, JudgeResponseError, JudgeUnavailable
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.scores import aggregate_r
+from monitor.contracts.settings import REPO_ROOT, Settings
+from monitor.judge.build import build_judge
+from monitor.judge.llm import LLMJudge
+from monitor.judge.simulated import SimulatedJudge
 
 HAPPY = make_conversation(
     "Please write a haiku about autumn, I'm at jane@example.com",

@@ -5,7 +5,7 @@ from datetime import date
 import pytest
 from conftest import sample
 
-from monitor.errors import BudgetExhausted
+from monitor.contracts.errors import BudgetExhausted
 from monitor.judge.budget import DailyBudget
 from monitor.judge.ratelimit import RateLimiter, TokenBucket
 

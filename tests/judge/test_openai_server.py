@@ -9,8 +9,8 @@ import openai
 from conftest import make_conversation
 from openai_server import OpenAIServer, decide, embed
 
+from monitor.contracts.settings import REPO_ROOT
 from monitor.judge.prompt import conversation_message
-from monitor.settings import REPO_ROOT
 
 
 async def test_embeddings_are_deterministic_and_normalised(server: OpenAIServer) -> None:

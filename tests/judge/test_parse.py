@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.errors import JudgeResponseError
+from monitor.contracts.errors import JudgeResponseError
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.settings import REPO_ROOT
 from monitor.judge.interpret import parse_likert, parse_spur
-from monitor.rubrics import load_rubric_set
-from monitor.settings import REPO_ROOT
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "judge_responses"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())

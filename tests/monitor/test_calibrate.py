@@ -11,16 +11,16 @@ import pytest
 import torch
 from prometheus_client import CollectorRegistry
 
-import monitor.live_model
+import distill.live_model
 from distill.calibration.feedback import calibration_set_from_labels
 from distill.calibration.retrain import train_calibration
 from distill.registry import ModelRegistry
-from monitor.calibrate import KIND, CalibrationScorer, load_calibration
-from monitor.errors import ModelError
-from monitor.pipeline import build_pipeline
-from monitor.rubrics import RubricSet, load_rubric_set
-from monitor.scores import ItemResult, ScoreRecord, aggregate_r
-from monitor.settings import REPO_ROOT
+from monitor.contracts.errors import ModelError
+from monitor.contracts.rubric_set import RubricSet, load_rubric_set
+from monitor.contracts.scores import ItemResult, ScoreRecord, aggregate_r
+from monitor.contracts.settings import REPO_ROOT
+from monitor.runtime.wiring import build_pipeline
+from monitor.stages.calibrate import KIND, CalibrationScorer, load_calibration
 from tests.model_fixtures import feedback_label_records
 
 torch.set_num_threads(1)
@@ -59,7 +59,7 @@ class Clock:
 
 
 def test_doctests() -> None:
-    assert doctest.testmod(monitor.live_model).failed == 0
+    assert doctest.testmod(distill.live_model).failed == 0
 
 
 def test_scorer_fills_satisfaction_per_label_source_and_hot_swaps(tmp_path: Path, rubric: RubricSet,

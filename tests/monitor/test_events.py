@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.errors import InvalidEvent
-from monitor.events import Conversation, EndEvent, TurnEvent, decode_event, encode
+from monitor.contracts.errors import InvalidEvent
+from monitor.contracts.events import Conversation, EndEvent, TurnEvent, decode_event, encode
 
 
 def turn(**kw: object) -> bytes:

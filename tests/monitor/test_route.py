@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from monitor.route import hash_unit, in_sample, route
+from monitor.stages.route import hash_unit, in_sample, route
 
 
 def test_sampling_is_deterministic_and_close_to_the_rate() -> None:

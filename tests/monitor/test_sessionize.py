@@ -3,8 +3,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor import sessionize as ses
-from monitor.events import EndEvent, Feedback, TurnEvent
+from monitor.contracts.events import EndEvent, Feedback, TurnEvent
+from monitor.stages import sessionize as ses
 
 LIMITS = ses.Limits(max_turns=10, max_chars=1000)
 

@@ -17,13 +17,13 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from monitor.app import topic_names
-from monitor.broker import EmbeddedBroker, ensure_topics, free_port
-from monitor.produce import make_producer, send_event
-from monitor.rubrics import load_rubric_set
-from monitor.scrape import by_label, total
-from monitor.settings import Settings
-from monitor.simulator.generate import ConversationGenerator, SimConversation
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.settings import Settings
+from monitor.runtime.app import topic_names
+from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
+from monitor.runtime.produce import make_producer, send_event
+from monitor.runtime.scrape import by_label, total
+from monitor.tools.simulator.generate import ConversationGenerator, SimConversation
 from tests.model_fixtures import publish_distilled_model
 from tests.openai_server import OpenAIServer
 from tests.workers import WorkerProcess, wait_until

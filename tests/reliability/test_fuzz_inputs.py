@@ -21,15 +21,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from prometheus_client import CollectorRegistry
 
-from monitor import sessionize as ses
-from monitor.errors import InvalidEvent, JudgeError, JudgeResponseError
-from monitor.events import Conversation, EndEvent, TurnEvent, decode_event, encode
-from monitor.judge import build_judge
+from monitor.contracts.errors import InvalidEvent, JudgeError, JudgeResponseError
+from monitor.contracts.events import Conversation, EndEvent, TurnEvent, decode_event, encode
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.scores import ScoreRecord
+from monitor.contracts.settings import Settings
+from monitor.judge.build import build_judge
 from monitor.judge.interpret import parse_likert, parse_spur
-from monitor.metrics import Metrics
-from monitor.rubrics import load_rubric_set
-from monitor.scores import ScoreRecord
-from monitor.settings import Settings
+from monitor.stages import sessionize as ses
 
 DECODE_REASONS = {"empty", "malformed_json", "invalid_schema", "too_large"}
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
@@ -131,7 +131,7 @@ IDLE_S, RETENTION_S = 10.0, 30.0
 
 
 class SessionizerMachine(RuleBasedStateMachine):
-    """Drives the sessionize agent's logic exactly as monitor/agents.py does, table and control ops included.
+    """Drives the sessionize agent's logic exactly as monitor/runtime/agents.py does, table and control ops included.
 
     ``restart`` round-trips the table through faust's JSON codec, as a crash and a changelog
     recovery do. Invariants: no exception escapes; every input is accounted for (accepted, emitted,

@@ -7,9 +7,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from monitor.errors import StoreError
-from monitor.labels import BufferedLabelWriter
-from monitor.metrics import Metrics
+from monitor.contracts.errors import StoreError
+from monitor.contracts.metrics import Metrics
+from monitor.stages.labels import BufferedLabelWriter
 
 
 class FlakyStore:

@@ -19,20 +19,20 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from distill.featurizers import featurizer_from_config
+from distill.featurizers.spec import featurizer_from_config
 from distill.model import RubricModel
 from distill.registry import ModelRegistry
-from monitor.app import aiokafka_kwargs, credentials
-from monitor.broker import free_port
-from monitor.deadletter import DeadLetters
-from monitor.errors import ConfigError, JudgeError, ModelError
-from monitor.events import Conversation
-from monitor.judge import build_judge
-from monitor.metrics import Metrics
-from monitor.produce import produce_events
-from monitor.rubrics import load_rubric_set
-from monitor.settings import Settings
-from monitor.simulator.generate import ConversationGenerator
+from monitor.contracts.errors import ConfigError, JudgeError, ModelError
+from monitor.contracts.events import Conversation
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.settings import Settings
+from monitor.judge.build import build_judge
+from monitor.runtime.app import aiokafka_kwargs, credentials
+from monitor.runtime.broker import free_port
+from monitor.runtime.deadletter import DeadLetters
+from monitor.runtime.produce import produce_events
+from monitor.tools.simulator.generate import ConversationGenerator
 from tests.openai_server import OpenAIServer
 from tests.workers import settings_env, wait_until
 

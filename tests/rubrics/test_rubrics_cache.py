@@ -11,11 +11,11 @@ from prometheus_client import CollectorRegistry
 
 from distill.rubrics.cache import CachingClient, ResponseCache, normalise_nonces
 from distill.rubrics.dedup import deduplicate, make_embedder
-from monitor.errors import ConfigError
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricItem
+from monitor.contracts.settings import Settings
 from monitor.judge.client import JudgeClient
-from monitor.metrics import Metrics
-from monitor.rubrics import RubricItem
-from monitor.settings import Settings
 
 
 def settings_for(server, tmp_path: Path) -> Settings:

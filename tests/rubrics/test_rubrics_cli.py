@@ -10,8 +10,8 @@ import yaml
 from typer.testing import CliRunner
 
 from distill.rubrics.cli import app
-from monitor.rubrics import RubricSet, dump_rubric_set, load_rubric_set
-from monitor.settings import REPO_ROOT
+from monitor.contracts.rubric_set import RubricSet, dump_rubric_set, load_rubric_set
+from monitor.contracts.settings import REPO_ROOT
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from distill.rubrics.extract import Pattern, load_labeled, parse_reasons
 from distill.rubrics.summarize import batches, parse_rubric, split_entry, to_items
-from monitor.errors import ConfigError
+from monitor.contracts.errors import ConfigError
 
 
 @pytest.mark.parametrize(

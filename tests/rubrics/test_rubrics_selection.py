@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score, precision_score, recall_score
 
-from distill.rubrics.evaluate import bootstrap_indices, evaluate_set, netsat, point_metrics, yield_at_precision
+from distill.rubrics.measure import bootstrap_indices, evaluate_set, netsat, point_metrics, yield_at_precision
 from distill.rubrics.rubicon import ALPHA_GRID, greedy_select, objective, select, tau_for
-from monitor.errors import ConfigError
-from monitor.rubrics import RubricSet
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.rubric_set import RubricSet
 
 
 def synthetic(n: int = 200, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,45 @@
+"""Load one registry version of the distilled models as a ready scorer (model + featurizer).
+
+Shared by the monitor's classify stage and by retraining, which compares a candidate with the live
+version on the same test set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from distill.featurizers.spec import featurizer_from_config
+from distill.model import RubricModel
+from distill.registry import ModelRegistry
+from monitor.contracts.errors import ModelError
+from monitor.contracts.rubric_set import RubricSet
+
+KIND = "distilled"
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    version: str
+    model: RubricModel
+    featurizer: Any
+    judge: str  # the featurizer name, the ``judge`` field of distilled records
+    trained_at: float | None
+
+
+def load_live(registry: ModelRegistry, rubric: RubricSet, version: str, *, kind: str = KIND,
+              openai_client: Any = None) -> LoadedModel:
+    """Load one registry version as a ready scorer; ModelError if it is unusable for ``rubric``."""
+    arrays, manifest = registry.load(kind, version)
+    model = RubricModel.from_arrays(arrays, manifest)
+    if model.rubric_key != rubric.key:
+        raise ModelError(
+            f"model {kind}/{version} was trained for rubric set {model.rubric_key!r}, but this worker runs "
+            f"{rubric.key!r}; retrain for {rubric.key!r} or run the matching rubric set"
+        )
+    unknown = [i for i in model.item_ids if i not in rubric.item_ids]
+    if unknown:
+        raise ModelError(f"model {kind}/{version} scores items not in {rubric.key!r}: {unknown}")
+    featurizer = featurizer_from_config(model.featurizer, openai_client=openai_client)
+    return LoadedModel(version=version, model=model, featurizer=featurizer, judge=str(model.featurizer["name"]),
+                       trained_at=manifest.get("created_at"))

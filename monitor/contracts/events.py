@@ -1,0 +1,139 @@
+"""Input contract: turn events, end events and finished conversations, decoded from JSON bytes.
+
+Agents receive raw bytes and call :func:`decode_event` themselves, because a faust agent dies on a
+decode error; every failure becomes an :class:`InvalidEvent` with a bounded ``reason`` code and a
+detail naming the field, which the caller sends to the dead-letter topic with the original bytes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, field_validator
+
+from monitor.contracts.errors import InvalidEvent
+
+Role = Literal["user", "assistant", "system"]
+ConversationId = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+def _to_epoch(value: Any) -> Any:
+    """Accept epoch seconds or ISO-8601 strings; store epoch seconds (float)."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return value  # let pydantic report the type error on the field
+    return value
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Feedback(Record):
+    """Explicit user feedback: a thumbs vote and/or a 1-5 CSAT answer."""
+
+    thumbs: Literal["up", "down"] | None = None
+    csat: int | None = Field(default=None, ge=1, le=5)
+
+
+class TurnEvent(Record):
+    type: Literal["turn"] = "turn"
+    conversation_id: ConversationId
+    turn_index: int = Field(ge=0)
+    role: Role
+    text: str = Field(min_length=1)
+    timestamp: FiniteFloat
+    feedback: Feedback | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    _epoch = field_validator("timestamp", mode="before")(_to_epoch)
+
+
+class EndEvent(Record):
+    type: Literal["end"]
+    conversation_id: ConversationId
+    timestamp: FiniteFloat
+    feedback: Feedback | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    # Ground truth rubric items, set only by `convmon simulate` so the simulated judge can
+    # stand in for an LLM; real producers never set it.
+    simulated_truth: list[str] | None = None
+
+    _epoch = field_validator("timestamp", mode="before")(_to_epoch)
+
+
+class Turn(Record):
+    index: int = Field(ge=0)
+    role: Role
+    text: str = Field(min_length=1)
+    timestamp: FiniteFloat | None = None
+
+
+class Conversation(Record):
+    """A finished conversation: what the route, judge and classify stages consume."""
+
+    type: Literal["conversation"] = "conversation"
+    conversation_id: ConversationId
+    turns: list[Turn] = Field(min_length=1)
+    feedback: Feedback | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    started_at: FiniteFloat | None = None
+    ended_at: FiniteFloat | None = None
+    end_reason: Literal["end", "idle", "producer"] = "producer"
+    truncated: bool = False
+    simulated_truth: list[str] | None = None
+
+    _epoch = field_validator("started_at", "ended_at", mode="before")(_to_epoch)
+
+    @property
+    def user_turns(self) -> list[Turn]:
+        return [t for t in self.turns if t.role == "user"]
+
+
+Event = TurnEvent | EndEvent | Conversation
+_MODELS: dict[str, type[Record]] = {"turn": TurnEvent, "end": EndEvent, "conversation": Conversation}
+
+
+def _kind(obj: dict[str, Any]) -> str:
+    kind = obj.get("type")
+    if kind is None:  # producers may omit `type`: infer it from the shape
+        kind = "conversation" if "turns" in obj else "turn"
+    if not isinstance(kind, str) or kind not in _MODELS:
+        raise InvalidEvent("invalid_schema", f"field 'type': expected turn, end or conversation, got {kind!r}")
+    return kind
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        parts.append(f"field '{loc}': {err['msg']}")
+    more = exc.error_count() - 5
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def decode_event(raw: bytes, *, max_bytes: int = 1_000_000) -> Event:
+    """Decode and validate one input record; raise :class:`InvalidEvent` on anything wrong."""
+    if raw is None or len(raw) == 0:
+        raise InvalidEvent("empty", "the message has no value")
+    if len(raw) > max_bytes:
+        raise InvalidEvent("too_large", f"{len(raw)} bytes exceeds max_event_bytes={max_bytes}")
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidEvent("malformed_json", str(exc)) from exc
+    if not isinstance(obj, dict):
+        raise InvalidEvent("invalid_schema", f"expected a JSON object, got {type(obj).__name__}")
+    model = _MODELS[_kind(obj)]
+    try:
+        return model.model_validate(obj)  # type: ignore[return-value]
+    except ValidationError as exc:
+        raise InvalidEvent("invalid_schema", _describe(exc)) from exc
+
+
+def encode(record: BaseModel) -> bytes:
+    return orjson.dumps(record.model_dump(mode="json", exclude_none=True))

@@ -1,0 +1,288 @@
+"""Every Prometheus metric convmon exports, declared once, on a registry passed in.
+
+Naming follows prometheus conventions: prefix ``convmon_``, base units (seconds, bytes, USD),
+``_total`` on counters. Labels are bounded: rubric item ids, polarity, scorer, reason codes and
+the configured metadata dimensions (capped, overflowing to ``other``), never conversation ids.
+Each worker exports its own series; rates and sums across workers are PromQL's job.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+
+from monitor.contracts.rubric_set import RubricSet
+
+R_BUCKETS = (-60, -40, -30, -20, -10, -5, -2, 0, 2, 5, 10, 20, 30, 40, 60)
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+BATCH_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry, *, dimensions: tuple[str, ...] = ()) -> None:
+        self.registry = registry
+        self.dimensions = tuple(dimensions)
+        dims = list(self.dimensions)
+        r = registry
+        # --- flow ---------------------------------------------------------------------------
+        self.events = Counter("convmon_events", "Input records consumed, by kind.", ["kind"], registry=r)
+        self.conversations = Counter(
+            "convmon_conversations_finished",
+            "Conversations finished by the sessionizer, by how they ended (end event, idle, producer).",
+            ["end_reason"],
+            registry=r,
+        )
+        self.truncated = Counter(
+            "convmon_conversations_truncated",
+            "Conversations cut to the configured max turns / characters.",
+            registry=r,
+        )
+        self.late_events = Counter(
+            "convmon_late_events",
+            "Events for conversations already finished (duplicate or late end/turn events).",
+            ["kind"],
+            registry=r,
+        )
+        self.routed = Counter(
+            "convmon_conversations_routed",
+            "Routing decisions: the judge slice (uniform or active learning) or distilled only.",
+            ["route"],
+            registry=r,
+        )
+        self.scored = Counter(
+            "convmon_conversations_scored", "Score records exported, by scorer.", ["scorer", *dims], registry=r
+        )
+        self.unscored = Counter(
+            "convmon_conversations_unscored",
+            "Conversations the distilled path could not score, by reason (e.g. no live model yet).",
+            ["reason"],
+            registry=r,
+        )
+        self.duplicates = Counter(
+            "convmon_duplicate_scores",
+            "Score records dropped because that (conversation, scorer) was already counted.",
+            ["scorer"],
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "convmon_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"], registry=r
+        )
+        # --- satisfaction -----------------------------------------------------------------------
+        self.verdicts = Counter(
+            "convmon_rubric_verdicts",
+            "Per-item verdicts: yes/no (llm, or distilled at the item's trained threshold); uncertain when a jury "
+            "disagreed.",
+            ["rubric", "polarity", "scorer", "verdict", *dims],
+            registry=r,
+        )
+        self.probability_sum = Counter(
+            "convmon_rubric_probability_sum",
+            "Sum of per-item probabilities: divided by convmon_conversations_scored it is the expected rate.",
+            ["rubric", "polarity", "scorer", *dims],
+            registry=r,
+        )
+        self.satisfaction_sum = Counter(
+            "convmon_satisfaction_probability_sum",
+            "Sum of calibrated P(satisfied): an expected count of satisfied conversations.",
+            ["scorer", *dims],
+            registry=r,
+        )
+        self.r_score = Histogram(
+            "convmon_satisfaction_r",
+            "SPUR aggregate R = sum(SAT scores) - sum(DSAT scores), per conversation.",
+            ["scorer"],
+            buckets=R_BUCKETS,
+            registry=r,
+        )
+        # --- distilled path ---------------------------------------------------------------------
+        self.classify_batch_size = Histogram(
+            "convmon_classify_batch_conversations",
+            "Conversations per distilled scoring batch: near classify_batch under load, small when idle.",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.classify_batch_duration = Histogram(
+            "convmon_classify_batch_duration_seconds",
+            "Wall time to featurize, predict and build the records of one batch (the distilled path's service time).",
+            buckets=BATCH_DURATION_BUCKETS,
+            registry=r,
+        )
+        # --- judge operations -------------------------------------------------------------------
+        self.judge_requests = Counter(
+            "convmon_judge_requests", "Judge API requests, by status.", ["model", "status"], registry=r
+        )
+        self.judge_latency = Histogram(
+            "convmon_judge_request_duration_seconds",
+            "Judge API request latency.",
+            ["model"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.judge_tokens = Counter(
+            "convmon_judge_tokens", "Judge tokens, by kind (prompt, completion, cached).", ["model", "kind"],
+            registry=r,
+        )
+        self.judge_spend = Counter("convmon_judge_spend_usd", "Judge spend in US dollars.", ["model"], registry=r)
+        self.judge_budget_remaining = Gauge(
+            "convmon_judge_budget_remaining_usd", "What is left of today's judge budget.", registry=r
+        )
+        self.judge_budget_exhausted = Gauge(
+            "convmon_judge_budget_exhausted", "1 while the daily judge budget is spent.", registry=r
+        )
+        self.judge_parse_failures = Counter(
+            "convmon_judge_parse_failures", "Judge answers that failed to parse or missed items.", registry=r
+        )
+        self.judge_repairs = Counter(
+            "convmon_judge_repairs", "Repair prompts sent after a bad judge answer, by outcome.", ["outcome"],
+            registry=r,
+        )
+        self.judge_retries = Counter(
+            "convmon_judge_retries", "Judge retries, by cause (429, 5xx, timeout).", ["cause"], registry=r
+        )
+        self.jury_disagreements = Counter(
+            "convmon_jury_disagreements", "Items on which jury members disagreed.", ["rubric"], registry=r
+        )
+        self.judge_in_flight = Gauge("convmon_judge_in_flight", "Judge requests in flight.", registry=r)
+        # --- models, drift, agreement -----------------------------------------------------------
+        self.model_info = Info("convmon_model", "The live distilled model.", registry=r)
+        self.model_last_trained = Gauge(
+            "convmon_model_last_trained_timestamp_seconds", "When the live distilled model was trained.",
+            registry=r,
+        )
+        # --- calibration (issue #7): P(satisfied) of judge scores, see monitor/stages/calibrate.py ------
+        self.calibration_info = Info(
+            "convmon_calibration", "The live LLM-Rubric calibration model and the label source it serves.",
+            registry=r,
+        )
+        self.calibration_last_trained = Gauge(
+            "convmon_calibration_last_trained_timestamp_seconds", "When the live calibration model was trained.",
+            registry=r,
+        )
+        self.satisfaction_calibrated = Counter(
+            "convmon_satisfaction_calibrated",
+            "Score records that carried a calibrated P(satisfied): the denominator of "
+            "convmon_satisfaction_probability_sum.",
+            ["scorer", *dims],
+            registry=r,
+        )
+        self.satisfaction_uncalibrated = Counter(
+            "convmon_satisfaction_uncalibrated",
+            "Judge score records exported without P(satisfied), by reason (no_model, other_judge, other_rubric, "
+            "error).",
+            ["reason"],
+            registry=r,
+        )
+        self.label_store_errors = Counter(
+            "convmon_label_store_errors", "Failed label-store writes (retried from the buffer).", registry=r
+        )
+        self.label_store_buffered = Gauge(
+            "convmon_label_store_buffered", "Label records waiting in the write buffer.", registry=r
+        )
+        self.consumer_lag = Gauge(
+            "convmon_consumer_lag_messages", "Messages behind the log end, per topic.", ["topic"], registry=r
+        )
+        # --- export (added for issue #5) -------------------------------------------------------
+        self.scored_weight = Counter(
+            "convmon_conversations_scored_weight",
+            "Sum of routing importance weights of scored conversations: the denominator of unbiased rates.",
+            ["scorer"],
+            registry=r,
+        )
+        self.weighted_probability_sum = Counter(
+            "convmon_rubric_weighted_probability_sum",
+            "Sum of per-item probabilities times the routing importance weight (corrects boosted sampling).",
+            ["rubric", "polarity", "scorer"],
+            registry=r,
+        )
+        self.export_skipped = Counter(
+            "convmon_export_skipped_items",
+            "Score items not exported, by reason (unknown_item: not in the live rubric set).",
+            ["reason"],
+            registry=r,
+        )
+        self.dimension_overflow = Counter(
+            "convmon_dimension_overflow",
+            "Metadata values exported as 'other' because the dimension reached its cap of distinct values.",
+            ["dimension"],
+            registry=r,
+        )
+        # --- drift (computed in the worker, see monitor/drift) ----------------------------------
+        self.drift_psi = Gauge(
+            "convmon_drift_psi",
+            "Population stability index of the distilled probabilities: sliding window vs reference.",
+            ["rubric"],
+            registry=r,
+        )
+        self.drift_jsd = Gauge(
+            "convmon_drift_jsd",
+            "Jensen-Shannon divergence (base 2, 0..1) of the distilled probabilities: window vs reference.",
+            ["rubric"],
+            registry=r,
+        )
+        self.drift_statistic = Gauge(
+            "convmon_drift_statistic",
+            "Change-point statistic of an item's rate (page_hinkley, cusum), in standard errors of a batch.",
+            ["rubric", "detector", "scorer"],
+            registry=r,
+        )
+        self.drift_detected = Gauge(
+            "convmon_drift_detected",
+            "1 while a detector has flagged drift on an item within the hold period, else 0.",
+            ["rubric", "detector", "scorer"],
+            registry=r,
+        )
+        self.drift_detections = Counter(
+            "convmon_drift_detections",
+            "Drift detections, by item and detector: alert on its increase, it sums across workers.",
+            ["rubric", "detector", "scorer"],
+            registry=r,
+        )
+        self.drift_reference_size = Gauge(
+            "convmon_drift_reference_size",
+            "Observations in an item's drift reference window (0 while the first-N fallback is filling).",
+            ["rubric"],
+            registry=r,
+        )
+        self.feature_drift_auc = Gauge(
+            "convmon_feature_drift_auc",
+            "Cross-validated AUC of a classifier telling the recent window from the reference (0.5 = no drift).",
+            ["source"],
+            registry=r,
+        )
+        self.feature_drift_mean_shift = Gauge(
+            "convmon_feature_drift_mean_shift",
+            "Largest per-feature mean shift of the recent window, in reference standard deviations.",
+            ["source"],
+            registry=r,
+        )
+        self.agreement_accuracy = Gauge(
+            "convmon_agreement_accuracy",
+            "Judge vs distilled agreement on the shadow-scored slice (distilled at 0.5), over a window.",
+            ["rubric"],
+            registry=r,
+        )
+        self.agreement_auc = Gauge(
+            "convmon_agreement_auc",
+            "AUC of the distilled probability against the judge verdict on the shadow slice, over a window.",
+            ["rubric"],
+            registry=r,
+        )
+        self.agreement_window = Gauge(
+            "convmon_agreement_window_size", "Shadow pairs in the agreement window.", ["rubric"], registry=r
+        )
+        self.agreement_pairs = Counter(
+            "convmon_agreement_pairs",
+            "Shadow pairs by judge and distilled verdict: accuracy across workers is PromQL arithmetic on it.",
+            ["rubric", "judge", "distilled"],
+            registry=r,
+        )
+
+    def init_rubric(self, rubric: RubricSet, scorers: tuple[str, ...] = ("llm", "distilled")) -> None:
+        """Create every item's series at zero so rates exist before the first verdict."""
+        if self.dimensions:
+            return  # dimensioned series appear with their first observation
+        for item in rubric.items:
+            for scorer in scorers:
+                self.probability_sum.labels(item.id, item.polarity, scorer)
+                for verdict in ("yes", "no"):
+                    self.verdicts.labels(item.id, item.polarity, scorer, verdict)

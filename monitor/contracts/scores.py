@@ -1,0 +1,112 @@
+"""Output contract: one score record per (conversation, scorer), on the scores topic.
+
+``llm`` records carry the judge's per-item verdicts and 0-10 scores; ``distilled`` records carry
+per-item probabilities. ``R`` is SPUR's aggregate: sum of SAT scores minus sum of DSAT scores
+(for distilled records, the same sum over probabilities: an expected count difference).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from monitor.contracts.events import Conversation
+from monitor.contracts.rubric_set import Polarity, RubricSet
+
+Scorer = Literal["llm", "distilled"]
+
+
+class ItemResult(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    item_id: str
+    polarity: Polarity
+    verdict: bool | None = None  # llm: yes/no; None when the jury disagreed (uncertain) or not applicable
+    score: float | None = Field(default=None, ge=0, le=10)  # llm: 1-10 when yes, 0 when no
+    probability: float | None = Field(default=None, ge=0, le=1)  # distilled (or logprobs) P(yes)
+    uncertain: bool = False
+    mass: float | None = Field(default=None, ge=0, le=1)  # logprobs: raw P(yes)+P(no) before normalising
+
+
+class ScoreRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["score"] = "score"
+    conversation_id: str
+    scorer: Scorer
+    judge: str  # which teacher or model produced it: "simulated", "openai:gpt-4o-mini", "hashing"
+    rubric_set: str
+    rubric_version: str
+    model_version: str
+    items: list[ItemResult]
+    R: float
+    satisfaction: float | None = None  # calibrated P(satisfied) when a calibration model is live
+    shadow: bool = False  # a distilled score of a judge-sampled conversation (for agreement)
+    sample_weight: float = Field(default=1.0, gt=0)  # importance weight of the routing decision
+    metadata: dict[str, str] = Field(default_factory=dict)
+    feedback: dict[str, str | int] | None = None
+    scored_at: float = Field(default_factory=time.time)
+    latency_s: float = 0.0
+    tokens: dict[str, int] = Field(default_factory=dict)
+    cost_usd: float = 0.0
+
+
+def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: str, rubric: RubricSet,
+                 model_version: str, latency_s: float, **extra: Any) -> ScoreRecord:
+    """An ``llm`` record: the conversation's id, dimensions and feedback travel with the items and their R."""
+    return ScoreRecord(
+        conversation_id=conversation.conversation_id,
+        scorer="llm",
+        judge=judge,
+        rubric_set=rubric.id,
+        rubric_version=rubric.version,
+        model_version=model_version,
+        items=items,
+        R=aggregate_r(items),
+        metadata=conversation.metadata,
+        feedback=conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None,
+        latency_s=latency_s,
+        **extra,
+    )
+
+
+def aggregate_r(items: list[ItemResult]) -> float:
+    """SPUR's R = sum(SAT scores) - sum(DSAT scores); probabilities stand in for scores if no score."""
+    total = 0.0
+    for item in items:
+        value = item.score if item.score is not None else (item.probability or 0.0)
+        if item.polarity == "sat":
+            total += value
+        elif item.polarity == "dsat":
+            total -= value
+    return total
+
+
+def check_complete(items: list[ItemResult], rubric: RubricSet) -> list[str]:
+    """Problems with an item list: every rubric item answered exactly once, nothing extra."""
+    expected = set(rubric.item_ids)
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.item_id] = seen.get(item.item_id, 0) + 1
+    problems = [f"missing item {i}" for i in rubric.item_ids if i not in seen]
+    problems += [f"item {i} answered {n} times" for i, n in seen.items() if n > 1]
+    problems += [f"unknown item {i}" for i in seen if i not in expected]
+    return problems
+
+def verdict_label(scorer: str, item: ItemResult) -> str:
+    """``yes``/``no``/``uncertain``: the judge's answer, or the distilled verdict at the item's threshold.
+
+    Each distilled item carries its own F1-chosen threshold (set at training), already applied in
+    ``item.verdict``; a record without one falls back to p >= 0.5.
+    """
+    if scorer == "distilled":
+        if item.verdict is not None:
+            return "yes" if item.verdict else "no"
+        if item.probability is None:
+            return "uncertain"
+        return "yes" if item.probability >= 0.5 else "no"
+    if item.uncertain or item.verdict is None:
+        return "uncertain"
+    return "yes" if item.verdict else "no"

@@ -1,0 +1,175 @@
+"""One frozen settings object, read from the environment and an optional ``convmon.toml``.
+
+The CLI builds it once and passes it down; no other module reads the environment. Every field
+can be set as ``CONVMON_<FIELD>`` (upper case) or as a key in ``convmon.toml``; the OpenAI
+credentials also accept the standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` variables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from monitor.contracts.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# USD per million tokens (input, output). Override or extend with CONVMON_JUDGE_PRICES.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1": (2.00, 8.00),
+}
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CONVMON_",
+        toml_file="convmon.toml",
+        frozen=True,
+        extra="forbid",
+    )
+
+    # --- broker -----------------------------------------------------------------------------
+    broker_url: str = "kafka://127.0.0.1:9092"
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: Path | None = None
+    kafka_ssl_certfile: Path | None = None
+    kafka_ssl_keyfile: Path | None = None
+
+    # --- streaming app ----------------------------------------------------------------------
+    app_id: str = "convmon"
+    topic_prefix: str = "convmon."
+    topic_partitions: int = Field(default=4, ge=1)
+    data_dir: Path = Path("var")
+    sample_rate: float = Field(default=0.1, ge=0.0, le=1.0)
+    idle_timeout_s: float = Field(default=300.0, gt=0)
+    closed_retention_s: float = Field(default=3600.0, gt=0)
+    dedup_window_s: float = Field(default=2 * 86400.0, gt=0)
+    classify_batch: int = Field(default=256, ge=1)
+    classify_within_s: float = Field(default=0.2, gt=0)
+
+    # --- size limits ------------------------------------------------------------------------
+    max_event_bytes: int = Field(default=1_000_000, ge=1024)
+    max_turns: int = Field(default=200, ge=2)
+    max_chars: int = Field(default=100_000, ge=100)
+
+    # --- judge ------------------------------------------------------------------------------
+    judge_mode: Literal["spur", "likert", "logprobs"] = "spur"
+    judge_model: str = "gpt-4o-mini"
+    judge_models: list[str] = Field(default_factory=list)
+    judge_jury_size: int = Field(default=1, ge=1)
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("CONVMON_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("CONVMON_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    azure_api_version: str | None = None
+    judge_concurrency: int = Field(default=8, ge=1)
+    judge_requests_per_minute: float = Field(default=500.0, gt=0)
+    judge_tokens_per_minute: float = Field(default=200_000.0, gt=0)
+    judge_daily_budget_usd: float = Field(default=50.0, ge=0)
+    judge_prices: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+    judge_max_retries: int = Field(default=5, ge=0)
+    judge_timeout_s: float = Field(default=60.0, gt=0)
+    judge_max_prompt_chars: int = Field(default=24_000, ge=1000)
+    pii_extra_patterns: list[str] = Field(default_factory=list)
+    # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
+    # to free text by itself on a 400), answer length cap, sampling temperature, retry backoff.
+    judge_structured_output: bool = True
+    judge_max_output_tokens: int = Field(default=1500, ge=16)
+    judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    judge_backoff_base_s: float = Field(default=0.5, ge=0.0)
+    judge_backoff_max_s: float = Field(default=30.0, ge=0.0)
+
+    # --- rubrics, models, labels ------------------------------------------------------------
+    prompts_dir: Path = REPO_ROOT / "prompts"
+    rubric_set: str = "spur-copilot"
+    domain_description: str = "a general-purpose AI chat assistant"
+    model_registry: Path = Path("var/models")
+    registry_poll_s: float = Field(default=10.0, gt=0)
+    label_store_url: str = "sqlite:///var/labels.db"
+    label_retention_days: int = Field(default=90, ge=1)
+    featurizer: str = "hashing"
+    retrain_cron: str | None = "*/15 * * * *"
+    retrain_min_labels: int = Field(default=50, ge=10)
+    retrain_interval_s: float | None = Field(default=None, gt=0)  # overrides retrain_cron when set
+    label_buffer_max: int = Field(default=10_000, ge=1)
+    active_learning_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    distill_holdout_fraction: float = Field(default=0.25, gt=0.0, lt=1.0)
+    distill_min_positives: int = Field(default=10, ge=3)
+    distill_gate_tolerance: float = Field(default=0.01, ge=0.0)
+    distill_report_dir: Path = Path("var/reports")
+    # LLM-Rubric calibration of the judge into P(satisfied) against user feedback (docs/calibration.md).
+    # Retrained with the distilled models once this many judged conversations carry thumbs or CSAT; 0 = never.
+    calibration_min_labels: int = Field(default=200, ge=0)
+    calibration_csat_neutral: Literal["na", "satisfied", "unsatisfied"] = "na"  # what a CSAT of 3 means
+    calibration_tenant_key: str | None = None  # metadata key whose value splits label sources: thumbs:<tenant>
+    calibration_label_source: str | None = None  # whose satisfaction to serve; None = the shared model
+
+    # --- metrics ----------------------------------------------------------------------------
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=9100, ge=0, le=65535)
+    metric_dimensions: list[str] = Field(default_factory=lambda: ["app", "locale", "model_version"])
+    dimension_cap: int = Field(default=20, ge=1)
+    drift_window: int = Field(default=500, ge=10)
+    # Values of a dimension always exported as themselves (they count towards dimension_cap);
+    # listing them makes every worker agree on which values are kept and which become "other".
+    dimension_values: dict[str, list[str]] = Field(default_factory=dict)
+    drift_reference_size: int = Field(default=1000, ge=10)  # first-N fallback when no reference is given
+    drift_batch_size: int = Field(default=50, ge=1)  # conversations per rate sample of the change detectors
+    drift_hold_s: float = Field(default=900.0, gt=0)  # how long convmon_drift_detected stays 1
+    drift_feature_interval_s: float = Field(default=15.0, ge=0)  # min seconds between domain-classifier fits
+    agreement_window: int = Field(default=500, ge=10)
+
+    @model_validator(mode="after")
+    def _check_security(self) -> Settings:
+        if self.kafka_security_protocol.startswith("SASL") and not (
+            self.kafka_sasl_mechanism and self.kafka_sasl_username and self.kafka_sasl_password
+        ):
+            raise ValueError(
+                "kafka_security_protocol=SASL_* needs kafka_sasl_mechanism, kafka_sasl_username and "
+                "kafka_sasl_password (CONVMON_KAFKA_SASL_*)"
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    def topic(self, name: str) -> str:
+        """Full topic name for a stage (``events``, ``conversations``, ``scores``, ...)."""
+        return f"{self.topic_prefix}{name}"
+
+    @property
+    def judge_configured(self) -> bool:
+        return self.openai_api_key is not None or self.openai_base_url is not None
+
+
+def load_settings(**overrides: object) -> Settings:
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "<settings>"
+        raise ConfigError(f"setting '{field}' (CONVMON_{field.upper()} or convmon.toml): {err['msg']}") from exc

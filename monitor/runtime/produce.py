@@ -1,0 +1,33 @@
+"""Producing events to the input topic: shared by the simulator, replay and benchmarks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaProducer
+
+from monitor.contracts.settings import Settings
+from monitor.runtime.app import aiokafka_kwargs, bootstrap
+
+
+def make_producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
+    kwargs: dict[str, Any] = {"linger_ms": 5, "acks": "all", **aiokafka_kwargs(settings), **overrides}
+    return AIOKafkaProducer(bootstrap_servers=bootstrap(settings), **kwargs)
+
+
+async def send_event(producer: AIOKafkaProducer, topic: str, event: dict[str, Any]) -> None:
+    """Key by conversation id so one partition (one sessionizer) owns each conversation."""
+    await producer.send(topic, key=str(event["conversation_id"]).encode(), value=orjson.dumps(event))
+
+
+async def produce_events(settings: Settings, events: list[dict[str, Any]]) -> None:
+    """Send events in order to the input topic and wait until the broker has them all."""
+    producer = make_producer(settings)
+    await producer.start()
+    try:
+        for event in events:
+            await send_event(producer, settings.topic("events"), event)
+        await producer.flush()
+    finally:
+        await producer.stop()

@@ -1,0 +1,155 @@
+"""Everything the agents call, built once from settings: rubric, metrics, judge, distilled
+scorer, calibration scorer, exporter, label writer and the retraining step."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import httpx
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from monitor.contracts.errors import StoreError
+from monitor.contracts.events import Conversation
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricSet, load_rubric_set
+from monitor.contracts.scores import ScoreRecord
+from monitor.contracts.settings import Settings
+from monitor.drift.monitor import DriftMonitor
+from monitor.judge.base import Judge
+from monitor.judge.build import build_judge
+from monitor.judge.redact import Redactor
+from monitor.stages.export import Exporter
+from monitor.stages.labels import BufferedLabelWriter
+from monitor.stages.route import in_sample
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Pipeline:
+    settings: Settings
+    rubric: RubricSet
+    metrics: Metrics
+    judge: Judge
+    exporter: Exporter
+    labels: BufferedLabelWriter
+    scorer: Any  # monitor.stages.classify.DistilledScorer
+    store: Any  # distill.store.LabelStore
+    registry: Any  # distill.registry.ModelRegistry
+    calibration: Any = None  # monitor.stages.calibrate.CalibrationScorer; None: judge scores carry no satisfaction
+
+    def classify(self, conversations: list[Conversation]) -> list[ScoreRecord]:
+        """Distilled scores for a batch; judge-sampled conversations are marked as shadows."""
+        if not conversations:
+            return []
+        if self.scorer.maybe_reload():
+            self._announce_model()
+        shadow = [in_sample(c.conversation_id, self.settings.sample_rate) for c in conversations]
+        started = time.perf_counter()  # after the poll above: a model load is not a batch's service time
+        records = self.scorer.score_batch(conversations, shadow_flags=shadow)
+        if records is None:
+            self.metrics.unscored.labels("no_model").inc(len(conversations))
+            return []
+        self.metrics.classify_batch_size.observe(len(conversations))
+        self.metrics.classify_batch_duration.observe(time.perf_counter() - started)
+        return records
+
+    def _announce_model(self) -> None:
+        version = self.scorer.model_version
+        manifest = self.registry.manifest("distilled", version)
+        self.metrics.model_info.info({"version": version, "rubric": self.rubric.key,
+                                      "featurizer": str(manifest.get("featurizer_name", ""))})
+        self.metrics.model_last_trained.set(float(manifest.get("created_at", 0.0)))
+
+    def calibrate(self, score: ScoreRecord) -> ScoreRecord:
+        """The judge score with calibrated P(satisfied) when a calibration model is live.
+
+        A broken model must not stop the judge stage: any error is logged and counted, and the
+        score is exported without satisfaction.
+        """
+        if self.calibration is None or score.scorer != "llm":
+            return score
+        try:
+            if self.calibration.maybe_reload():
+                self._announce_calibration()
+            result = self.calibration.calibrate(score)
+        except Exception as exc:
+            log.warning("calibration failed, exporting the judge score without satisfaction: %s: %s",
+                        type(exc).__name__, str(exc)[:200])
+            self.metrics.satisfaction_uncalibrated.labels("error").inc()
+            return score
+        if result.satisfaction is None:
+            self.metrics.satisfaction_uncalibrated.labels(result.skipped or "unknown").inc()
+            return score
+        return score.model_copy(update={"satisfaction": result.satisfaction})
+
+    def _announce_calibration(self) -> None:
+        live = self.calibration.live
+        self.metrics.calibration_info.info({"version": live.version, "rubric": self.rubric.key,
+                                            "llm_judge": live.llm_judge or "",
+                                            "label_source": self.calibration.label_source or "shared"})
+        self.metrics.calibration_last_trained.set(float(live.trained_at or 0.0))
+
+    def retrain(self) -> None:
+        """Distilled models, then (``calibration_min_labels`` > 0) the calibration model, even if the first failed."""
+        from distill.retrain import retrain_once
+
+        try:
+            result = retrain_once(self.settings, self.store, self.registry, self.rubric)
+            log.info("retrain: %s", result)
+        finally:
+            if self.settings.calibration_min_labels:
+                self.retrain_calibration()
+
+    def retrain_calibration(self) -> None:
+        from distill.calibration.retrain import retrain_calibration
+
+        result = retrain_calibration(self.settings, self.store, self.registry, self.rubric)
+        log.info("retrain calibration: %s %s (%s)", result.status, result.version or "", "; ".join(result.reasons))
+
+
+
+def upsert_labels(store: Any, labels: list[dict[str, Any]]) -> None:
+    """The label writer's write step: every failure becomes a StoreError, so it buffers and retries."""
+    try:
+        store.upsert_raw(labels)
+    except StoreError:
+        raise
+    except Exception as exc:  # database drivers raise their own trees; normalise for the writer
+        raise StoreError(f"label store write failed: {type(exc).__name__}") from exc
+
+
+def build_pipeline(
+    settings: Settings,
+    *,
+    registry: CollectorRegistry | None = None,
+    http_client: httpx.AsyncClient | None = None,
+) -> Pipeline:
+    from distill.registry import ModelRegistry
+    from distill.store import LabelStore
+    from monitor.stages.calibrate import CalibrationScorer
+    from monitor.stages.classify import DistilledScorer
+
+    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
+    metrics = Metrics(registry if registry is not None else REGISTRY, dimensions=tuple(settings.metric_dimensions))
+    drift = DriftMonitor.from_settings(metrics, rubric, settings)
+    exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
+                        rubric=rubric, drift=drift, allowed_values=settings.dimension_values)
+    judge = build_judge(settings, rubric, metrics, http_client=http_client)
+    models = ModelRegistry(settings.model_registry)
+    store = LabelStore(settings.label_store_url, redact=Redactor(settings.pii_extra_patterns).redact)
+    scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s)
+    labels = BufferedLabelWriter(partial(upsert_labels, store), metrics, max_buffer=settings.label_buffer_max)
+    calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
+                                    poll_s=settings.registry_poll_s)
+    pipeline = Pipeline(settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
+                        labels=labels, scorer=scorer, store=store, registry=models, calibration=calibration)
+    if calibration.maybe_reload(force=True):  # load (and import torch) now, not inside the first judge record
+        pipeline._announce_calibration()
+    for reason in ("no_model", "other_judge", "error"):
+        metrics.satisfaction_uncalibrated.labels(reason)
+    return pipeline

@@ -1,0 +1,1 @@
+"""The monitor's work as plain classes and functions, in flow order; no faust import, unit-tested."""

@@ -1,0 +1,170 @@
+"""Export stage: score records in, Prometheus series out.
+
+Each worker counts only what it consumed; sums across workers, rates and ratios are PromQL's job
+(see ``deploy/prometheus/rules``). Metadata dimensions (app, locale, model version) become labels
+through an allow-list with a cap on distinct values per dimension, so a misbehaving producer can
+never blow up the series count: past the cap, new values are exported as ``other``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from prometheus_client import Counter
+
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.scores import ItemResult, ScoreRecord, verdict_label
+
+if TYPE_CHECKING:
+    from monitor.drift.monitor import DriftMonitor
+
+OTHER = "other"
+UNKNOWN = "unknown"  # the record has no value for the dimension
+MAX_VALUE_CHARS = 64
+
+
+class DimensionLabels:
+    """Maps a record's metadata to bounded label values, one per configured dimension.
+
+    Values listed in ``allowed`` are always kept; other values are kept first-come until the
+    dimension holds ``cap`` distinct values, then exported as ``other``. First-come is per worker,
+    so list the values you care about in ``allowed`` to make every worker agree.
+    """
+
+    def __init__(
+        self, dimensions: Sequence[str], *, cap: int, allowed: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
+        if cap < 1:
+            raise ConfigError(f"The dimension cap must be an integer >= 1. Got {cap} instead.")
+        self.dimensions = tuple(dimensions)
+        self.cap = cap
+        allowed = allowed or {}
+        unknown = sorted(set(allowed) - set(self.dimensions))
+        if unknown:
+            raise ConfigError(f"dimension_values names {unknown}, which are not in metric_dimensions")
+        self._seen: dict[str, set[str]] = {d: {v[:MAX_VALUE_CHARS] for v in allowed.get(d, ())} for d in dimensions}
+
+    def values(self, metadata: Mapping[str, str]) -> tuple[tuple[str, ...], list[str]]:
+        """Label values in dimension order, and the dimensions that overflowed to ``other``."""
+        out: list[str] = []
+        overflowed: list[str] = []
+        for dim in self.dimensions:
+            value = (metadata.get(dim) or "")[:MAX_VALUE_CHARS]
+            seen = self._seen[dim]
+            if not value:
+                out.append(UNKNOWN)
+            elif value in seen:
+                out.append(value)
+            elif len(seen) < self.cap:
+                seen.add(value)
+                out.append(value)
+            else:
+                out.append(OTHER)
+                overflowed.append(dim)
+        return tuple(out), overflowed
+
+
+
+def item_probability(item: ItemResult) -> float:
+    """P(yes) for the expected-rate sums: the probability if any, else the verdict as 1/0 (0.5 if uncertain).
+
+    Every scored record adds a term for every item, so dividing the sum by the scored count is an
+    unbiased mean rather than a mean over the records that happened to carry probabilities.
+    """
+    if item.probability is not None:
+        return item.probability
+    if item.uncertain or item.verdict is None:
+        return 0.5
+    return 1.0 if item.verdict else 0.0
+
+
+class Exporter:
+    """Turns each score record into counter increments, and feeds the drift monitor."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        *,
+        dimensions: list[str],
+        cap: int,
+        rubric: RubricSet,
+        drift: DriftMonitor | None = None,
+        allowed_values: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        if tuple(dimensions) != metrics.dimensions:
+            raise ConfigError(
+                f"The exporter's dimensions {list(dimensions)} must equal the ones the metrics were "
+                f"declared with {list(metrics.dimensions)}; build both from settings.metric_dimensions."
+            )
+        self.metrics = metrics
+        self.rubric = rubric
+        self.drift = drift
+        self.labels = DimensionLabels(dimensions, cap=cap, allowed=allowed_values)
+        self._polarity = {item.id: item.polarity for item in rubric.items}
+        self._rows: dict[tuple[str, ...], dict[str, tuple[dict[str, Counter], Counter, Counter]]] = {}
+        metrics.init_rubric(rubric)
+        for reason in ("unknown_item",):
+            metrics.export_skipped.labels(reason)
+        for scorer in ("llm", "distilled"):
+            metrics.scored_weight.labels(scorer)
+            for item in rubric.items:
+                metrics.weighted_probability_sum.labels(item.id, item.polarity, scorer)
+        for dim in dimensions:
+            metrics.dimension_overflow.labels(dim)
+
+    def _series(self, scorer: str, dims: tuple[str, ...]) -> dict[str, tuple[dict[str, Counter], Counter, Counter]]:
+        """Item id -> its counters for one (scorer, dimension values): three ``inc`` calls per item and
+        no label lookups on the hot path. As bounded as the series themselves."""
+        key = (scorer, *dims)
+        series = self._rows.get(key)
+        if series is None:
+            m = self.metrics
+            series = self._rows[key] = {
+                item_id: ({v: m.verdicts.labels(item_id, pol, scorer, v, *dims) for v in ("yes", "no")},
+                          m.probability_sum.labels(item_id, pol, scorer, *dims),
+                          m.weighted_probability_sum.labels(item_id, pol, scorer))
+                for item_id, pol in self._polarity.items()
+            }
+        return series
+
+    def observe(self, score: ScoreRecord) -> None:
+        """Count one score record (the caller drops duplicates before this)."""
+        m = self.metrics
+        dims, overflowed = self.labels.values(score.metadata)
+        for dim in overflowed:
+            m.dimension_overflow.labels(dim).inc()
+        m.scored.labels(score.scorer, *dims).inc()
+        m.scored_weight.labels(score.scorer).inc(score.sample_weight)
+        series = self._series(score.scorer, dims)
+        for item in score.items:
+            children = series.get(item.item_id)
+            if children is None:  # item ids are label values: never export one the rubric does not know
+                m.export_skipped.labels("unknown_item").inc()
+                continue
+            verdicts, probability_sum, weighted_sum = children
+            p = item_probability(item)
+            verdict = verdict_label(score.scorer, item)
+            if verdict not in verdicts:  # "uncertain": only some judges ever say it
+                verdicts[verdict] = m.verdicts.labels(item.item_id, self._polarity[item.item_id], score.scorer,
+                                                      verdict, *dims)
+            verdicts[verdict].inc()
+            probability_sum.inc(p)
+            weighted_sum.inc(p * score.sample_weight)
+        if score.satisfaction is not None:
+            m.satisfaction_sum.labels(score.scorer, *dims).inc(score.satisfaction)
+            m.satisfaction_calibrated.labels(score.scorer, *dims).inc()  # the sum's denominator
+        m.r_score.labels(score.scorer).observe(score.R)
+        if self.drift is not None:
+            self.drift.observe(score)
+
+
+def update_consumer_lag(metrics: Metrics, topic: str, lag: int | float) -> None:
+    """Record how many messages this worker's partitions of ``topic`` are behind the log end.
+
+    Each worker reports the lag of the partitions it owns, so ``sum by (topic)`` is the group's lag;
+    report 0 for a topic whose partitions were all revoked, or the old value lingers.
+    """
+    metrics.consumer_lag.labels(topic).set(max(0.0, float(lag)))

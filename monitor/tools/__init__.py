@@ -1,0 +1,1 @@
+"""Programs around the monitor: demo, soak, replay, simulator and benchmarks."""

@@ -1,0 +1,278 @@
+"""Render benchmark JSON as terminal tables and as ``docs/benchmarks.md``.
+
+``regenerate`` is the one command behind the doc: optionally run every benchmark (saving
+``use.json``, ``distill.json``, ``throughput.json``), then write markdown from whatever results
+exist. Numbers come only from those files; the paper's rows are labelled as the paper's. A section
+whose results file is missing keeps the text the existing doc has for it, so the calibration
+section (copied from ``docs/benchmarks-calibration.md``, which ``convmon calibrate evaluate``
+produces the numbers of) can be refreshed alone without rerunning the 40-minute benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from distill.datasets import SHARED_DATA
+
+CALIBRATION_DOC = "benchmarks-calibration.md"
+COMMANDS = {
+    "use": "convmon bench use --json --out var/bench/use.json",
+    "distill": "convmon bench distill --json --out var/bench/distill.json",
+    "throughput": "convmon bench throughput --json --out var/bench/throughput.json",
+}
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+# --- terminal tables ----------------------------------------------------------------------------
+def use_table(result: dict[str, Any]) -> Table:
+    table = Table(title="USE, SPUR Table 1 protocol (weighted, %)")
+    for col in ("dataset", "model", "train", "test", "precision", "recall", "weighted F1", "source"):
+        table.add_column(col)
+    for r in result["results"]:
+        table.add_row(r["dataset"], r["model"], _fmt(r["train_fraction"], 2), _fmt(r["test_fraction"], 2),
+                      _fmt(r["precision"]), _fmt(r["recall"]), _fmt(r["weighted_f1"]), "measured")
+    for r in result.get("paper", []):
+        table.add_row(r["dataset"], r["model"], "0.05", "0.80", "-", "-", _fmt(r["weighted_f1"]), "paper")
+    return table
+
+
+def distill_table(result: dict[str, Any]) -> Table:
+    table = Table(title=f"Distilled vs teacher ({result.get('teacher', '')}): per-item AUC")
+    for col in ("featurizer", "labels", "macro AUC", "items", "untrained"):
+        table.add_column(col)
+    for s in result.get("summary", []):
+        table.add_row(s["featurizer"], str(s["labels"]), _fmt(s["macro_auc"], 3), str(s["items"]),
+                      str(s["untrained"]))
+    return table
+
+
+def throughput_table(result: dict[str, Any]) -> Table:
+    table = Table(title="Throughput (conversations / s)")
+    table.add_column("path")
+    table.add_column("per s")
+    table.add_column("vs raw consume")
+    table.add_row("raw aiokafka consume + orjson", _fmt(result.get("raw_consume_per_s")), "1.00")
+    if result.get("framework_floor_per_s") is not None:
+        table.add_row("framework floor (topology, no work)", _fmt(result["framework_floor_per_s"]),
+                      _fmt(result["framework_floor_ratio"], 3))
+    for name, rate in result.get("monitor_per_s", {}).items():
+        table.add_row(f"monitor, distilled ({name})", _fmt(rate), _fmt(result["ratio"].get(name), 3))
+    for name, rate in result.get("standalone_per_s", {}).items():
+        table.add_row(f"{name} featurize+predict, standalone", _fmt(rate), "-")
+    judge = result.get("judge") or {}
+    if judge:
+        table.add_row(f"judge (c={judge['concurrency']}, p50 {_fmt(judge['p50_ms'])} ms, "
+                      f"p99 {_fmt(judge['p99_ms'])} ms)", _fmt(judge["per_s"]), "-")
+    return table
+
+
+# --- markdown -----------------------------------------------------------------------------------
+def _md(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def use_markdown(result: dict[str, Any]) -> str:
+    rows = [r for r in result["results"] if r.get("protocol") == "table1"]
+    body = [[r["dataset"], r["model"], _fmt(r["precision"]), _fmt(r["recall"]),
+             f"{_fmt(r['weighted_f1'])} ± {_fmt(r.get('weighted_f1_std'))}", "measured"] for r in rows]
+    body += [[p["dataset"], p["model"], "-", "-", _fmt(p["weighted_f1"]), "**paper** (SPUR Table 1)"]
+             for p in result.get("paper", [])]
+    out = ["Train 5 %, test 80 %, 5 random splits, weighted precision / recall / F1 in percent (mean ± std over "
+           "splits). Paper rows are SPUR's published numbers, copied, not rerun.", "",
+           _md(["dataset", "model", "precision", "recall", "weighted F1", "source"], body)]
+    curve = [r for r in result["results"] if r.get("protocol") == "curve"]
+    if curve:
+        fractions = sorted({r["train_fraction"] for r in curve})
+        grid: dict[tuple[str, str], dict[float, float]] = defaultdict(dict)
+        for r in curve:
+            grid[(r["dataset"], r["model"])][r["train_fraction"]] = r["weighted_f1"]
+        out += ["", "Learning curve: weighted F1 (%) on a fixed 20 % test set per split, training on a growing "
+                "share of the other 80 %.", "",
+                _md(["dataset", "model", *[f"{int(f * 100)} %" for f in fractions]],
+                    [[d, m, *[_fmt(v.get(f)) for f in fractions]] for (d, m), v in grid.items()])]
+    models = result.get("models", {})
+    if models:
+        out += ["", *[f"- `{k}`: {v}" for k, v in models.items()]]
+    return "\n".join(out)
+
+
+def distill_markdown(result: dict[str, Any]) -> str:
+    summary = result.get("summary", [])
+    out = [f"Teacher: {result.get('teacher', '?')}. Held-out set: {result.get('test_size')} conversations. "
+           "AUC per item; macro = mean over items the held-out set has both classes of.", "",
+           _md(["featurizer", "teacher labels", "macro AUC", "min item AUC", "items trained", "untrained"],
+               [[s["featurizer"], str(s["labels"]), _fmt(s["macro_auc"], 3), _fmt(s.get("min_auc"), 3),
+                 str(s["items"]), str(s["untrained"])] for s in summary])]
+    return "\n".join(out)
+
+
+def throughput_markdown(result: dict[str, Any]) -> str:
+    rows = [["raw aiokafka consume + orjson decode", _fmt(result.get("raw_consume_per_s")), "100 %"]]
+    if result.get("framework_floor_per_s") is not None:
+        rows.append(["framework floor: the monitor's faust topology with agents that only pass bytes on "
+                     "(`monitor/tools/bench/framework_floor.py`)", _fmt(result["framework_floor_per_s"]),
+                     f"{100 * result['framework_floor_ratio']:.2f} %"])
+    rows += [[f"monitor end to end, distilled `{k}`", _fmt(v), f"{100 * result['ratio'][k]:.2f} %"]
+             for k, v in result.get("monitor_per_s", {}).items()]
+    rows += [[f"`{k}` featurize alone (in-process)", _fmt(v), "-"]
+             for k, v in result.get("featurize_per_s", {}).items()]
+    batch_size = result.get("batch", "?")
+    rows += [[f"`{k}` decode + featurize + predict + score records alone (in-process, batches of {batch_size})",
+              _fmt(v), "-"] for k, v in result.get("standalone_per_s", {}).items()]
+    uss = result.get("source") == "uss"
+    source = (f"real conversations, the USS dialogues of {', '.join(result.get('uss_files') or ['?'])}" if uss
+              else "conversations from the simulator (template sentences, which repeat)")
+    shape = (f" ({_fmt(result['turns_per_conversation'])} turns and {_fmt(result['chars_per_conversation'], 0)} "
+             "characters per conversation on average)" if result.get("turns_per_conversation") else "")
+    out = [f"{result.get('conversations')} finished {source}{shape}, {result.get('partitions')} "
+           "partitions, one worker process, `sample_rate=0` (distilled path only)."]
+    if result.get("distinct_texts_per_conversation") is not None:
+        out += ["", "An embedding featurizer encodes each distinct user turn and assistant context of a batch "
+                f"once: about {_fmt(result['distinct_texts_per_conversation'], 2)} texts per conversation here, "
+                f"in batches of {batch_size}."
+                + (" (The simulator's sentences repeat so much that it needs fewer than one, which is why this "
+                   "benchmark reads real dialogues by default.)" if uss else "")]
+    out += ["", _md(["path", "conversations / s", "share of raw"], rows)]
+    if result.get("minilm_encode_fraction") is not None:
+        out += ["", "MiniLM: monitor rate / standalone MiniLM featurize rate = "
+                f"{100 * result['minilm_encode_fraction']:.1f} %."]
+    checks = []
+    if "hashing" in result.get("ratio", {}):
+        ok = result["ratio"]["hashing"] >= 0.15
+        alone, raw = (result.get("featurize_per_s") or {}).get("hashing"), result.get("raw_consume_per_s")
+        checks.append(f"`hashing` at >= 15 % of raw consume: {'met' if ok else 'not met'} "
+                      f"({100 * result['ratio']['hashing']:.2f} %"
+                      + (f"; the featurizer alone, in-process, reaches {100 * alone / raw:.2f} %" if alone and raw
+                         else "") + ")")
+    if result.get("minilm_encode_fraction") is not None:
+        ok = result["minilm_encode_fraction"] >= 0.9
+        checks.append(f"`minilm` at >= 90 % of its standalone encode rate: {'met' if ok else 'not met'} "
+                      f"({100 * result['minilm_encode_fraction']:.1f} %)")
+    if checks:
+        out += ["", "Targets of issue #8: " + "; ".join(checks) + "."]
+    share = result.get("share_of_floor") or {}
+    if share:
+        out += ["", "Share of the framework floor (monitor rate / floor rate): "
+                + ", ".join(f"`{k}` {100 * v:.0f} %" for k, v in share.items()) + ". The floor is the ceiling of "
+                "any monitor built as DESIGN.md requires (faust agents, a Kafka topic between stages); a target "
+                "above the floor's share of raw consume cannot be met by making our own work faster."]
+    cpu = result.get("worker_cpu_cores") or {}
+    if cpu:
+        out += ["", "Worker CPU while measured (cores; 1.0 = one core busy): "
+                + ", ".join(f"`{k}` {_fmt(v, 2)}" for k, v in cpu.items() if v is not None) + "."]
+    batches = {k: v for k, v in (result.get("worker_batch_mean") or {}).items() if v is not None}
+    if batches:
+        seconds = result.get("worker_batch_seconds_mean") or {}
+        out += ["", "Worker batches while measured (`convmon_classify_batch_*`; under load a distilled score waits "
+                "at least one batch time): "
+                + ", ".join(f"`{k}` {_fmt(v)} conversations, {_fmt(seconds.get(k), 3)} s each"
+                            for k, v in batches.items()) + "."]
+    judge = result.get("judge")
+    if judge:
+        out += ["", _md(["judge path", "value"], [
+            ["server latency (fixed)", f"{_fmt(judge.get('server_latency_ms'))} ms"],
+            ["concurrency", str(judge["concurrency"])], ["conversations / s", _fmt(judge["per_s"])],
+            ["p50 latency", f"{_fmt(judge['p50_ms'])} ms"], ["p99 latency", f"{_fmt(judge['p99_ms'])} ms"],
+            *([["slowest call of the first round (cold process; not in p50 / p99 above)",
+                f"{_fmt(judge['cold_ms'])} ms"], ["p99 latency with the first round",
+                                                  f"{_fmt(judge.get('p99_with_cold_ms'))} ms"]]
+              if judge.get("cold_ms") is not None else [])])]
+    rss = result.get("peak_rss_mb_by_featurizer") or {}
+    if rss:
+        out += ["", "Peak RSS per worker: " + ", ".join(f"`{k}` {_fmt(v)} MB" for k, v in rss.items()) + "."]
+    return "\n".join(out)
+
+
+def split_sections(markdown: str) -> dict[str, str]:
+    r"""Every ``## `` section of a markdown doc by title, heading included, as written.
+
+    >>> split_sections("# T\n\n## A\n\nx\n\n## B\ny\n")
+    {'A': '## A\n\nx', 'B': '## B\ny'}
+    """
+    sections: dict[str, list[str]] = {}
+    title = None
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            title = line[3:].strip()
+            sections[title] = []
+        elif title is not None:
+            sections[title].append(line)
+    return {t: "\n".join([f"## {t}", *lines]).strip() for t, lines in sections.items()}
+
+
+def render(results: dict[str, dict[str, Any]], calibration: str | None = None,
+           previous: dict[str, str] | None = None) -> str:
+    """The whole ``docs/benchmarks.md`` from loaded results.
+
+    A benchmark without results keeps its section from ``previous`` (:func:`split_sections` of the
+    existing doc) when there is one, else says how to produce it.
+    """
+    previous = previous or {}
+    parts = ["# Benchmarks", "",
+             "Generated by `convmon bench report --run` (or `--no-run` to re-render saved results from "
+             "`var/bench/`; a section without saved results is kept as this file has it). Do not edit by hand.",
+             "",
+             f"Machine: {platform.machine()}, {platform.system()}, Python {platform.python_version()}; "
+             "2 CPU cores shared with other work (CI and other developers' test runs), so absolute rates are noisy. "
+             "Every ratio below is measured inside one run, back to back, on the same machine.", ""]
+    sections = [("Accuracy: SPUR Table 1 protocol on USS", "use", use_markdown),
+                ("Speed: distilled path vs raw consume, and the judge path", "throughput", throughput_markdown),
+                ("Distillation fidelity to the teacher", "distill", distill_markdown)]
+    for title, key, fn in sections:
+        if key not in results and title in previous:
+            parts += [previous[title], ""]
+            continue
+        parts += [f"## {title}", "", f"Command: `{COMMANDS[key]}`", ""]
+        parts.append(fn(results[key]) if key in results else "_Not run yet._")
+        parts.append("")
+    if calibration and calibration.lstrip().startswith("## "):
+        parts.append(calibration.strip())  # the calibration doc brings its own section heading
+    else:
+        parts += ["## Calibration (LLM-Rubric)", ""]
+        parts.append(calibration.strip() if calibration else "_See `docs/benchmarks-calibration.md` once written._")
+    parts.append("")
+    return "\n".join(parts)
+
+
+def regenerate(results_dir: Path, doc: Path, *, run: bool = False, data_dir: Path | None = None,
+               progress: Callable[[str], None] | None = None) -> Path:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    if run:
+        _run_all(results_dir, data_dir, progress)
+    loaded = {k: json.loads((results_dir / f"{k}.json").read_text(encoding="utf-8"))
+              for k in COMMANDS if (results_dir / f"{k}.json").is_file()}
+    calibration_path = doc.parent / CALIBRATION_DOC
+    calibration = calibration_path.read_text(encoding="utf-8") if calibration_path.is_file() else None
+    previous = split_sections(doc.read_text(encoding="utf-8")) if doc.is_file() else {}
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(render(loaded, calibration, previous), encoding="utf-8")
+    return doc
+
+
+def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str], None] | None) -> None:
+    from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
+    from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
+    from monitor.tools.bench.use import UseConfig, run_use
+
+    jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("use", lambda: run_use(UseConfig(data_dir=data_dir or SHARED_DATA), progress)),
+        ("distill", lambda: run_fidelity(FidelityConfig(), progress)),
+        ("throughput", lambda: run_throughput(ThroughputConfig(data_dir=data_dir or SHARED_DATA), progress)),
+    ]
+    for name, job in jobs:
+        started = time.perf_counter()
+        result = job()
+        result["elapsed_s"] = round(time.perf_counter() - started, 1)
+        (results_dir / f"{name}.json").write_text(json.dumps(result, indent=2, default=float), encoding="utf-8")

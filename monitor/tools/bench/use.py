@@ -1,0 +1,171 @@
+"""``bench use``: SPUR Table 1's user-satisfaction-estimation protocol on the USS files.
+
+Protocol (Lin et al., 2024, Sec. 4 and Appendix B): conversation labels SAT / DSAT / NEUTRAL from
+annotator means (:func:`distill.datasets.conversation_label`), conversations cut at the first
+contradicting turn, 5 random splits, train on 5 % and test on 80 %, weighted precision / recall /
+F1 in percent (mean over splits). The learning curve keeps a fixed 20 % test set per split and
+trains on up to the other 80 %.
+
+Models: each featurizer with convmon's distillation recipe (one class-balanced liblinear logistic
+regression per class, C chosen by stratified CV on the training split, as
+:class:`distill.model.ItemClassifier` does per rubric item),
+and ``appendix-d``: the SPUR paper's distilled classifier as we read its Appendix D, an
+off-the-shelf logistic regression on sentence embeddings (MiniLM stands in for ada-002, which
+needs the network). Features are stateless, so each conversation is featurized once per run.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import precision_recall_fscore_support
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.multiclass import OneVsRestClassifier
+from sklearn.pipeline import Pipeline
+
+from distill.datasets import load_uss
+from distill.featurizers.spec import make_featurizer
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.events import Conversation
+
+LABELS = ("SAT", "DSAT", "NEUTRAL")
+CURVE_FRACTIONS = (0.05, 0.1, 0.2, 0.4, 0.8)
+# Published numbers, not ours: SPUR Table 1, weighted F1 (%) with 5 % training data.
+PAPER_SOURCE = "SPUR paper, Table 1 (Lin et al., ACL 2024, arXiv:2403.12388)"
+PAPER_ROWS: tuple[dict[str, Any], ...] = tuple(
+    {"dataset": dataset, "model": model, "train_fraction": 0.05, "weighted_f1": f1, "source": PAPER_SOURCE}
+    for model, scores in (("Lin-ada", (29.1, 39.4)), ("ASAP", (52.5, 66.3)), ("SPUR", (59.0, 72.6)))
+    for dataset, f1 in zip(("MWOZ", "SGD"), scores, strict=True)
+)
+DEFAULT_MODELS = ("hashing", "minilm", "hashing+minilm", "appendix-d")
+_APPENDIX_D_FEATURES = "minilm"
+
+
+@dataclass(frozen=True)
+class UseConfig:
+    data_dir: Path
+    datasets: Sequence[str] = ("MWOZ", "SGD")
+    models: Sequence[str] = DEFAULT_MODELS
+    splits: int = 5
+    train_fraction: float = 0.05
+    test_fraction: float = 0.8
+    curve: Sequence[float] = CURVE_FRACTIONS
+    curve_test_fraction: float = 0.2
+    limit: int | None = None  # first N dialogues per file (smoke tests)
+    seed: int = 0
+    Cs: Sequence[float] = (0.1, 1.0, 10.0)
+    n_jobs: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def load_dataset(data_dir: Path, name: str, limit: int | None = None) -> tuple[list[Conversation], np.ndarray]:
+    """Conversations (cut per Appendix B) and their SPUR labels as indices into LABELS."""
+    path = Path(data_dir) / "uss" / f"{name}.txt"
+    if not path.is_file():
+        path = Path(data_dir) / f"{name}.txt"
+    if not path.is_file():
+        raise ConfigError(f"USS file {name}.txt not found under {data_dir} (expected {data_dir}/uss/{name}.txt)")
+    dialogues = load_uss(path)[:limit]
+    y = np.array([LABELS.index(d.label) for d in dialogues])
+    return [d.to_conversation(cut=True) for d in dialogues], y
+
+
+def _featurize(conversations: list[Conversation], spec: str, cache: dict[str, Any]) -> Any:
+    """``a+b`` is the column concatenation of the parts, as FeatureUnion builds it; parts are cached."""
+    parts = []
+    for name in spec.split("+"):
+        if name not in cache:
+            cache[name] = make_featurizer(name).transform(conversations)
+        parts.append(cache[name])
+    if len(parts) == 1:
+        return parts[0]
+    if any(sp.issparse(p) for p in parts):
+        return sp.hstack([sp.csr_matrix(p) for p in parts], format="csr")
+    return np.hstack(parts)
+
+
+def model_factory(model: str, Cs: Sequence[float], seed: int, n_jobs: int = 1
+                  ) -> tuple[str, Callable[[], BaseEstimator]]:
+    """(featurizer spec, estimator factory) for a model name of the benchmark."""
+    if model == "appendix-d":
+        return _APPENDIX_D_FEATURES, lambda: Pipeline([("lr", LogisticRegression(max_iter=2000))])
+
+    def recipe() -> BaseEstimator:
+        lr = LogisticRegression(class_weight="balanced", solver="liblinear", max_iter=2000)
+        base = Pipeline([("lr", OneVsRestClassifier(lr))])
+        cv = StratifiedKFold(n_splits=3, shuffle=True, random_state=seed)
+        return GridSearchCV(base, {"lr__estimator__C": list(Cs)}, scoring="f1_weighted", cv=cv, n_jobs=n_jobs)
+
+    return model, recipe
+
+
+def split_indices(n: int, *, train_fraction: float, test_fraction: float, seed: int) -> tuple[np.ndarray, ...]:
+    """A random split: the test set first, the training set from what remains (never overlapping)."""
+    if not (train_fraction > 0 and train_fraction + test_fraction <= 1 + 1e-9):
+        raise ConfigError(f"train_fraction {train_fraction} + test_fraction {test_fraction} must be in (0, 1]")
+    order = np.random.default_rng(seed).permutation(n)
+    n_test = int(round(test_fraction * n))
+    n_train = max(2, int(round(train_fraction * n)))
+    return order[n_test : n_test + n_train], order[:n_test]
+
+
+def evaluate_split(X: Any, y: np.ndarray, factory: Callable[[], BaseEstimator], train: np.ndarray,
+                   test: np.ndarray) -> tuple[float, float, float]:
+    """Weighted precision, recall, F1 (percent) on the test rows; one class in training predicts it."""
+    classes = np.unique(y[train])
+    if len(classes) == 1:
+        predicted = np.full(len(test), classes[0])
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tiny classes (NEUTRAL) trip sklearn's fold-size warning
+            predicted = factory().fit(X[train], y[train]).predict(X[test])
+    p, r, f, _ = precision_recall_fscore_support(y[test], predicted, labels=list(range(len(LABELS))),
+                                                 average="weighted", zero_division=0)
+    return 100 * float(p), 100 * float(r), 100 * float(f)
+
+
+def _protocol(X: Any, y: np.ndarray, factory: Callable[[], BaseEstimator], *, train_fraction: float,
+              test_fraction: float, splits: int, seed: int) -> dict[str, Any]:
+    scores = []
+    for k in range(splits):
+        train, test = split_indices(len(y), train_fraction=train_fraction, test_fraction=test_fraction,
+                                    seed=seed + k)
+        scores.append(evaluate_split(X, y, factory, train, test))
+    mean, std = np.array(scores).mean(axis=0), np.array(scores).std(axis=0)
+    return {"train_fraction": train_fraction, "test_fraction": test_fraction, "precision": round(float(mean[0]), 2),
+            "recall": round(float(mean[1]), 2), "weighted_f1": round(float(mean[2]), 2),
+            "weighted_f1_std": round(float(std[2]), 2), "splits": splits}
+
+
+def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Table 1 rows (``protocol: "table1"``) and learning-curve rows (``protocol: "curve"``)."""
+    results: list[dict[str, Any]] = []
+    for dataset in config.datasets:
+        conversations, y = load_dataset(config.data_dir, dataset, config.limit)
+        cache: dict[str, Any] = {}
+        for model in config.models:
+            spec, factory = model_factory(model, config.Cs, config.seed, config.n_jobs)
+            X = _featurize(conversations, spec, cache)
+            runs = [("table1", config.train_fraction, config.test_fraction)]
+            runs += [("curve", f, config.curve_test_fraction) for f in config.curve]
+            for protocol, train_fraction, test_fraction in runs:
+                if progress:
+                    progress(f"{dataset} {model} {protocol} train={train_fraction}")
+                row = _protocol(X, y, factory, train_fraction=train_fraction, test_fraction=test_fraction,
+                                splits=config.splits, seed=config.seed)
+                results.append({"dataset": dataset, "model": model, "features": spec, "protocol": protocol,
+                                "n": len(y), **row})
+    return {"results": results, "paper": [dict(r) for r in PAPER_ROWS if r["dataset"] in config.datasets],
+            "labels": list(LABELS), "label_rule": "SPUR Appendix B (annotator means, cut at first contradiction)",
+            "models": {"appendix-d": f"plain LogisticRegression on {_APPENDIX_D_FEATURES} features (our reading of "
+                                     "SPUR Appendix D; MiniLM stands in for ada-002)",
+                       "other": "featurizer + one-vs-rest class-balanced liblinear LogisticRegression, C by "
+                                "3-fold stratified CV (convmon's distill recipe)"}}
