@@ -8,9 +8,9 @@ credentials also accept the standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` va
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self, TypeVar
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -31,15 +31,11 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 }
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="CONVMON_",
-        toml_file="convmon.toml",
-        frozen=True,
-        extra="forbid",
-    )
+class KafkaSettings(BaseModel):
+    """Where the Kafka cluster is and how to reach it; topic naming and partitions."""
 
-    # --- broker -----------------------------------------------------------------------------
+    model_config = ConfigDict(frozen=True)
+
     broker_url: str = "kafka://127.0.0.1:9092"
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
@@ -48,11 +44,31 @@ class Settings(BaseSettings):
     kafka_ssl_cafile: Path | None = None
     kafka_ssl_certfile: Path | None = None
     kafka_ssl_keyfile: Path | None = None
-
-    # --- streaming app ----------------------------------------------------------------------
     app_id: str = "convmon"
     topic_prefix: str = "convmon."
     topic_partitions: int = Field(default=4, ge=1)
+
+    @model_validator(mode="after")
+    def _check_security(self) -> Self:
+        if self.kafka_security_protocol.startswith("SASL") and not (
+            self.kafka_sasl_mechanism and self.kafka_sasl_username and self.kafka_sasl_password
+        ):
+            raise ValueError(
+                "kafka_security_protocol=SASL_* needs kafka_sasl_mechanism, kafka_sasl_username and "
+                "kafka_sasl_password (CONVMON_KAFKA_SASL_*)"
+            )
+        return self
+
+    def topic(self, name: str) -> str:
+        """Full topic name for a stage (``events``, ``scores``, ``dead-letters``, ...)."""
+        return f"{self.topic_prefix}{name}"
+
+
+class StreamSettings(BaseModel):
+    """The hot path: sessionizing, the judge slice, batching and the size limits on input."""
+
+    model_config = ConfigDict(frozen=True)
+
     data_dir: Path = Path("var")
     sample_rate: float = Field(default=0.1, ge=0.0, le=1.0)
     idle_timeout_s: float = Field(default=300.0, gt=0)
@@ -60,13 +76,16 @@ class Settings(BaseSettings):
     dedup_window_s: float = Field(default=2 * 86400.0, gt=0)
     classify_batch: int = Field(default=256, ge=1)
     classify_within_s: float = Field(default=0.2, gt=0)
-
-    # --- size limits ------------------------------------------------------------------------
     max_event_bytes: int = Field(default=1_000_000, ge=1024)
     max_turns: int = Field(default=200, ge=2)
     max_chars: int = Field(default=100_000, ge=100)
 
-    # --- judge ------------------------------------------------------------------------------
+
+class JudgeSettings(BaseModel):
+    """The LLM judge: endpoint, model(s), mode, limits, budget and redaction."""
+
+    model_config = ConfigDict(frozen=True)
+
     judge_mode: Literal["spur", "likert", "logprobs"] = "spur"
     judge_model: str = "gpt-4o-mini"
     judge_models: list[str] = Field(default_factory=list)
@@ -95,10 +114,26 @@ class Settings(BaseSettings):
     judge_backoff_base_s: float = Field(default=0.5, ge=0.0)
     judge_backoff_max_s: float = Field(default=30.0, ge=0.0)
 
-    # --- rubrics, models, labels ------------------------------------------------------------
+    @property
+    def judge_configured(self) -> bool:
+        return self.openai_api_key is not None or self.openai_base_url is not None
+
+
+class RubricSettings(BaseModel):
+    """Which rubric set to score and where prompts live."""
+
+    model_config = ConfigDict(frozen=True)
+
     prompts_dir: Path = REPO_ROOT / "prompts"
     rubric_set: str = "spur-copilot"
     domain_description: str = "a general-purpose AI chat assistant"
+
+
+class DistillSettings(BaseModel):
+    """Labels, the model registry, retraining and calibration."""
+
+    model_config = ConfigDict(frozen=True)
+
     model_registry: Path = Path("var/models")
     registry_poll_s: float = Field(default=10.0, gt=0)
     label_store_url: str = "sqlite:///var/labels.db"
@@ -120,31 +155,47 @@ class Settings(BaseSettings):
     calibration_tenant_key: str | None = None  # metadata key whose value splits label sources: thumbs:<tenant>
     calibration_label_source: str | None = None  # whose satisfaction to serve; None = the shared model
 
-    # --- metrics ----------------------------------------------------------------------------
+
+class MetricsSettings(BaseModel):
+    """What /metrics serves and which label values it may carry."""
+
+    model_config = ConfigDict(frozen=True)
+
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9100, ge=0, le=65535)
     metric_dimensions: list[str] = Field(default_factory=lambda: ["app", "locale", "model_version"])
     dimension_cap: int = Field(default=20, ge=1)
-    drift_window: int = Field(default=500, ge=10)
     # Values of a dimension always exported as themselves (they count towards dimension_cap);
     # listing them makes every worker agree on which values are kept and which become "other".
     dimension_values: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class DriftSettings(BaseModel):
+    """Drift detectors and judge/distilled agreement."""
+
+    model_config = ConfigDict(frozen=True)
+
+    drift_window: int = Field(default=500, ge=10)
     drift_reference_size: int = Field(default=1000, ge=10)  # first-N fallback when no reference is given
     drift_batch_size: int = Field(default=50, ge=1)  # conversations per rate sample of the change detectors
     drift_hold_s: float = Field(default=900.0, gt=0)  # how long convmon_drift_detected stays 1
     drift_feature_interval_s: float = Field(default=15.0, ge=0)  # min seconds between domain-classifier fits
     agreement_window: int = Field(default=500, ge=10)
 
-    @model_validator(mode="after")
-    def _check_security(self) -> Settings:
-        if self.kafka_security_protocol.startswith("SASL") and not (
-            self.kafka_sasl_mechanism and self.kafka_sasl_username and self.kafka_sasl_password
-        ):
-            raise ValueError(
-                "kafka_security_protocol=SASL_* needs kafka_sasl_mechanism, kafka_sasl_username and "
-                "kafka_sasl_password (CONVMON_KAFKA_SASL_*)"
-            )
-        return self
+
+S = TypeVar("S", bound=BaseModel)
+
+
+class Settings(KafkaSettings, StreamSettings, JudgeSettings, RubricSettings, DistillSettings, MetricsSettings,
+               DriftSettings, BaseSettings):
+    """Every ``CONVMON_*`` setting, flat, as users set them; components receive only their section."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CONVMON_",
+        toml_file="convmon.toml",
+        frozen=True,
+        extra="forbid",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -157,13 +208,37 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
-    def topic(self, name: str) -> str:
-        """Full topic name for a stage (``events``, ``conversations``, ``scores``, ...)."""
-        return f"{self.topic_prefix}{name}"
+    def section(self, cls: type[S]) -> S:
+        """This settings' values for one section, as its own frozen object."""
+        return cls.model_construct(**{name: getattr(self, name) for name in cls.model_fields})  # validated already
 
     @property
-    def judge_configured(self) -> bool:
-        return self.openai_api_key is not None or self.openai_base_url is not None
+    def kafka(self) -> KafkaSettings:
+        return self.section(KafkaSettings)
+
+    @property
+    def stream(self) -> StreamSettings:
+        return self.section(StreamSettings)
+
+    @property
+    def judge(self) -> JudgeSettings:
+        return self.section(JudgeSettings)
+
+    @property
+    def rubrics(self) -> RubricSettings:
+        return self.section(RubricSettings)
+
+    @property
+    def distill(self) -> DistillSettings:
+        return self.section(DistillSettings)
+
+    @property
+    def metrics(self) -> MetricsSettings:
+        return self.section(MetricsSettings)
+
+    @property
+    def drift(self) -> DriftSettings:
+        return self.section(DriftSettings)
 
 
 def load_settings(**overrides: object) -> Settings:
