@@ -20,7 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from distill.registry import ModelRegistry
-from distill.retrain import RetrainResult, retrain_once, train_evaluate_publish
+from distill.retrain import retrain_once, train_evaluate_publish
+from distill.retrain_result import RetrainResult
 from distill.store import LabelStore
 from distill.train import dataset_from_records, read_jsonl
 from monitor.contracts.errors import ConvmonError

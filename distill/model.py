@@ -32,7 +32,8 @@ FORMAT_VERSION = 1
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+    return out
 
 
 def best_f1_threshold(y: np.ndarray, p: np.ndarray) -> float:
@@ -105,7 +106,7 @@ class ItemClassifier(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "pipeline_")
-        return self.pipeline_.decision_function(X)
+        return np.asarray(self.pipeline_.decision_function(X), dtype=float)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         p = sigmoid(self.platt_[0] * self.decision_function(X) + self.platt_[1])

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class ModelRegistry:
         version = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{time.time_ns() % 1_000_000:06d}"
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
         try:
-            np.savez_compressed(tmp / "weights.npz", **arrays)
+            np.savez_compressed(tmp / "weights.npz", **cast(dict[str, Any], arrays))
             full = {**manifest, "kind": kind, "version": version, "created_at": time.time()}
             (tmp / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True), encoding="utf-8")
             os.rename(tmp, base / version)
@@ -89,7 +89,9 @@ class ModelRegistry:
         if version is None:
             raise ModelError(f"no live {kind!r} model in registry {self.root}")
         try:
-            return json.loads((self._kind_dir(kind) / version / "manifest.json").read_text(encoding="utf-8"))
+            text = (self._kind_dir(kind) / version / "manifest.json").read_text(encoding="utf-8")
+            manifest: dict[str, Any] = json.loads(text)
+            return manifest
         except (OSError, ValueError) as exc:
             raise ModelError(f"cannot read manifest of {kind}/{version} in {self.root}: {exc}") from exc
 

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
+from typer._click.core import Command, Context  # typer vendors click; its own types for overrides
 from typer.core import TyperGroup
 
 from monitor.contracts.errors import ConvmonError
@@ -32,26 +32,23 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
 class LazyGroup(TyperGroup):
     """A typer group whose sub-apps load on first use; listing them in --help loads nothing."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: Context) -> list[str]:
         return [*super().list_commands(ctx), *LAZY_SUBCOMMANDS]
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         if cmd_name not in LAZY_SUBCOMMANDS:
             return super().get_command(ctx, cmd_name)
-        if ctx.resilient_parsing or ctx.info_name == cmd_name:
+        if ctx.resilient_parsing:
             return load_subcommand(cmd_name)
-        return click.Group(cmd_name, help=LAZY_SUBCOMMANDS[cmd_name][1])  # for the listing only
+        return TyperGroup(name=cmd_name, help=LAZY_SUBCOMMANDS[cmd_name][1])  # for the listing only
 
-    def resolve_command(
-        self, ctx: click.Context, args: list[str]
-    ) -> tuple[str | None, click.Command | None, list[str]]:
-        name = click.utils.make_str(args[0]) if args else None
-        if name in LAZY_SUBCOMMANDS:
-            return name, load_subcommand(name), args[1:]
+    def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        if args and args[0] in LAZY_SUBCOMMANDS:
+            return args[0], load_subcommand(args[0]), args[1:]
         return super().resolve_command(ctx, args)
 
 
-def load_subcommand(name: str) -> click.Command:
+def load_subcommand(name: str) -> Command:
     module, help_text = LAZY_SUBCOMMANDS[name]
     command = typer.main.get_command(importlib.import_module(module).app)
     command.name, command.help = name, command.help or help_text

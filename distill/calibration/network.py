@@ -18,7 +18,7 @@ to Automated Evaluation of Natural Language Texts." ACL 2024. github.com/microso
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -264,7 +264,7 @@ def satisfied_probability(proba: np.ndarray, classes: np.ndarray, *, threshold: 
 
 
 def calibrated_satisfaction(model: LLMRubricCalibrator, questions: Sequence[str],
-                            evaluations: Sequence[dict[str, Sequence[float]]], *,
+                            evaluations: Sequence[Mapping[str, Sequence[float]]], *,
                             judges: Sequence[str] | None = None, threshold: int = 3) -> np.ndarray:
     """P(satisfied) for judge-scored conversations, ready to be summed into an expected rate.
 

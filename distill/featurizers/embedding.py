@@ -92,10 +92,11 @@ class MiniLMFeaturizer(EmbeddingFeaturizer):
             )
         model = load_minilm()
         clipped = [t[: self.max_chars] for t in texts]
-        return model.encode(
+        vectors: np.ndarray = model.encode(
             clipped, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
             show_progress_bar=False,
         )
+        return vectors
 
     def _dim_hint(self) -> int:
         return 384

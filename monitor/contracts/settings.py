@@ -8,7 +8,7 @@ credentials also accept the standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` va
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
@@ -241,7 +241,7 @@ class Settings(KafkaSettings, StreamSettings, JudgeSettings, RubricSettings, Dis
         return self.section(DriftSettings)
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:

@@ -116,8 +116,9 @@ class HistogramDetector(DriftDetector):
 
     @staticmethod
     def _smooth(counts: np.ndarray) -> np.ndarray:
-        counts = counts.astype(float) + 0.5
-        return counts / counts.sum()
+        smoothed: np.ndarray = counts.astype(float) + 0.5
+        out: np.ndarray = smoothed / smoothed.sum()
+        return out
 
     @staticmethod
     @abc.abstractmethod

@@ -54,7 +54,7 @@ class RateStream:
         self._warmup: list[float] = []
         self._sum = 0.0
         self._n = 0
-        self.detectors = {
+        self.detectors: dict[str, PageHinkley | CUSUM] = {
             "page_hinkley": PageHinkley(min_instances=10, delta=0.5, threshold=10.0, mode=direction),
             "cusum": CUSUM(k=0.5, h=10.0, target=0.0, sigma=1.0, mode=direction),
         }

@@ -7,12 +7,14 @@ the problems. A second failure raises :class:`JudgeResponseError`, which the cal
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from monitor.contracts.errors import JudgeResponseError
+from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricItem
 from monitor.contracts.scores import ItemResult
@@ -86,7 +88,7 @@ async def ask_with_repair(
     return results
 
 
-class ModeScorer:
+class ModeScorer(ABC):
     """What every rubric mode holds; subclasses render their prompts and implement ``score_items``."""
 
     def __init__(
@@ -97,6 +99,10 @@ class ModeScorer:
         self.metrics = metrics
         self.items = items
         self.model = model
+
+    @abstractmethod
+    async def score_items(self, conversation: Conversation) -> Scored:
+        """Every item of ``self.items`` for one conversation (the ``Scorer`` protocol of the jury)."""
 
     async def ask(
         self, system: str, user: str, scored: Scored, *, items: list[RubricItem],

@@ -25,7 +25,9 @@ from monitor.judge.redact import Redactor
 from monitor.judge.simulated import SimulatedJudge
 from monitor.judge.spur import SpurScorer
 
-_MODES = {"spur": SpurScorer, "likert": LikertScorer, "logprobs": LogprobsScorer}
+_MODES: dict[str, type[SpurScorer | LikertScorer | LogprobsScorer]] = {
+    "spur": SpurScorer, "likert": LikertScorer, "logprobs": LogprobsScorer,
+}
 
 
 def _scorer(settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], model: str) -> Scorer:

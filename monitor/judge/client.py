@@ -125,7 +125,7 @@ class JudgeClient:
         common: dict[str, Any] = {
             "api_key": key, "max_retries": 0, "timeout": settings.judge_timeout_s, "http_client": http_client
         }
-        if settings.azure_api_version:
+        if settings.azure_api_version and settings.openai_base_url:
             return openai.AsyncAzureOpenAI(
                 azure_endpoint=settings.openai_base_url, api_version=settings.azure_api_version, **common
             )
@@ -255,9 +255,9 @@ class JudgeClient:
     def _delay(self, attempt: int, server_wait: float | None) -> float:
         """Retry-After when the server gives one, else exponential backoff with equal jitter."""
         if server_wait is not None:
-            return min(server_wait, _MAX_RETRY_AFTER_S)
+            return float(min(server_wait, _MAX_RETRY_AFTER_S))
         ceiling = min(self.settings.judge_backoff_max_s, self.settings.judge_backoff_base_s * 2 ** (attempt - 1))
-        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+        return float(ceiling / 2 + self._rng.uniform(0, ceiling / 2))
 
     def _record(self, request: dict[str, Any], response: Any, latency: float, estimate: int) -> Completion:
         """Meter a response and turn it into a ``Completion``; raise ``_BadResponse`` if it is not one."""

