@@ -138,7 +138,7 @@ def test_a_failed_run_resumes_from_what_it_finished(
 ) -> None:
     monkeypatch.setenv("CONVMON_JUDGE_CONCURRENCY", "1")  # one call at a time: the failure point is exact
     monkeypatch.setenv("CONVMON_JUDGE_MAX_RETRIES", "0")
-    server.script(*["good"] * 5, "500")
+    server.script(*[server.default] * 5, "500")  # five extraction answers, then a failure
     out = judge_env / "r.yaml"
     failed = runner.invoke(app, ["learn", "--labeled", str(mwoz), "--limit", "10", "--out", str(out)])
     assert failed.exit_code == 2 and "the judge endpoint failed 1 times" in failed.output
