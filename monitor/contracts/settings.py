@@ -318,4 +318,5 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "<settings>"
-        raise ConfigError(f"setting '{field}' (CONVMON_{field.upper()} or convmon.toml): {err['msg']}") from exc
+        name = str(err["loc"][0]) if err["loc"] else field
+        raise ConfigError(f"setting '{field}' (CONVMON_{name.upper()} or convmon.toml): {err['msg']}") from exc

@@ -62,20 +62,29 @@ def _summarization(content: str) -> str:
     return "Here is the rubric.\n<Rubric>\n" + "\n".join(lines) + "\n</Rubric>"
 
 
-def rubric_llm(body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+def rubric_text(body: dict[str, Any]) -> str:
+    """The stand-in's answer text: extraction, summarization, or the server's own scoring answer."""
     messages = body.get("messages") or []
     content = str(messages[-1].get("content", "")) if messages else ""
     if "<REASONS>" in content:
-        text = _extraction(content, conversation_users(messages)[0])
-    elif "<Rubric>" in content:
-        text = _summarization(content)
-    else:
-        text = answer(body)[0]
+        return _extraction(content, conversation_users(messages)[0])
+    if "<Rubric>" in content:
+        return _summarization(content)
+    return answer(body)[0]
+
+
+def rubric_llm(body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    return reply(body, rubric_text(body))
+
+
+def reply(body: dict[str, Any], text: str, finish_reason: str = "stop") -> tuple[int, dict[str, Any], dict[str, str]]:
+    """A 200 chat completion carrying ``text``; ``finish_reason="length"`` is an answer cut off at the limit."""
+    messages = body.get("messages") or []
     prompt = sum(len(str(m.get("content") or "")) for m in messages) // 4 + 1
     payload = {
         "id": "chatcmpl-rubrics", "object": "chat.completion", "created": int(time.time()),
         "model": body.get("model", "unknown"),
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason,
                      "logprobs": None}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": len(text) // 4 + 1,
                   "total_tokens": prompt + len(text) // 4 + 1},
