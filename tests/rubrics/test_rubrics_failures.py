@@ -4,14 +4,14 @@ clearly, with the exit code, and never silently turned into a result."""
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import reply, rubric_text
 from openai_server import answer
+from rubric_stand_in import reply, rubric_text
+from strict_json import loads  # tests/, on the path from conftest.py
 from typer.testing import CliRunner, Result
 
 from distill.rubrics.cli import app
@@ -19,9 +19,6 @@ from distill.rubrics.extract import EXTRACTION_MAX_TOKENS
 from distill.rubrics.summarize import SUMMARIZATION_MAX_TOKENS
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/strict_json.py
-from strict_json import loads  # noqa: E402
 
 runner = CliRunner()
 Reply = tuple[int, dict[str, Any], dict[str, str]]
