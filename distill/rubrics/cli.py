@@ -224,9 +224,10 @@ def evaluate(
         async def run() -> list[Any]:
             try:
                 with _progress() as track:
-                    return [await score_matrix(llm, settings, list(r.items), [x.conversation for x in data], mode=mode,
+                    return [await score_matrix(llm, settings, list(r.items), [x.conversation for x in data],
+                                               mode=mode,  # type: ignore[arg-type]
                                                model=model or settings.judge_model, on_done=track(r.key, len(data)),
-                                               failures=why)  # type: ignore[arg-type]
+                                               failures=why)
                             for r, why in zip(rubrics, failures, strict=True)]
             finally:
                 if llm.client is not None:

@@ -123,7 +123,7 @@ def _parse(
             err.problems = [cut, *getattr(err, "problems", [])]  # type: ignore[attr-defined]
         raise
     if completion.cut_off:  # it parsed, but its last value may be a prefix ("1" of "10"): never used
-        err = JudgeResponseError(f"judge answer unusable: {cut}")
-        err.problems = [cut]  # type: ignore[attr-defined]
-        raise err
+        cut_off = JudgeResponseError(f"judge answer unusable: {cut}")
+        cut_off.problems = [cut]  # type: ignore[attr-defined]
+        raise cut_off
     return results
