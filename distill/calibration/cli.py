@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,6 +30,20 @@ JudgeColumn = Annotated[str, typer.Option(help="Column naming the label source (
 Threads = Annotated[int, typer.Option(help="torch CPU threads; the network is tiny, 1 is usually fastest.")]
 Grid = Annotated[bool, typer.Option("--grid/--no-grid", help="Pick hyper-parameters by grouped-CV log-lik.")]
 Seed = Annotated[int, typer.Option(help="Seed for torch, fold assignment and the random baseline.")]
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with every NaN / infinity as None: undefined metrics (a constant test set has no Pearson, one
+    class no ROC-AUC) are ``null``, which every JSON parser reads; bare ``NaN`` is not JSON."""
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    if isinstance(value, float | np.floating):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -115,7 +130,8 @@ def train(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(out / "weights.npz", **arrays)
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+        (out / "manifest.json").write_text(json.dumps(strict_json(manifest), indent=2, sort_keys=True,
+                                                      allow_nan=False), encoding="utf-8")
         typer.echo(f"wrote {out / 'weights.npz'} and {out / 'manifest.json'}")
     if registry is not None:
         from distill.registry import ModelRegistry
@@ -202,6 +218,6 @@ def evaluate_cmd(
         md, png = write_report(ev, report)
         typer.echo(f"wrote {md} and {png}", err=as_json)
     if as_json:
-        sys.stdout.write(json.dumps(ev.summary(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(strict_json(ev.summary()), indent=2, allow_nan=False) + "\n")
     else:
         typer.echo(render_markdown(ev))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import tempfile
@@ -24,6 +25,7 @@ from typing import Any
 from monitor.contracts.errors import ConfigError
 from monitor.judge.client import Completion, JudgeClient, Usage
 
+log = logging.getLogger(__name__)
 _NONCE = re.compile(r"<<<CONVERSATION (\w+)>>>")
 
 
@@ -85,10 +87,11 @@ class CallStats:
     hits: int = 0
     cost_usd: float = 0.0
     usage: Usage = field(default_factory=Usage)
+    cut_off: int = 0  # answers that stopped at the output limit (each retried larger or dropped, never used)
 
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "cache_hits": self.hits, "cost_usd": round(self.cost_usd, 6),
-                "tokens": self.usage.as_dict()}
+                "tokens": self.usage.as_dict(), "cut_off": self.cut_off}
 
 
 class CachingClient:
@@ -135,8 +138,27 @@ class CachingClient:
         self.stats.calls += 1
         self.stats.cost_usd += completion.cost_usd
         self.stats.usage += completion.usage
-        if completion.finish_reason != "length":  # a cut-off answer is not worth replaying
+        if not completion.cut_off:  # a cut-off answer is not worth replaying
             self.cache.put(key, {"text": completion.text, "finish_reason": completion.finish_reason,
                                  "structured": completion.structured, "usage": completion.usage.as_dict(),
                                  "cost_usd": completion.cost_usd, "model": completion.response_model or model})
         return completion
+
+    async def complete_whole(self, messages: list[dict[str, str]], *, model: str | None = None, max_tokens: int,
+                             attempts: int = 2) -> Completion | None:
+        """An answer that was not cut off at the output limit, or None.
+
+        A cut-off answer (``finish_reason=length``) is a prefix of what the model meant: a reason list
+        that ends in "The use", a rubric whose last item is "Th". It is asked again with twice the limit,
+        ``attempts`` times in all; None tells the caller to count the answer as dropped.
+        """
+        limit = max_tokens
+        for attempt in range(1, attempts + 1):
+            completion = await self.complete(messages, model=model, max_tokens=limit)
+            if not completion.cut_off:
+                return completion
+            self.stats.cut_off += 1
+            log.warning("an answer stopped at the output limit of %d tokens; %s", limit,
+                        f"asking again with {2 * limit}" if attempt < attempts else "dropping it")
+            limit *= 2
+        return None

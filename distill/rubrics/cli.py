@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import re
+import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,27 +16,31 @@ from typing import Annotated, Any
 import typer
 from prometheus_client import CollectorRegistry
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from distill.rubrics.cache import CachingClient, ResponseCache
 from distill.rubrics.dedup import make_embedder
 from distill.rubrics.extract import file_sha256, load_labeled
-from distill.rubrics.learn import LearnOptions, learn_rubric_set, plan_calls
-from distill.rubrics.measure import METRICS, bootstrap_indices, evaluate_set, score_matrix
+from distill.rubrics.learn import Drops, LearnOptions, learn_rubric_set, plan_calls, too_little
+from distill.rubrics.measure import METRICS, SetReport, bootstrap_indices, evaluate_set, score_matrix
 from monitor.contracts.errors import ConvmonError, RubricError
 from monitor.contracts.metrics import Metrics
-from monitor.contracts.rubric_set import dump_rubric_set, load_rubric_set
+from monitor.contracts.rubric_set import RubricSet, dump_rubric_set, load_rubric_set
 from monitor.contracts.settings import Settings
 from monitor.judge.client import JudgeClient
 
 app = typer.Typer(help="Learn rubric sets from labelled conversations (SPUR, RUBICON), evaluate and apply them.",
                   no_args_is_help=True)
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one line per message, also when not a terminal
 Labeled = Annotated[Path, typer.Option("--labeled", help="JSONL with a label per conversation, or a USS .txt file.")]
 Model = Annotated[str | None, typer.Option(help="Chat model (default: judge_model).")]
 Limit = Annotated[int | None, typer.Option(help="Use only the first N conversations of the file.")]
 Seed = Annotated[int, typer.Option(help="Seed for batching, folds and bootstrap.")]
+MaxDropped = Annotated[float, typer.Option(
+    min=0.0, max=1.0, help="Exit 3 when a stage drops more than this share of its answers (cut off, unparseable).")]
+TOO_LITTLE = 3  # exit code: the run finished, but its result rests on too few usable answers
 
 
 def _settings() -> Settings:
@@ -55,6 +62,11 @@ def _llm(settings: Settings) -> CachingClient:
     client = JudgeClient(settings, Metrics(CollectorRegistry())) if settings.judge_configured else None
     return CachingClient(client, ResponseCache(settings.data_dir / "rubric_cache"),
                          temperature=settings.judge_temperature, default_model=settings.judge_model)
+
+
+def _stdout() -> Console:
+    """Tables for stdout: the terminal's width, or unlimited when piped or redirected (no cut-off columns)."""
+    return Console() if sys.stdout.isatty() else Console(width=100_000, soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -100,8 +112,12 @@ def learn(
     limit: Limit = None,
     seed: Seed = 0,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls and estimated cost, then stop.")] = False,
+    max_dropped: MaxDropped = 0.1,
 ) -> None:
-    """Learn a rubric set from labelled conversations (every LLM call cached: a rerun resumes)."""
+    """Learn a rubric set from labelled conversations (every LLM call cached: a rerun resumes).
+
+    Exit 0 written, 2 error (nothing usable), 3 a stage dropped more than --max-dropped of its answers.
+    """
     with _errors():
         if method not in ("spur", "rubicon") or score_mode not in ("likert", "spur"):
             raise RubricError(f"--method must be spur or rubicon and --score-mode likert or spur; got {method!r}, "
@@ -116,7 +132,7 @@ def learn(
         if dry_run:
             typer.echo(f"{len(data)} labelled conversations ({counts['SAT']} SAT, {counts['DSAT']} DSAT, "
                        f"{counts['NEUTRAL']} neutral dropped)")
-            Console().print(_plan_table(plan_calls(settings, llm, data, opts), opts.model))
+            _stdout().print(_plan_table(plan_calls(settings, llm, data, opts), opts.model))
             return
         set_id = set_id or "learned-" + (re.sub(r"[^a-z0-9]+", "-", labeled.stem.lower()).strip("-") or "set")
         info = {"file": labeled.name, "sha256": file_sha256(labeled), "limit": limit, "counts": counts}
@@ -138,15 +154,39 @@ def learn(
                     await llm.client.aclose()
 
         result = asyncio.run(run())
+        stats = result.stats["llm"]
+        spent = f"{stats['calls']} LLM calls, {stats['cache_hits']} from cache, ${stats['cost_usd']:.4f}"
+        for drops in result.drops:
+            if drops.dropped:
+                console.print(f"dropped: {escape(str(drops))}")
+        if short := too_little(result.drops, max_dropped):
+            console.print(f"[red]error:[/red] the learned set rests on too little: {'; '.join(map(str, short))}; "
+                          f"more than --max-dropped {max_dropped:g}, so nothing was written ({spent}). Rerun with a "
+                          "larger --max-dropped to accept it: finished calls come from the cache")
+            raise typer.Exit(code=TOO_LITTLE)
         target = out or settings.data_dir / "rubrics" / f"{result.rubric.id}.yaml"
         dump_rubric_set(result.rubric, target)
-        stats = result.stats["llm"]
-        typer.echo(f"wrote {result.rubric.key} ({len(result.rubric.items)} items) to {target}; "
-                   f"{stats['calls']} LLM calls, {stats['cache_hits']} from cache, ${stats['cost_usd']:.4f}")
+        typer.echo(f"wrote {result.rubric.key} ({len(result.rubric.items)} items) to {target}; {spent}")
 
 
 def _cell(value: float, ci: tuple[float, float] | None) -> str:
-    return f"{value:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    def number(x: float, digits: int) -> str:
+        return f"{x:.{digits}f}" if math.isfinite(x) else "n/a"
+
+    return number(value, 3) + (f" [{number(ci[0], 2)}, {number(ci[1], 2)}]" if ci else "")
+
+
+def _check_scorable(rubric: RubricSet) -> None:
+    """R = SAT scores - DSAT scores: without either it is 0 for every conversation and the metrics mean nothing."""
+    polarities = Counter(item.polarity for item in rubric.items)
+    if not polarities["sat"] and not polarities["dsat"]:
+        kinds = ", ".join(f"{n} {p}" for p, n in sorted(polarities.items()))
+        raise RubricError(f"{rubric.key} has no SAT or DSAT items ({kinds}): evaluate measures how R = SAT - DSAT "
+                          "separates SAT from DSAT conversations, and R is 0 for every conversation with this set")
+    if not polarities["sat"] or not polarities["dsat"]:
+        missing = "SAT" if not polarities["sat"] else "DSAT"
+        console.print(f"[yellow]warning:[/yellow] {rubric.key} has no {missing} items: its R only counts the other "
+                      "polarity")
 
 
 @app.command()
@@ -160,8 +200,13 @@ def evaluate(
     limit: Limit = None,
     seed: Seed = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    max_dropped: MaxDropped = 0.1,
 ) -> None:
-    """Score labelled conversations with each rubric set and compare them side by side."""
+    """Score labelled conversations with each rubric set and compare them side by side.
+
+    Exit 0, 2 error, 3 a set's answers failed for more than --max-dropped of the conversations (the
+    report is printed, undefined metrics as null / n/a).
+    """
     import numpy as np
 
     with _errors():
@@ -170,15 +215,20 @@ def evaluate(
         settings = _settings()
         data, _ = load_labeled(labeled, limit=limit)
         rubrics = [load_rubric_set(s, settings.prompts_dir) for s in sets]
+        for rubric in rubrics:
+            _check_scorable(rubric)
         llm = _llm(settings)
         y = np.array([1 if x.label == "SAT" else 0 for x in data])
+        failures: list[Counter[str]] = [Counter() for _ in rubrics]
 
         async def run() -> list[Any]:
             try:
                 with _progress() as track:
-                    return [await score_matrix(llm, settings, list(r.items), [x.conversation for x in data], mode=mode,
-                                               model=model or settings.judge_model, on_done=track(r.key, len(data)))
-                            for r in rubrics]  # type: ignore[arg-type]
+                    return [await score_matrix(llm, settings, list(r.items), [x.conversation for x in data],
+                                               mode=mode,  # type: ignore[arg-type]
+                                               model=model or settings.judge_model, on_done=track(r.key, len(data)),
+                                               failures=why)
+                            for r, why in zip(rubrics, failures, strict=True)]
             finally:
                 if llm.client is not None:
                     await llm.client.aclose()
@@ -187,17 +237,37 @@ def evaluate(
         resamples = bootstrap_indices(len(data), bootstrap, seed) if bootstrap else None
         reports = [evaluate_set(name, r, m, y, positive=positive, resamples=resamples)
                    for name, r, m in zip(sets, rubrics, matrices, strict=True)]
+        for report, why in zip(reports, failures, strict=True):
+            report.failures = dict(why)
     if as_json:
         typer.echo(json.dumps({"labeled": labeled.name, "positive": positive, "mode": mode,
-                               "llm": llm.stats.as_dict(), "sets": [r.as_dict() for r in reports]}, indent=2))
-        return
-    table = Table(title=f"{labeled.name}: {len(data)} conversations, positive={positive}, 95% bootstrap CI")
+                               "llm": llm.stats.as_dict(), "sets": [r.as_dict() for r in reports]}, indent=2,
+                              allow_nan=False))
+    else:
+        _stdout().print(_report_table(labeled.name, len(data), positive, reports))
+    _exit_if_too_little(reports, max_dropped)
+
+
+def _exit_if_too_little(reports: list[SetReport], max_dropped: float) -> None:
+    drops = [Drops(f"{r.key}", r.n + r.failed, r.failures or {"unusable": r.failed}) for r in reports if r.failed]
+    for d in drops:
+        console.print(f"dropped: {escape(str(d))}")
+    if short := too_little(drops, max_dropped):
+        every = [d.stage for d in short if d.dropped == d.answers]
+        console.print(f"[red]error:[/red] measured on too little: {len(short)} set(s) lost more than --max-dropped "
+                      f"{max_dropped:g} of their answers" + (f"; every answer failed for {', '.join(every)}, whose "
+                                                             "metrics are undefined" if every else ""))
+        raise typer.Exit(code=TOO_LITTLE)
+
+
+def _report_table(name: str, n: int, positive: str, reports: list[SetReport]) -> Table:
+    table = Table(title=f"{name}: {n} conversations, positive={positive}, 95% bootstrap CI")
     for column in ("set", "n", *METRICS):
         table.add_column(column)
     for r in reports:
         table.add_row(f"{r.name}\n{r.key}", f"{r.n}" + (f" ({r.failed} failed)" if r.failed else ""),
                       *(_cell(r.values[m], r.ci.get(m)) for m in METRICS))
-    Console().print(table)
+    return table
 
 
 def _live_keys(registry: Path) -> dict[str, str]:

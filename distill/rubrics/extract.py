@@ -9,7 +9,6 @@ redacted before it is put in a prompt.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
@@ -24,6 +23,7 @@ from distill.rubrics.cache import CachingClient
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
 from monitor.contracts.settings import Settings
+from monitor.judge.gather import gather_or_cancel
 from monitor.judge.prompt import conversation_budget, conversation_message, render
 from monitor.judge.redact import Redactor
 
@@ -159,8 +159,14 @@ def parse_reasons(text: str, max_reasons: int = 3) -> list[str] | None:
 @dataclass
 class ExtractionResult:
     patterns: list[Pattern]
+    answers: int = 0  # conversations asked
     none: int = 0  # conversations answered NONE
-    unparseable: int = 0
+    unparseable: int = 0  # dropped: no <REASONS> block
+    cut_off: int = 0  # dropped: still cut off at the output limit after a retry with a larger one
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        return {"cut_off": self.cut_off, "unparseable": self.unparseable}
 
 
 async def extract_patterns(
@@ -169,13 +175,15 @@ async def extract_patterns(
 ) -> ExtractionResult:
     """One extraction call per conversation, concurrently (the judge client bounds concurrency)."""
     redactor = Redactor(settings.pii_extra_patterns)
-    result = ExtractionResult(patterns=[])
+    result = ExtractionResult(patterns=[], answers=len(data))
 
     async def one(item: Labeled) -> None:
         messages = extraction_messages(settings, item, redactor, max_reasons=max_reasons)
-        completion = await llm.complete(messages, model=model, max_tokens=EXTRACTION_MAX_TOKENS)
-        reasons = parse_reasons(completion.text, max_reasons)
-        if reasons is None:
+        completion = await llm.complete_whole(messages, model=model, max_tokens=EXTRACTION_MAX_TOKENS)
+        reasons = None if completion is None else parse_reasons(completion.text, max_reasons)
+        if completion is None:
+            result.cut_off += 1
+        elif reasons is None:
             result.unparseable += 1
         elif not reasons:
             result.none += 1
@@ -183,6 +191,6 @@ async def extract_patterns(
         if on_done is not None:
             on_done()
 
-    await asyncio.gather(*(one(item) for item in data))
+    await gather_or_cancel(one(item) for item in data)
     result.patterns.sort(key=lambda p: (p.conversation_id, p.label, p.text))  # completion order is not stable
     return result

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -60,11 +61,44 @@ class LearnOptions:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class Drops:
+    """The answers of one stage that were not used, by reason (a cut-off answer is never used)."""
+
+    stage: str
+    answers: int
+    reasons: dict[str, int]
+
+    @property
+    def dropped(self) -> int:
+        return sum(self.reasons.values())
+
+    @property
+    def share(self) -> float:
+        return self.dropped / self.answers if self.answers else 0.0
+
+    def __str__(self) -> str:
+        why = sorted(((n, reason) for reason, n in self.reasons.items() if n), reverse=True)
+        shown = "; ".join(f"{n}: {reason}" for n, reason in why[:3]) + ("; ..." if len(why) > 3 else "")
+        return f"{self.stage}: {self.dropped} of {self.answers} answers dropped" + (f" ({shown})" if shown else "")
+
+
+def too_little(drops: list[Drops], max_dropped: float) -> list[Drops]:
+    """The stages that dropped more than ``max_dropped`` of their answers: the result rests on too little."""
+    return [d for d in drops if d.share > max_dropped + 1e-12]
+
+
+def _all_failed(drops: Drops) -> ConfigError:
+    return ConfigError(f"{drops.stage}: every one of the {drops.answers} answers was unusable, so nothing was "
+                       f"learned; {drops}")
+
+
 @dataclass
 class LearnResult:
     rubric: RubricSet
     stats: dict[str, Any] = field(default_factory=dict)
     scores: np.ndarray | None = None  # RUBICON: the pool's score matrix on the training conversations
+    drops: list[Drops] = field(default_factory=list)  # per stage, for the run's summary
 
 
 def _noop(label: str, total: int) -> Callable[[], None]:
@@ -75,7 +109,7 @@ async def _pool(llm: CachingClient, settings: Settings, patterns: list[Any], opt
                 embedder: BaseEstimator, track: Track) -> tuple[list[RubricItem], dict[str, Any]]:
     """Summarize and de-duplicate both polarities: SPUR's n items, or RUBICON's capped pool."""
     items: list[RubricItem] = []
-    stats: dict[str, Any] = {"summarization_calls": 0, "failed_batches": 0, "duplicates": []}
+    stats: dict[str, Any] = {"summarization_calls": 0, "failed_batches": 0, "cut_off_batches": 0, "duplicates": []}
     run = summarize_iterative if opts.method == "spur" else summarize_pool
     for label in ("SAT", "DSAT"):
         count = sum(p.label == label for p in patterns)
@@ -86,6 +120,7 @@ async def _pool(llm: CachingClient, settings: Settings, patterns: list[Any], opt
         items += kept if opts.method == "spur" else kept[: opts.max_pool]
         stats["summarization_calls"] += result.calls
         stats["failed_batches"] += result.failed_batches
+        stats["cut_off_batches"] += result.cut_off
         stats["duplicates"] += [asdict(d) for d in dropped]
     return items, stats
 
@@ -97,24 +132,41 @@ async def learn_rubric_set(
     """The whole pipeline; raises ``ConfigError`` when nothing usable comes out."""
     extraction = await extract_patterns(llm, settings, data, model=opts.model, max_reasons=opts.max_reasons,
                                         on_done=track("extract reasons", len(data)))
+    drops = [Drops("extraction", extraction.answers, {
+        f"cut off at the output limit even with {2 * EXTRACTION_MAX_TOKENS} tokens": extraction.cut_off,
+        "no <REASONS> block": extraction.unparseable})]
+    if extraction.answers and drops[0].dropped == extraction.answers:
+        raise _all_failed(drops[0])
     if not extraction.patterns:
         raise ConfigError(f"extraction found no reasons in {len(data)} conversations ({extraction.none} NONE, "
-                          f"{extraction.unparseable} unparseable answers)")
+                          f"{extraction.unparseable} unparseable answers, {extraction.cut_off} cut off)")
     items, stats = await _pool(llm, settings, extraction.patterns, opts, embedder, track)
+    drops.append(Drops("summarization", stats["summarization_calls"], {
+        f"cut off at the output limit even with {2 * SUMMARIZATION_MAX_TOKENS} tokens": stats["cut_off_batches"],
+        "no numbered <Rubric> list": stats["failed_batches"]}))
     stats.update(reasons=len(extraction.patterns), extraction_none=extraction.none,
-                 extraction_unparseable=extraction.unparseable, pool=len(items))
+                 extraction_unparseable=extraction.unparseable, extraction_cut_off=extraction.cut_off, pool=len(items))
+    if drops[1].answers and drops[1].dropped == drops[1].answers:
+        raise _all_failed(drops[1])
     if not items:
         raise ConfigError("summarization produced no rubric items (see the warnings above)")
     result = LearnResult(rubric=None)  # type: ignore[arg-type]
     selection: dict[str, Any] = {}
     if opts.method == "rubicon":
         conversations = [x.conversation for x in data]
+        failures: Counter[str] = Counter()
         scores = await score_matrix(llm, settings, items, conversations, mode=opts.score_mode, model=opts.model,
-                                    on_done=track("score pool", len(conversations)))
+                                    on_done=track("score pool", len(conversations)), failures=failures)
         ok = ~np.isnan(scores).any(axis=1)
+        drops.append(Drops("pool scoring", len(conversations), dict(failures)))
+        if conversations and not ok.any():
+            raise _all_failed(drops[-1])
         y = np.array([1 if x.label == "SAT" else 0 for x in data])
-        chosen = select(scores[ok], signs_of(items), y[ok], sat_budget=opts.sat_budget, dsat_budget=opts.dsat_budget,
-                        folds=opts.folds, seed=opts.seed)
+        try:
+            chosen = select(scores[ok], signs_of(items), y[ok], sat_budget=opts.sat_budget,
+                            dsat_budget=opts.dsat_budget, folds=opts.folds, seed=opts.seed)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}; {drops[-1]}" if drops[-1].dropped else str(exc)) from exc
         selection = {"alpha": chosen.alpha, "tau": chosen.tau, "threshold": chosen.threshold,
                      "threshold_r": chosen.threshold_r, "separation": chosen.separation,
                      "sharpness": chosen.sharpness, "cv_balanced_accuracy": {str(a): v for a, v in chosen.cv.items()},
@@ -122,8 +174,10 @@ async def learn_rubric_set(
         result.scores = scores
         items = [items[j] for j in chosen.selected]
     stats["llm"] = llm.stats.as_dict()
+    stats["dropped"] = {d.stage: {"answers": d.answers, **d.reasons} for d in drops}
     result.rubric = build_set(set_id, items, opts, data_info, selection, stats)
     result.stats = stats
+    result.drops = drops
     return result
 
 
@@ -187,4 +241,5 @@ def plan_calls(settings: Settings, llm: CachingClient, data: list[Labeled], opts
     return rows
 
 
-__all__ = ["LearnOptions", "LearnResult", "PlanRow", "build_set", "learn_rubric_set", "plan_calls"]
+__all__ = ["Drops", "LearnOptions", "LearnResult", "PlanRow", "build_set", "learn_rubric_set", "plan_calls",
+           "too_little"]

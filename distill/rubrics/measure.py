@@ -17,7 +17,8 @@ every set so sets are compared on equal draws.
 
 from __future__ import annotations
 
-import asyncio
+import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,6 +32,7 @@ from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricItem, RubricSet
 from monitor.contracts.settings import Settings
+from monitor.judge.gather import gather_or_cancel
 from monitor.judge.likert import LikertScorer
 from monitor.judge.redact import Redactor
 from monitor.judge.spur import SpurScorer
@@ -41,9 +43,12 @@ METRICS = ("accuracy", "precision", "recall", "f1", "delta_netsat", "yield_at_0.
 
 async def score_matrix(
     llm: CachingClient, settings: Settings, items: list[RubricItem], conversations: list[Conversation], *,
-    mode: Mode, model: str, on_done: Callable[[], None] | None = None,
+    mode: Mode, model: str, on_done: Callable[[], None] | None = None, failures: Counter[str] | None = None,
 ) -> np.ndarray:
-    """(conversations x items) judge scores in [0, 10]; a row is NaN when the answer never parsed."""
+    """(conversations x items) judge scores in [0, 10]; a row is NaN when the answer never parsed.
+
+    ``failures`` counts why rows are NaN (the judge's error, e.g. "missing items ..."), for the summary.
+    """
     scorer_cls = {"spur": SpurScorer, "likert": LikertScorer}[mode]
     scorer = scorer_cls(settings, llm, Metrics(CollectorRegistry()), items, model=model)  # type: ignore[arg-type]
     redactor = Redactor(settings.pii_extra_patterns)
@@ -53,8 +58,9 @@ async def score_matrix(
     async def one(row: int, conversation: Conversation) -> None:
         try:
             scored = await scorer.score_items(redactor.redact_conversation(conversation))
-        except JudgeResponseError:
-            pass  # the row stays NaN; callers drop it and say how many
+        except JudgeResponseError as exc:
+            if failures is not None:  # the row stays NaN; callers drop it and say how many and why
+                failures[str(exc)] += 1
         else:
             out[row] = 0.0
             for result in scored.items:
@@ -62,7 +68,7 @@ async def score_matrix(
         if on_done is not None:
             on_done()
 
-    await asyncio.gather(*(one(i, c) for i, c in enumerate(conversations)))
+    await gather_or_cancel(one(i, c) for i, c in enumerate(conversations))
     return out
 
 
@@ -126,11 +132,18 @@ class SetReport:
     threshold_r: float
     values: dict[str, float]
     ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)  # why the failed conversations failed
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: an undefined metric or interval (no conversations, one class only) is None."""
         return {"name": self.name, "rubric_key": self.key, "conversations": self.n, "failed": self.failed,
-                "threshold_r": self.threshold_r, "metrics": self.values,
-                "ci95": {k: list(v) for k, v in self.ci.items()}}
+                "threshold_r": self.threshold_r, "metrics": {k: finite(v) for k, v in self.values.items()},
+                "ci95": {k: [finite(x) for x in v] for k, v in self.ci.items()}, "failures": self.failures}
+
+
+def finite(value: float | None) -> float | None:
+    """``value``, or None when it is NaN or infinite (strict JSON has neither)."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def threshold_of(rubric: RubricSet) -> float:
@@ -147,8 +160,10 @@ def evaluate_set(
     signs = signs_of(list(rubric.items))
     s, labels = scores[ok], y[ok]
     r, ns, t = (s * signs).sum(axis=1), netsat(s, signs), threshold_of(rubric)
+    if not len(labels):  # every answer failed: nothing is measured, every metric is undefined
+        return SetReport(name, rubric.key, 0, int((~ok).sum()), t, dict.fromkeys(METRICS, math.nan))
     report = SetReport(name, rubric.key, int(ok.sum()), int((~ok).sum()), t, point_metrics(labels, r, ns, t, positive))
-    if resamples is not None and len(labels):
+    if resamples is not None:
         draws = [point_metrics(y[idx], (scores[idx] * signs).sum(axis=1), netsat(scores[idx], signs), t, positive)
                  for idx in (row[ok[row]] for row in resamples)]
         for metric in METRICS:

@@ -105,9 +105,25 @@ def batches(patterns: list[Pattern], label: Label, batch_size: int, seed: int) -
 @dataclass
 class SummaryResult:
     items: list[RubricItem]
-    calls: int = 0
-    failed_batches: int = 0
+    calls: int = 0  # batches asked
+    failed_batches: int = 0  # dropped: no numbered rubric in the answer
+    cut_off: int = 0  # dropped: still cut off at the output limit after a retry with a larger one
     history: list[int] = field(default_factory=list)  # items after each batch
+
+
+async def _summarize(llm: CachingClient, messages: list[dict[str, str]], label: Label, n: int, model: str,
+                     result: SummaryResult) -> list[str]:
+    """One batch's rubric entries; [] (counted as dropped) when the answer is cut off or has none."""
+    completion = await llm.complete_whole(messages, model=model, max_tokens=SUMMARIZATION_MAX_TOKENS)
+    result.calls += 1
+    if completion is None:
+        result.cut_off += 1
+        return []
+    entries = parse_rubric(completion.text)[:n]
+    if not entries:
+        result.failed_batches += 1
+        log.warning("summarization of a %s batch gave no numbered rubric", label)
+    return entries
 
 
 async def summarize_iterative(
@@ -118,15 +134,9 @@ async def summarize_iterative(
     result = SummaryResult(items=[])
     previous: list[str] = []
     for batch in batches(patterns, label, batch_size, seed):
-        messages = summarization_messages(settings, batch + previous, label, n)
-        completion = await llm.complete(messages, model=model, max_tokens=SUMMARIZATION_MAX_TOKENS)
-        result.calls += 1
-        entries = parse_rubric(completion.text)[:n]
-        if entries:
-            previous = entries
-        else:
-            result.failed_batches += 1
-            log.warning("summarization of a %s batch gave no numbered rubric; keeping the previous one", label)
+        entries = await _summarize(llm, summarization_messages(settings, batch + previous, label, n), label, n,
+                                   model, result)
+        previous = entries or previous  # a dropped batch keeps the previous rubric
         result.history.append(len(previous))
         if on_done is not None:
             on_done()
@@ -142,12 +152,7 @@ async def summarize_pool(
     result = SummaryResult(items=[])
     taken: set[str] = set()
     for batch in batches(patterns, label, batch_size, seed):
-        completion = await llm.complete(summarization_messages(settings, batch, label, n), model=model,
-                                        max_tokens=SUMMARIZATION_MAX_TOKENS)
-        result.calls += 1
-        entries = parse_rubric(completion.text)[:n]
-        if not entries:
-            result.failed_batches += 1
+        entries = await _summarize(llm, summarization_messages(settings, batch, label, n), label, n, model, result)
         result.items.extend(to_items(entries, label, taken=taken))
         result.history.append(len(result.items))
         if on_done is not None:

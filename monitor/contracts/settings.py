@@ -7,14 +7,27 @@ credentials also accept the standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` va
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -29,6 +42,56 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1-mini": (0.40, 1.60),
     "gpt-4.1": (2.00, 8.00),
 }
+
+
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def split_commas(text: str) -> list[str]:
+    """Comma-separated values, trimmed; commas inside brackets or after a backslash do not split.
+
+    So a regular expression keeps its quantifier (``\\d{3,4}``) or character class (``[,;]``).
+
+    >>> split_commas("gpt-4o-mini, gpt-4.1-mini")
+    ['gpt-4o-mini', 'gpt-4.1-mini']
+    >>> split_commas(r"ACME-\\d{3,4}, ZZ[,;]\\w+,a\\,b")
+    ['ACME-\\\\d{3,4}', 'ZZ[,;]\\\\w+', 'a\\\\,b']
+    """
+    parts, current, depth, escaped = [], [], 0, False
+    for char in text:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in _OPEN:
+            depth += 1
+        elif char in _CLOSE:
+            depth = max(0, depth - 1)
+        elif char == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current).strip())
+    return [p for p in parts if p]
+
+
+def _string_list(value: object) -> object:
+    """A list setting from the environment: a JSON list (``["a","b"]``) or the comma form (``a,b``)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"starts with '[' but is not a JSON list ({exc.msg}); write a,b or [\"a\",\"b\"]"
+                             ) from None
+    return split_commas(text)
+
+
+# A list of strings that accepts ``a,b`` as well as a JSON list from CONVMON_* variables.
+StringList = Annotated[list[str], NoDecode, BeforeValidator(_string_list)]
 
 
 class KafkaSettings(BaseModel):
@@ -88,7 +151,7 @@ class JudgeSettings(BaseModel):
 
     judge_mode: Literal["spur", "likert", "logprobs"] = "spur"
     judge_model: str = "gpt-4o-mini"
-    judge_models: list[str] = Field(default_factory=list)
+    judge_models: StringList = Field(default_factory=list)
     judge_jury_size: int = Field(default=1, ge=1)
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("CONVMON_OPENAI_API_KEY", "OPENAI_API_KEY")
@@ -105,7 +168,7 @@ class JudgeSettings(BaseModel):
     judge_max_retries: int = Field(default=5, ge=0)
     judge_timeout_s: float = Field(default=60.0, gt=0)
     judge_max_prompt_chars: int = Field(default=24_000, ge=1000)
-    pii_extra_patterns: list[str] = Field(default_factory=list)
+    pii_extra_patterns: StringList = Field(default_factory=list)
     # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
     # to free text by itself on a 400), answer length cap, sampling temperature, retry backoff.
     judge_structured_output: bool = True
@@ -163,7 +226,7 @@ class MetricsSettings(BaseModel):
 
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9100, ge=0, le=65535)
-    metric_dimensions: list[str] = Field(default_factory=lambda: ["app", "locale", "model_version"])
+    metric_dimensions: StringList = Field(default_factory=lambda: ["app", "locale", "model_version"])
     dimension_cap: int = Field(default=20, ge=1)
     # Values of a dimension always exported as themselves (they count towards dimension_cap);
     # listing them makes every worker agree on which values are kept and which become "other".
@@ -241,10 +304,19 @@ class Settings(KafkaSettings, StreamSettings, JudgeSettings, RubricSettings, Dis
         return self.section(DriftSettings)
 
 
+_SOURCE_FIELD = re.compile(r'field "(\w+)"')
+
+
 def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except SettingsError as exc:  # a JSON-valued setting that is not JSON
+        found = _SOURCE_FIELD.search(str(exc))
+        field = found.group(1) if found else "<settings>"
+        raise ConfigError(f"setting '{field}' (CONVMON_{field.upper()} or convmon.toml): not valid JSON "
+                          f"({exc.__cause__ or exc})") from exc
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "<settings>"
-        raise ConfigError(f"setting '{field}' (CONVMON_{field.upper()} or convmon.toml): {err['msg']}") from exc
+        name = str(err["loc"][0]) if err["loc"] else field
+        raise ConfigError(f"setting '{field}' (CONVMON_{name.upper()} or convmon.toml): {err['msg']}") from exc

@@ -121,10 +121,15 @@ class ModeScorer(ABC):
 def _parse(
     completion: Completion, items: list[RubricItem], parse: Callable[[str, list[RubricItem]], list[ItemResult]]
 ) -> list[ItemResult]:
+    cut = "the answer was cut off at the output limit: answer compactly"
     try:
-        return parse(completion.text, items)
+        results = parse(completion.text, items)
     except JudgeResponseError as err:
-        if completion.finish_reason == "length":
-            problems = ["the answer was cut off at the output limit: answer compactly", *getattr(err, "problems", [])]
-            err.problems = problems  # type: ignore[attr-defined]
+        if completion.cut_off:
+            err.problems = [cut, *getattr(err, "problems", [])]  # type: ignore[attr-defined]
         raise
+    if completion.cut_off:  # it parsed, but its last value may be a prefix ("1" of "10"): never used
+        cut_off = JudgeResponseError(f"judge answer unusable: {cut}")
+        cut_off.problems = [cut]  # type: ignore[attr-defined]
+        raise cut_off
+    return results

@@ -60,6 +60,11 @@ class Completion:
     structured: bool = False  # the JSON-schema response_format was sent and accepted
     top_logprobs: list[list[tuple[str, float]]] = field(default_factory=list)  # per output token
 
+    @property
+    def cut_off(self) -> bool:
+        """The answer stopped at the output limit: a prefix of what the model meant, not an answer."""
+        return self.finish_reason == "length"
+
 
 def estimate_tokens(messages: list[dict[str, str]]) -> int:
     """A deliberately high prompt-token estimate (3 characters a token) for reservations."""

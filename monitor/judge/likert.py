@@ -6,7 +6,6 @@ in R, as in SPUR. Batches are scored concurrently; each has its own static syste
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from monitor.contracts.events import Conversation
@@ -15,6 +14,7 @@ from monitor.contracts.rubric_set import RubricItem
 from monitor.contracts.settings import Settings
 from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
+from monitor.judge.gather import gather_or_cancel
 from monitor.judge.interpret import parse_likert
 from monitor.judge.prompt import conversation_budget, conversation_message, render, rubric_sections
 
@@ -57,10 +57,10 @@ class LikertScorer(ModeScorer):
     async def score_items(self, conversation: Conversation) -> Scored:
         user, truncated = conversation_message(self.settings.prompts_dir, conversation, max_chars=self.max_chars)
         scored = Scored(items=[], truncated=truncated)
-        results = await asyncio.gather(*(
+        results = await gather_or_cancel(
             self.ask(batch.system, user, scored, items=batch.items, parse=parse_likert,
                      answer_format=batch.answer_format, response_format=batch.response_format)
             for batch in self.batches
-        ))
+        )
         scored.items = [item for batch in results for item in batch]
         return scored

@@ -8,7 +8,6 @@ R is the sum of SAT probabilities minus DSAT probabilities (as for distilled rec
 
 from __future__ import annotations
 
-import asyncio
 import math
 
 from monitor.contracts.errors import JudgeError, JudgeResponseError
@@ -19,6 +18,7 @@ from monitor.contracts.scores import ItemResult
 from monitor.contracts.settings import Settings
 from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
+from monitor.judge.gather import gather_or_cancel
 from monitor.judge.prompt import conversation_budget, conversation_message, new_nonce, render
 
 YES = frozenset({"yes", "y", "true"})
@@ -74,7 +74,7 @@ class LogprobsScorer(ModeScorer):
             self.settings.prompts_dir, conversation, max_chars=self.max_chars, nonce=nonce
         )
         scored = Scored(items=[], truncated=truncated)
-        scored.items = list(await asyncio.gather(*(self._ask(item, user, scored) for item in self.items)))
+        scored.items = await gather_or_cancel(self._ask(item, user, scored) for item in self.items)
         return scored
 
     async def _ask(self, item: RubricItem, user: str, scored: Scored) -> ItemResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +13,9 @@ from typer.testing import CliRunner
 from distill.calibration.cli import app
 from distill.calibration.network import LLMRubricCalibrator, calibrated_satisfaction
 from distill.registry import ModelRegistry
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/strict_json.py
+from strict_json import loads  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "llm-rubric"
 JUDGMENTS = DATA / "human_judges_synth_all_FIXED_ANON.tsv"
@@ -49,7 +52,7 @@ def test_evaluate_train_on_one_set_test_on_another(tmp_path: Path, data_files: t
                                  str(sets["train"][1]), "--test-judgments", str(sets["test"][0]),
                                  "--test-evaluations", str(sets["test"][1]), "--json", *FAST])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)
+    summary = loads(result.stdout)
     assert summary["target"] == "Q0" and summary["protocol"].startswith("train on train set")
     assert set(summary) >= {"rmse", "pearson", "spearman", "kendall", "baselines"}
     assert 40 < summary["n"] < 200  # only V5 dialogues are scored
@@ -73,7 +76,7 @@ def test_train_writes_arrays_and_publishes(tmp_path: Path, data_files: tuple[Pat
     result = runner.invoke(app, ["train", "--judgments", str(hj), "--evaluations", str(ev), "--out", str(out),
                                  "--registry", str(reg), "--promote", *FAST])
     assert result.exit_code == 0, result.output
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = loads((out / "manifest.json").read_text())
     assert manifest["target"] == "Q0" and manifest["n_judges"] == 24 and manifest["n_options"][7] == 3
     with np.load(out / "weights.npz", allow_pickle=False) as npz:
         model = LLMRubricCalibrator.from_arrays(dict(npz), manifest)
@@ -91,6 +94,21 @@ def test_train_writes_arrays_and_publishes(tmp_path: Path, data_files: tuple[Pat
     assert not np.allclose(p_sat, expected[:, 2:].sum(axis=1))  # the judge answers matter
     with pytest.raises(ValueError, match="4 probabilities for Q8, which has 3 options"):
         calibrated_satisfaction(again, live_manifest["questions"], [{"Q8": [0.1, 0.2, 0.3, 0.4]}])
+
+def test_undefined_metrics_are_null_in_strict_json(tmp_path: Path, data_files: tuple[Path, Path]) -> None:
+    hj, ev = data_files
+    train = split_by_system(hj, tmp_path / "train_hj.tsv", {"V1", "V2", "V3", "V4"})
+    test = split_by_system(hj, tmp_path / "test_hj.tsv", {"V5"})
+    rows = test.read_text().splitlines()
+    q0 = rows[0].split("\t").index("Q0")
+    test.write_text("\n".join([rows[0], *(r for r in rows[1:] if r.split("\t")[q0] == "4")]) + "\n")
+    result = runner.invoke(app, ["evaluate", "--train-judgments", str(train), "--train-evaluations", str(ev),
+                                 "--test-judgments", str(test), "--test-evaluations", str(ev), "--json", *FAST])
+    assert result.exit_code == 0, result.output
+    summary = loads(result.stdout)  # every test satisfied: no correlation, no ROC-AUC
+    assert summary["pearson"] is None and summary["roc_auc"] is None and summary["rmse"] is not None
+    assert summary["baselines"]["constant_mean"]["pearson"] is None
+
 
 def test_cli_errors_name_the_problem(tmp_path: Path, data_files: tuple[Path, Path]) -> None:
     hj, ev = data_files

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ from typer.testing import CliRunner
 from distill.rubrics.cli import app
 from monitor.contracts.rubric_set import RubricSet, dump_rubric_set, load_rubric_set
 from monitor.contracts.settings import REPO_ROOT
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/strict_json.py
+from strict_json import loads  # noqa: E402
 
 runner = CliRunner()
 
@@ -75,7 +79,7 @@ def test_rubicon_selects_from_the_pool_and_evaluate_compares_sets(
     assert set(selection["cv_balanced_accuracy"]) == {"0.0", "0.25", "0.5", "1.0", "2.0", "4.0"}
     assert selection["scored_conversations"] == 29
 
-    report = json.loads(invoke("evaluate", "--labeled", str(mwoz), "--limit", "30", "--set", str(out),
+    report = loads(invoke("evaluate", "--labeled", str(mwoz), "--limit", "30", "--set", str(out),
                                "--set", "spur-mwoz", "--bootstrap", "200", "--json"))
     assert [s["name"] for s in report["sets"]] == [str(out), "spur-mwoz"]
     for entry in report["sets"]:
@@ -138,7 +142,7 @@ def test_a_failed_run_resumes_from_what_it_finished(
 ) -> None:
     monkeypatch.setenv("CONVMON_JUDGE_CONCURRENCY", "1")  # one call at a time: the failure point is exact
     monkeypatch.setenv("CONVMON_JUDGE_MAX_RETRIES", "0")
-    server.script(*["good"] * 5, "500")
+    server.script(*[server.default] * 5, "500")  # five extraction answers, then a failure
     out = judge_env / "r.yaml"
     failed = runner.invoke(app, ["learn", "--labeled", str(mwoz), "--limit", "10", "--out", str(out)])
     assert failed.exit_code == 2 and "the judge endpoint failed 1 times" in failed.output
