@@ -221,8 +221,9 @@ def evaluate_cmd(
         raise _fail(ValueError(f"--folds must be at least 2, got {folds}"))
     if schedule not in SCHEDULES:
         raise _fail(ValueError(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}"))
-    if epoch_size is not None and epoch_size < 1:
-        raise _fail(ValueError(f"--epoch-size must be at least 1, got {epoch_size}"))
+    if epoch_size is not None and (epoch_size < 1 or schedule != "reference"):
+        raise _fail(ValueError(f"--epoch-size takes an integer >= 1 and only with --schedule reference "
+                               f"(got {epoch_size} with {schedule})"))
     try:
         seed_list = parse_seeds(seeds) if seeds is not None else None
     except ValueError as exc:

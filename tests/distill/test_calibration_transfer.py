@@ -152,3 +152,6 @@ def test_inputs_are_validated(tmp_path: Path, sets) -> None:
     result = runner.invoke(app, ["evaluate", "--train-judgments", str(SYNTH_FILES[0]), "--train-evaluations",
                                  str(SYNTH_FILES[1]), "--seeds", "43"])
     assert result.exit_code == 2 and "--seeds is the transfer protocol" in result.output
+    result = runner.invoke(app, ["evaluate", "--train-judgments", str(SYNTH_FILES[0]), "--train-evaluations",
+                                 str(SYNTH_FILES[1]), "--epoch-size", "223"])
+    assert result.exit_code == 2 and "only with --schedule reference" in result.output
