@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,9 +17,17 @@ import typer
 
 from distill.calibration.crossval import DEFAULT_GRID, dialogue_folds, evaluate, grid_search
 from distill.calibration.data import CalibrationDataError, CalibrationSet, load_calibration_set
-from distill.calibration.network import LLMRubricCalibrator
+from distill.calibration.network import SCHEDULES, LLMRubricCalibrator
 from distill.calibration.summary import render_markdown, write_report
+from distill.calibration.transfer import (
+    parse_seeds,
+    read_judge_map,
+    read_reference_hyperparameters,
+    render_transfer,
+    transfer,
+)
 from monitor.contracts.errors import ConvmonError
+from monitor.contracts.json_output import strict_json
 
 app = typer.Typer(help="Calibrate LLM-judge answers into per-judge satisfaction (LLM-Rubric).",
                   no_args_is_help=True)
@@ -32,31 +39,23 @@ Grid = Annotated[bool, typer.Option("--grid/--no-grid", help="Pick hyper-paramet
 Seed = Annotated[int, typer.Option(help="Seed for torch, fold assignment and the random baseline.")]
 
 
-def strict_json(value: Any) -> Any:
-    """``value`` with every NaN / infinity as None: undefined metrics (a constant test set has no Pearson, one
-    class no ROC-AUC) are ``null``, which every JSON parser reads; bare ``NaN`` is not JSON."""
-    if isinstance(value, dict):
-        return {k: strict_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [strict_json(v) for v in value]
-    if isinstance(value, float | np.floating):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
-
-
 def _fail(exc: Exception) -> typer.Exit:
     typer.echo(f"error: {exc}", err=True)
     return typer.Exit(code=2)
 
 
-def _load(judgments: Path, evaluations: Path, ids: Path | None, target: str, judge_column: str
-          ) -> CalibrationSet:
+def _load(judgments: Path, evaluations: Path, ids: Path | None, target: str, judge_column: str,
+          drop_incomplete: bool = False) -> CalibrationSet:
     try:
-        return load_calibration_set(judgments, evaluations, ids=ids, target=target, judge_column=judge_column)
+        return load_calibration_set(judgments, evaluations, ids=ids, target=target, judge_column=judge_column,
+                                    drop_incomplete=drop_incomplete)
     except CalibrationDataError as exc:
         raise _fail(exc) from exc
+
+
+def _print_json(value: Any) -> None:
+    """Strict JSON: a metric that does not exist (Pearson of a constant) is null, never a bare NaN."""
+    sys.stdout.write(json.dumps(strict_json(value), indent=2, allow_nan=False) + "\n")
 
 
 def _hyper(hidden1: int, hidden2: int, learning_rate: float, batch_size: int, pretrain_epochs: int,
@@ -196,19 +195,68 @@ def evaluate_cmd(
     hidden1: int = 25, hidden2: int = 25, learning_rate: float = 1e-3, batch_size: int = 64,
     pretrain_epochs: int = 20, finetune_epochs: int = 30, weight_decay: float = 0.0,
     seed: Seed = 43, threads: Threads = 1,
+    schedule: Annotated[str, typer.Option(
+        help="Training schedule: convmon (zero-initialised judge offsets, epochs over the rows) or reference "
+             "(the LLM-Rubric code's: random offsets, epochs x int(epoch-size / batch-size) steps with "
+             "replacement).")] = "convmon",
+    epoch_size: Annotated[int | None, typer.Option(
+        help="Reference schedule: rows per epoch for the step count (the reference's all_data_size) "
+             "[default: training rows].")] = None,
+    hyperparameters: Annotated[Path | None, typer.Option(
+        help="LLM-Rubric hyper-parameter JSON (best_synth_cross-validation_hp.json); its values replace "
+             "--hidden1/--hidden2/--learning-rate/--batch-size/--*-epochs/--epoch-size.")] = None,
+    judge_map: Annotated[Path | None, typer.Option(
+        help="JSON annotator id -> judge index (the reference's judge_map.json): the offset row each "
+             "annotator trains and is tested with.")] = None,
+    drop_incomplete: Annotated[bool, typer.Option(
+        help="Leave out label rows with an empty cell (the reference scripts' dropna) instead of masking it.")
+    ] = False,
+    seeds: Annotated[str | None, typer.Option(
+        help="Transfer protocol: one network per seed (e.g. 43-52), trained on the train set and scored on the "
+             "test set; reports every seed, the spread, the seed ensemble and the baselines.")] = None,
 ) -> None:
     """Score LLM-Rubric and the baselines: grouped CV, or train on one set and test on another."""
     if (test_judgments is None) != (test_evaluations is None):
         raise _fail(ValueError("--test-judgments and --test-evaluations go together; give both or neither"))
     if folds < 2:
         raise _fail(ValueError(f"--folds must be at least 2, got {folds}"))
+    if schedule not in SCHEDULES:
+        raise _fail(ValueError(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}"))
+    if epoch_size is not None and (epoch_size < 1 or schedule != "reference"):
+        raise _fail(ValueError(f"--epoch-size takes an integer >= 1 and only with --schedule reference "
+                               f"(got {epoch_size} with {schedule})"))
+    try:
+        seed_list = parse_seeds(seeds) if seeds is not None else None
+    except ValueError as exc:
+        raise _fail(exc) from exc
+    if seed_list is not None and (test_judgments is None or grid or report is not None):
+        raise _fail(ValueError("--seeds is the transfer protocol: it needs --test-judgments/--test-evaluations "
+                               "and takes no --grid or --report"))
     torch.set_num_threads(threads)
-    train_set = _load(train_judgments, train_evaluations, train_ids, target, judge_column)
+    train_set = _load(train_judgments, train_evaluations, train_ids, target, judge_column, drop_incomplete)
     test_set = None
     if test_judgments is not None and test_evaluations is not None:
-        test_set = _load(test_judgments, test_evaluations, test_ids, target, judge_column)
+        test_set = _load(test_judgments, test_evaluations, test_ids, target, judge_column, drop_incomplete)
     params = _hyper(hidden1, hidden2, learning_rate, batch_size, pretrain_epochs, finetune_epochs,
-                    weight_decay, seed)
+                    weight_decay, seed) | {"schedule": schedule, "epoch_size": epoch_size}
+    try:
+        if hyperparameters is not None:
+            params |= read_reference_hyperparameters(hyperparameters, train_set)
+        if judge_map is not None:
+            params["judge_index"] = read_judge_map(judge_map)
+    except CalibrationDataError as exc:
+        raise _fail(exc) from exc
+    if seed_list is not None and test_set is not None:
+        try:
+            result = transfer(train_set, test_set, params=params, seeds=seed_list)
+        except ValueError as exc:
+            raise _fail(exc) from exc
+        summary = result.summary() | {"data_notes": {"train": train_set.notes, "test": test_set.notes}}
+        if as_json:
+            _print_json(summary)
+        else:
+            typer.echo(render_transfer(summary))
+        return
     try:
         ev = evaluate(train_set, test_set, params=params, grid=DEFAULT_GRID if grid else None,
                       n_splits=folds, random_state=seed)
@@ -218,6 +266,6 @@ def evaluate_cmd(
         md, png = write_report(ev, report)
         typer.echo(f"wrote {md} and {png}", err=as_json)
     if as_json:
-        sys.stdout.write(json.dumps(strict_json(ev.summary()), indent=2, allow_nan=False) + "\n")
+        _print_json(ev.summary())
     else:
         typer.echo(render_markdown(ev))

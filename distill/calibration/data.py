@@ -197,12 +197,14 @@ def _label(raw: str, *, k: int, path: Path, line: int, name: str) -> int:
 
 def load_calibration_set(judgments: Path | str, evaluations: Path | str, *, target: str = "Q0",
                          ids: Path | str | None = None, judge_column: str = "annotator_id",
-                         max_options: int | None = None) -> CalibrationSet:
+                         max_options: int | None = None, drop_incomplete: bool = False) -> CalibrationSet:
     """Join a human-judgments TSV with the judge's evaluations TSV into a :class:`CalibrationSet`.
 
     Questions are those in both files, in the judgments file's column order. Rows whose dialogue the
     judge never scored, outside ``ids`` when given, or without a target label are left out (as in
     the paper's scripts) and counted in ``notes``; other NA answers stay in, masked.
+    ``drop_incomplete`` also leaves out rows with an empty cell, as the reference scripts' pandas
+    ``dropna`` does (two rows of the synthetic set), instead of masking the empty answer.
     """
     judgments = Path(judgments)
     for path in (judgments, Path(evaluations)):
@@ -220,6 +222,8 @@ def load_calibration_set(judgments: Path | str, evaluations: Path | str, *, targ
     keep = set(read_dialogue_ids(ids)) if ids is not None else None
     d_index, labels, judges = [], [], []
     notes = {"rows_read": 0, "no_judge_evaluation": 0, "outside_ids": 0, "target_missing": 0}
+    if drop_incomplete:
+        notes["incomplete"] = 0
     ev_index = ev.index()
     for line, row in enumerate(rows, start=2):
         if not any(cell.strip() for cell in row):
@@ -240,6 +244,8 @@ def load_calibration_set(judgments: Path | str, evaluations: Path | str, *, targ
             notes["no_judge_evaluation"] += 1
         elif answers[questions.index(target)] == 0:
             notes["target_missing"] += 1
+        elif drop_incomplete and not all(cell.strip() for cell in row[: len(header)]):
+            notes["incomplete"] += 1
         else:
             d_index.append(ev_index[dialogue])
             labels.append(answers)

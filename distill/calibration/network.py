@@ -9,6 +9,13 @@ The offsets start at zero and only move for judges seen in training, so an unsee
 ``judges=None``) gets the shared model. Training is multi-task pre-training on all questions, then
 fine-tuning on the target; NA labels are masked out (mean over valid labels only).
 
+``schedule="reference"`` trains as the paper's released PyTorch code does, so its published
+synthetic -> real numbers can be reproduced: offsets drawn from N(0, 1) like the shared weights (in
+the order judge index -> offset row given by ``judge_index``, the reference's ``judge_map.json``),
+``epochs * int(epoch_size / batch_size)`` steps per phase on batches drawn with replacement
+(numpy's legacy generator, reseeded per phase), the loss averaged over every (row, question) cell
+with NA cells counting zero, and no option mask (a 3-option question keeps a 4th logit).
+
 References
 ----------
 Hashemi, Eisner, Rosset, Van Durme, Kedzie. "LLM-Rubric: A Multidimensional, Calibrated Approach
@@ -31,23 +38,26 @@ __all__ = ["LLMRubricCalibrator", "LLMRubricNetwork", "calibrated_satisfaction",
 
 _PARAMS = ("W1", "W1a", "W2", "W2a", "V", "Va")
 _NEG = -1e9
+SCHEDULES = ("convmon", "reference")
 
 
 class LLMRubricNetwork(nn.Module):
     """Two sigmoid layers and one softmax head per question, each with per-judge additive offsets."""
 
     def __init__(self, n_questions: int, max_options: int, n_judges: int, hidden1: int, hidden2: int,
-                 option_mask: torch.Tensor, personalized: bool = True) -> None:
+                 option_mask: torch.Tensor, personalized: bool = True, random_offsets: bool = False) -> None:
         super().__init__()
         d_in = n_questions * max_options
         self.personalized = personalized
-        self.W1 = nn.Parameter(torch.randn(d_in + 1, hidden1))
-        self.W2 = nn.Parameter(torch.randn(hidden1 + 1, hidden2))
-        self.V = nn.Parameter(torch.randn(n_questions, hidden2 + 1, max_options))
         n_off = max(n_judges, 1)
-        self.W1a = nn.Parameter(torch.zeros(n_off, d_in + 1, hidden1))
-        self.W2a = nn.Parameter(torch.zeros(n_off, hidden1 + 1, hidden2))
-        self.Va = nn.Parameter(torch.zeros(n_off, n_questions, hidden2 + 1, max_options))
+        # created in the reference's order, so a seed draws the same numbers as its code
+        offset = torch.randn if random_offsets else torch.zeros
+        self.W1 = nn.Parameter(torch.randn(d_in + 1, hidden1))
+        self.W1a = nn.Parameter(offset(n_off, d_in + 1, hidden1))
+        self.W2 = nn.Parameter(torch.randn(hidden1 + 1, hidden2))
+        self.W2a = nn.Parameter(offset(n_off, hidden1 + 1, hidden2))
+        self.V = nn.Parameter(torch.randn(n_questions, hidden2 + 1, max_options))
+        self.Va = nn.Parameter(offset(n_off, n_questions, hidden2 + 1, max_options))
         self.register_buffer("option_mask", option_mask.bool())
 
     @staticmethod
@@ -73,11 +83,18 @@ class LLMRubricNetwork(nn.Module):
         return logits.masked_fill(~self.option_mask, _NEG)
 
 
-def masked_nll(logits: torch.Tensor, y: torch.Tensor, questions: Sequence[int] | None = None) -> torch.Tensor:
-    """Mean negative log-likelihood over valid labels only (``y`` is 1..K, 0 = NA)."""
+def masked_nll(logits: torch.Tensor, y: torch.Tensor, questions: Sequence[int] | None = None, *,
+               over_all_cells: bool = False) -> torch.Tensor:
+    """Mean negative log-likelihood over valid labels only (``y`` is 1..K, 0 = NA).
+
+    ``over_all_cells`` divides by every (row, question) cell instead, NA cells adding zero: the
+    reference code's loss, which weighs a batch with many NA answers less.
+    """
     if questions is not None:
         logits, y = logits[:, list(questions)], y[:, list(questions)]
     nll = nn.functional.cross_entropy(logits.permute(0, 2, 1), y - 1, ignore_index=-1, reduction="none")
+    if over_all_cells:
+        return nll.mean()
     valid = (y > 0).to(nll.dtype)
     return (nll * valid).sum() / valid.sum().clamp(min=1.0)
 
@@ -102,7 +119,8 @@ class LLMRubricCalibrator:
     def __init__(self, *, hidden1: int = 25, hidden2: int = 25, learning_rate: float = 1e-3,
                  batch_size: int = 64, pretrain_epochs: int = 20, finetune_epochs: int = 30,
                  weight_decay: float = 0.0, personalized: bool = True, target_index: int = -1,
-                 n_options: Sequence[int] | None = None, random_state: int = 43) -> None:
+                 n_options: Sequence[int] | None = None, random_state: int = 43, schedule: str = "convmon",
+                 epoch_size: int | None = None, judge_index: Mapping[str, int] | None = None) -> None:
         self.hidden1 = hidden1
         self.hidden2 = hidden2
         self.learning_rate = learning_rate
@@ -114,6 +132,9 @@ class LLMRubricCalibrator:
         self.target_index = target_index
         self.n_options = n_options
         self.random_state = random_state
+        self.schedule = schedule
+        self.epoch_size = epoch_size
+        self.judge_index = judge_index
 
     # -- parameters -----------------------------------------------------------------------------
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -135,6 +156,12 @@ class LLMRubricCalibrator:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"The {name!r} parameter of LLMRubricCalibrator must be an int >= 0. "
                                  f"Got {getattr(self, name)!r} instead.")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"The 'schedule' parameter of LLMRubricCalibrator must be one of "
+                             f"{', '.join(SCHEDULES)}. Got {self.schedule!r} instead.")
+        if self.epoch_size is not None and (not isinstance(self.epoch_size, int) or self.epoch_size < 1):
+            raise ValueError("The 'epoch_size' parameter of LLMRubricCalibrator must be an int >= 1 or None. "
+                             f"Got {self.epoch_size!r} instead.")
         if not self.learning_rate > 0:
             raise ValueError("The 'learning_rate' parameter of LLMRubricCalibrator must be a float in "
                              f"(0, inf). Got {self.learning_rate!r} instead.")
@@ -162,28 +189,51 @@ class LLMRubricCalibrator:
         self.target_ = int(range(n_q)[self.target_index])
         if not (y[:, self.target_] > 0).any():
             raise ValueError("y has no valid label for the target question; nothing to fine-tune on.")
-        # a row whose judge is None trains the shared weights only (the model served without a judge)
-        self.judges_ = np.asarray(sorted({str(j) for j in judges if j is not None}) if judges is not None else [],
-                                  dtype=str)
+        self.judges_ = self._judge_order(judges)
         self.classes_ = np.arange(1, int(self.n_options_[self.target_]) + 1)
+        reference = self.schedule == "reference"
         torch.manual_seed(self.random_state)
         mask = torch.arange(k)[None, :] < torch.as_tensor(self.n_options_)[:, None]
-        self.network_ = LLMRubricNetwork(n_q, k, len(self.judges_), self.hidden1, self.hidden2, mask,
-                                         self.personalized)
+        self.network_ = LLMRubricNetwork(n_q, k, len(self.judges_), self.hidden1, self.hidden2,
+                                         torch.ones_like(mask) if reference else mask, self.personalized,
+                                         random_offsets=reference)
         xt, yt, jt = torch.from_numpy(X), torch.from_numpy(y), self._judge_tensor(judges, n)
         gen = torch.Generator().manual_seed(self.random_state)
         opt = torch.optim.Adam(self.network_.parameters(), lr=self.learning_rate,
                                weight_decay=self.weight_decay)
         self.network_.train()
         for epochs, questions in ((self.pretrain_epochs, None), (self.finetune_epochs, [self.target_])):
-            for _ in range(epochs):
-                for idx in torch.randperm(n, generator=gen).split(self.batch_size):
-                    loss = masked_nll(self.network_(xt[idx], jt[idx]), yt[idx], questions)
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
+            if reference:  # fixed step count, batches with replacement, numpy's generator reseeded per phase
+                draw = np.random.RandomState(self.random_state)
+                steps = epochs * ((self.epoch_size or n) // self.batch_size)
+                batches = (torch.from_numpy(draw.choice(n, size=self.batch_size)) for _ in range(steps))
+            else:
+                batches = (idx for _ in range(epochs)
+                           for idx in torch.randperm(n, generator=gen).split(self.batch_size))
+            for idx in batches:
+                loss = masked_nll(self.network_(xt[idx], jt[idx]), yt[idx], questions, over_all_cells=reference)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
         self.network_.eval()
         return self
+
+    def _judge_order(self, judges: Sequence[Any] | np.ndarray | None) -> np.ndarray:
+        """Label source per offset row: sorted ids, or ``judge_index``'s order when one is given.
+
+        A row whose judge is None trains the shared weights only (the model served without a judge).
+        """
+        seen = {str(j) for j in judges if j is not None} if judges is not None else set()
+        if self.judge_index is None:
+            return np.asarray(sorted(seen), dtype=str)
+        index = {str(j): i for j, i in self.judge_index.items()}
+        if sorted(index.values()) != list(range(len(index))):
+            raise ValueError("judge_index must map judge ids to the indices 0..n-1, each once; got "
+                             f"{sorted(index.values())}.")
+        missing = sorted(seen - set(index))
+        if missing:
+            raise ValueError(f"judge_index has no index for training judge(s) {', '.join(missing[:10])}.")
+        return np.asarray(sorted(index, key=index.__getitem__), dtype=str)
 
     # -- prediction -----------------------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -223,7 +273,8 @@ class LLMRubricCalibrator:
         arrays = {name: getattr(self.network_, name).detach().numpy().copy() for name in _PARAMS}
         arrays |= {"n_options": self.n_options_.astype(np.int64), "judges": self.judges_.astype(str)}
         meta = {"format": "llm-rubric-calibrator/1", "target_index": self.target_,
-                "hyperparameters": {k: v for k, v in self.get_params().items() if k != "n_options"}}
+                "hyperparameters": {k: v for k, v in self.get_params().items()
+                                    if k not in ("n_options", "judge_index")}}  # judges: the offset rows' order
         return arrays, meta
 
     @classmethod
@@ -240,6 +291,8 @@ class LLMRubricCalibrator:
         model.target_ = int(meta["target_index"])
         model.classes_ = np.arange(1, int(model.n_options_[model.target_]) + 1)
         mask = torch.arange(k)[None, :] < torch.as_tensor(model.n_options_)[:, None]
+        if model.schedule == "reference":
+            mask = torch.ones_like(mask)
         model.network_ = LLMRubricNetwork(n_q, k, len(model.judges_), model.hidden1, model.hidden2, mask,
                                           model.personalized)
         try:
