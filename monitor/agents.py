@@ -14,14 +14,14 @@ import faust
 import orjson
 
 from monitor import sessionize as ses
-from monitor.app import Topics, aiokafka_kwargs, bootstrap, topic_names
-from monitor.broker import ensure_topics
+from monitor.app import Topics
 from monitor.deadletter import DeadLetters
 from monitor.errors import InvalidEvent, JudgeError
 from monitor.events import Conversation, EndEvent, TurnEvent, decode_event, encode
 from monitor.pipeline import Pipeline
 from monitor.route import route
 from monitor.scores import ScoreRecord
+from monitor.topics import create_topics
 
 log = logging.getLogger(__name__)
 TOPIC_CHECK_INTERVAL_S = 10.0
@@ -180,9 +180,8 @@ def register_agents(app: faust.App, topics: Topics, p: Pipeline) -> None:
     async def recreate_topics() -> None:
         """Give a broker that lost its topics (a memory-only dev broker restarted) them back, with our
         partition counts; on a real cluster this is a no-op. Without it offsets never commit again."""
-        names = [*topic_names(s), sessions.changelog_topic.get_topic_name(), counted.changelog_topic.get_topic_name()]
         try:
-            await ensure_topics(bootstrap(s), names, s.topic_partitions, **aiokafka_kwargs(s))
+            await create_topics(s)
         except Exception as exc:  # broker still down: try again at the next tick
             log.warning("topic check failed: %s", type(exc).__name__)
 

@@ -122,11 +122,13 @@ def _mount_subcommands() -> None:
     from distill.calibration.cli import app as calibrate_app
     from distill.cli import app as distill_app
     from distill.rubrics.cli import app as rubrics_app
+    from monitor.topics import app as topics_app
 
     app.add_typer(calibrate_app, name="calibrate", help="LLM-Rubric calibration of judge answers.")
     app.add_typer(rubrics_app, name="rubrics", help="Learn, evaluate and apply rubric sets.")
     app.add_typer(distill_app, name="distill", help="Train, evaluate and publish distilled classifiers.")
     app.add_typer(bench_app, name="bench", help="Accuracy and throughput benchmarks (JSON output).")
+    app.add_typer(topics_app, name="topics", help="Create or check convmon's Kafka topics (auto-create off).")
 
 
 _mount_subcommands()

@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     app_id: str = "convmon"
     topic_prefix: str = "convmon."
     topic_partitions: int = Field(default=4, ge=1)
+    # Topics created by workers or `convmon topics create` (monitor/topics.py): replication, and how
+    # long the input, the scores and the dead letters are kept (changelogs are compacted instead).
+    topic_replication: int = Field(default=1, ge=1)
+    retention_events_s: float = Field(default=7 * 86400.0, ge=1)
+    retention_scores_s: float = Field(default=30 * 86400.0, ge=1)
+    retention_dead_letters_s: float = Field(default=30 * 86400.0, ge=1)
     data_dir: Path = Path("var")
     sample_rate: float = Field(default=0.1, ge=0.0, le=1.0)
     idle_timeout_s: float = Field(default=300.0, gt=0)
