@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 import typer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -112,7 +113,8 @@ async def check_topics(settings: Settings) -> list[str]:
     return problems
 
 
-def topic_problems(spec: TopicSpec, described: dict, config: dict[str, str]) -> list[str]:
+def topic_problems(spec: TopicSpec, described: dict[str, Any], config: dict[str, str]) -> list[str]:
+    """Fewer replicas than configured is a problem; more is not (a cluster policy may raise them)."""
     out = []
     partitions = described["partitions"]
     if len(partitions) != spec.partitions:
