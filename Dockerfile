@@ -1,4 +1,8 @@
-# The convmon worker image used by docker-compose.yml and deploy/k8s/.
+# The convmon image used by docker-compose.yml and deploy/k8s/.
+#
+# Entry point convention: ENTRYPOINT is the `convmon` executable and everything after it is a
+# subcommand, so compose `command:` and Kubernetes `args:` name only the subcommand and its options
+# (`["worker"]`, `["simulate", "--rate", "5"]`, `["distill", "train", "--schedule"]`), never `convmon`.
 FROM python:3.11-slim
 WORKDIR /app
 # torch first and pinned to the CPU build; any other spec pulls multi-GB CUDA wheels.
@@ -8,7 +12,13 @@ COPY monitor monitor
 COPY distill distill
 COPY prompts prompts
 RUN pip install --no-cache-dir .
-ENV CONVMON_PROMPTS_DIR=/app/prompts HF_HUB_OFFLINE=1
+# An unprivileged user (uid 10001, matching runAsUser in deploy/k8s) owning its home and state
+# directory /var/lib/convmon, the working directory, so relative defaults (var/, convmon.toml) land there.
+RUN groupadd --system --gid 10001 convmon \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/convmon --create-home --shell /usr/sbin/nologin convmon
+ENV CONVMON_PROMPTS_DIR=/app/prompts HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+USER 10001:10001
+WORKDIR /var/lib/convmon
 EXPOSE 9100
 ENTRYPOINT ["convmon"]
 CMD ["worker"]

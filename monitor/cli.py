@@ -148,6 +148,38 @@ def demo(
 
 
 
+topics_app = typer.Typer(help="Create or check convmon's Kafka topics (clusters with auto-create off).",
+                         no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+
+
+@topics_app.command("create")
+def topics_create() -> None:
+    """Create every missing convmon topic with its partitions, replication, retention and compaction."""
+    from monitor.runtime.topics import convmon_topics, create_topics
+
+    settings = load_settings()
+    created = asyncio.run(create_topics(settings))
+    for name in created:
+        print(f"created {name}")
+    print(f"{len(created)} created, {len(convmon_topics(settings)) - len(created)} already existed "
+                  f"on {settings.broker_url}; run `convmon topics check` to compare their configs")
+
+
+@topics_app.command("check")
+def topics_check() -> None:
+    """Report missing or misconfigured topics, one line each; exit code 1 if there is any."""
+    from monitor.runtime.topics import check_topics, convmon_topics
+
+    settings = load_settings()
+    problems = asyncio.run(check_topics(settings))
+    for line in problems:
+        print(line)
+    if problems:
+        raise typer.Exit(1)
+    print(f"all {len(convmon_topics(settings))} convmon topics on {settings.broker_url} are as configured")
+
+
 
 def main() -> None:
     try:

@@ -110,6 +110,12 @@ class KafkaSettings(BaseModel):
     app_id: str = "convmon"
     topic_prefix: str = "convmon."
     topic_partitions: int = Field(default=4, ge=1)
+    # Topics created by workers or `convmon topics create` (monitor/runtime/topics.py): replication, and how
+    # long the input, the scores and the dead letters are kept (changelogs are compacted instead).
+    topic_replication: int = Field(default=1, ge=1)
+    retention_events_s: float = Field(default=7 * 86400.0, ge=1)
+    retention_scores_s: float = Field(default=30 * 86400.0, ge=1)
+    retention_dead_letters_s: float = Field(default=30 * 86400.0, ge=1)
 
     @model_validator(mode="after")
     def _check_security(self) -> Self:

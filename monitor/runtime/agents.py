@@ -16,9 +16,9 @@ import orjson
 from monitor.contracts.errors import InvalidEvent, JudgeError
 from monitor.contracts.events import Conversation, EndEvent, TurnEvent, decode_event, encode
 from monitor.contracts.scores import ScoreRecord
-from monitor.runtime.app import Topics, aiokafka_kwargs, bootstrap, topic_names
-from monitor.runtime.broker import ensure_topics
+from monitor.runtime.app import Topics
 from monitor.runtime.deadletter import DeadLetters
+from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import Pipeline
 from monitor.stages import sessionize as ses
 from monitor.stages.route import route
@@ -180,9 +180,8 @@ def register_agents(app: faust.App, topics: Topics, p: Pipeline) -> None:
     async def recreate_topics() -> None:
         """Give a broker that lost its topics (a memory-only dev broker restarted) them back, with our
         partition counts; on a real cluster this is a no-op. Without it offsets never commit again."""
-        names = [*topic_names(s), sessions.changelog_topic.get_topic_name(), counted.changelog_topic.get_topic_name()]
         try:
-            await ensure_topics(bootstrap(s), names, s.topic_partitions, **aiokafka_kwargs(s))
+            await create_topics(s)
         except Exception as exc:  # broker still down: try again at the next tick
             log.warning("topic check failed: %s", type(exc).__name__)
 

@@ -85,7 +85,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topics]:
         broker_credentials=credentials(settings),
         store="memory://",  # tables are rebuilt from their Kafka changelogs on restart
         topic_partitions=settings.topic_partitions,
-        topic_replication_factor=1,
+        topic_replication_factor=settings.topic_replication,
         table_standby_replicas=0,
         consumer_auto_offset_reset="earliest",
         broker_session_timeout=10,

@@ -11,8 +11,8 @@ from prometheus_client import start_http_server
 
 from monitor.contracts.settings import Settings
 from monitor.runtime.agents import register_agents, register_lag_timer
-from monitor.runtime.app import aiokafka_kwargs, bootstrap, create_app, topic_names
-from monitor.runtime.broker import ensure_topics
+from monitor.runtime.app import create_app
+from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import build_pipeline
 
 log = logging.getLogger(__name__)
@@ -28,9 +28,9 @@ def build_worker_app(settings: Settings) -> faust.App:
 
 def run_worker(settings: Settings, *, loglevel: str = "warn",
                build: Callable[[Settings], faust.App] = build_worker_app) -> None:
-    """Create the topics, build the app (``build``: the monitor, or a benchmark's variant), serve /metrics, run."""
-    asyncio.run(ensure_topics(bootstrap(settings), topic_names(settings), settings.topic_partitions,
-                              **aiokafka_kwargs(settings)))
+    """Create missing topics (as `convmon topics create` does), build the app (``build``: the monitor, or a
+    benchmark's variant), serve /metrics, run."""
+    asyncio.run(create_topics(settings))
     app = build(settings)
     start_http_server(settings.metrics_port, addr=settings.metrics_host)
     log.warning("convmon worker: metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)

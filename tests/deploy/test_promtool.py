@@ -37,8 +37,9 @@ def test_rules_are_valid() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_scrape_config_is_valid() -> None:
-    result = promtool("check", "config", PROMETHEUS_DIR / "prometheus.yml")
+@pytest.mark.parametrize("config", ["prometheus.yml", "prometheus-k8s.yml"])
+def test_scrape_config_is_valid(config: str) -> None:
+    result = promtool("check", "config", PROMETHEUS_DIR / config)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
