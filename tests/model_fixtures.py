@@ -14,7 +14,7 @@ from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.settings import Settings
 from monitor.judge.simulated import SimulatedJudge
-from monitor.stages.sessionize import Limits, apply_end, apply_turn
+from monitor.stages.sessionize import DictStore, Limits, Sessionizer
 from monitor.tools.simulator.generate import ConversationGenerator
 
 
@@ -24,10 +24,11 @@ def simulated_training_set(rubric: RubricSet, n: int = 400, seed: int = 99) -> T
     conversations, labels = [], []
     for i in range(n):
         sim = generator.generate(f"train-{seed}-{i}", 1.7e9 + i, dsat_factor=2.0)
-        state = None
+        sessions = Sessionizer(DictStore(), Limits(), idle_timeout_s=1e9, closed_retention_s=1e9,
+                               allowed_lateness_s=0.0)
         for event in sim.events[:-1]:
-            state, _ = apply_turn(state, TurnEvent(**event), Limits(), now=0.0)
-        _, conversation, _ = apply_end(state, EndEvent(**sim.events[-1]), now=0.0)
+            sessions.turn(TurnEvent(**event), 0, now=0.0)
+        _, [conversation] = sessions.end(EndEvent(**sim.events[-1]), 0, now=0.0, rekeyed=False)
         score = asyncio.run(judge.score(conversation))
         conversations.append(conversation)
         labels.append([float(item.verdict) for item in score.items])

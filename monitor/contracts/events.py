@@ -59,6 +59,9 @@ class EndEvent(Record):
     timestamp: FiniteFloat
     feedback: Feedback | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
+    # How many turns the conversation has (indices 0..turn_count-1): it closes when all are present,
+    # so events may arrive in any order (unkeyed producers). Optional; without it, see allowed_lateness_s.
+    turn_count: int | None = Field(default=None, ge=1, le=1_000_000)
     # Ground truth rubric items, set only by `convmon simulate` so the simulated judge can
     # stand in for an LLM; real producers never set it.
     simulated_truth: list[str] | None = None

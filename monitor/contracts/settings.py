@@ -148,6 +148,24 @@ class StreamSettings(BaseModel):
     max_event_bytes: int = Field(default=1_000_000, ge=1024)
     max_turns: int = Field(default=200, ge=2)
     max_chars: int = Field(default=100_000, ge=100)
+    max_conversation_bytes: int = Field(default=262_144, ge=4096)  # JSON bytes of a session's turns
+    max_metadata_bytes: int = Field(default=8192, ge=256)  # JSON bytes of a session's merged metadata
+    max_request_bytes: int = Field(default=1_048_576, ge=65_536)  # the producer's max_request_size
+    allowed_lateness_s: float = Field(default=5.0, ge=0)  # grace for turns after an end without turn_count
+    event_batch: int = Field(default=1000, ge=1)  # events per hot-path batch (stream.take_events)
+    dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> Self:
+        """Every session, finished conversation and record must fit one produce request."""
+        worst = self.max_conversation_bytes + self.max_metadata_bytes + self.max_turns * 96 + 16_384
+        if worst > self.max_request_bytes:
+            raise ValueError(
+                f"max_conversation_bytes + max_metadata_bytes + max_turns * 96 + 16 KiB = {worst} exceeds "
+                f"max_request_bytes={self.max_request_bytes}: a finished conversation would not fit one "
+                "produce request; lower the caps or raise max_request_bytes (and the broker's message.max.bytes)"
+            )
+        return self
 
 
 class JudgeSettings(BaseModel):

@@ -14,14 +14,13 @@ import faust
 
 from monitor.contracts.settings import Settings
 
-TOPIC_NAMES = ("events", "sessions-control", "conversations", "judge", "scores", "labels", "dead-letters")
+# `conversations` and `sessions-control` are gone since the hot path runs in one agent (see the README).
+TOPIC_NAMES = ("events", "judge", "scores", "labels", "dead-letters")
 
 
 @dataclass(frozen=True)
 class Topics:
     events: faust.TopicT
-    control: faust.TopicT  # internal: idle-expiry and tombstone-cleanup ticks for the sessionizer
-    conversations: faust.TopicT
     judge: faust.TopicT
     scores: faust.TopicT
     labels: faust.TopicT
@@ -97,6 +96,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topics]:
         # is nothing next to a conversation's minutes, and raised the bare topology's rate about 40%
         producer_linger_ms=5,
         producer_max_batch_size=1 << 20,
+        producer_max_request_size=settings.max_request_bytes,
     )
 
     def topic(name: str) -> faust.TopicT:
@@ -109,8 +109,6 @@ def create_app(settings: Settings) -> tuple[faust.App, Topics]:
 
     topics = Topics(
         events=topic("events"),
-        control=topic("sessions-control"),
-        conversations=topic("conversations"),
         judge=topic("judge"),
         scores=topic("scores"),
         labels=topic("labels"),

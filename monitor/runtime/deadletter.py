@@ -1,4 +1,4 @@
-"""Dead letters: the original bytes plus why, as Kafka headers, so nothing is ever lost silently."""
+"""Sending dead letters (built by ``monitor.stages.deadletter``): counted, logged without their detail."""
 
 from __future__ import annotations
 
@@ -7,27 +7,23 @@ import logging
 import faust
 
 from monitor.contracts.metrics import Metrics
+from monitor.stages.deadletter import DeadLetter, dead_letter
 
 log = logging.getLogger(__name__)
-MAX_DETAIL = 2000
-
-
-def dead_letter_headers(reason: str, detail: str, stage: str) -> list[tuple[str, bytes]]:
-    return [
-        ("convmon-reason", reason.encode()),
-        ("convmon-detail", detail[:MAX_DETAIL].encode("utf-8", "replace")),
-        ("convmon-stage", stage.encode()),
-    ]
 
 
 class DeadLetters:
-    def __init__(self, topic: faust.TopicT, metrics: Metrics) -> None:
+    def __init__(self, topic: faust.TopicT, metrics: Metrics, *, max_bytes: int = 1_048_576) -> None:
         self.topic = topic
         self.metrics = metrics
+        self.max_bytes = max_bytes
 
     async def send(self, raw: bytes | None, key: bytes | None, *, reason: str, detail: str, stage: str) -> None:
-        self.metrics.dead_letters.labels(reason).inc()
+        await self.send_letter(dead_letter(raw, key, reason=reason, detail=detail, stage=stage,
+                                           max_bytes=self.max_bytes))
+
+    async def send_letter(self, letter: DeadLetter) -> None:
+        self.metrics.dead_letters.labels(letter.reason).inc()
         # The detail may quote user text: keep it out of INFO logs.
-        log.warning("dead letter from %s: %s", stage, reason)
-        log.debug("dead letter detail: %s", detail)
-        await self.topic.send(key=key, value=raw or b"", headers=dead_letter_headers(reason, detail, stage))
+        log.warning("dead letter: %s", letter.reason)
+        await self.topic.send(key=letter.key, value=letter.value, headers=letter.headers)

@@ -7,7 +7,7 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -26,6 +26,12 @@ from monitor.stages.export import Exporter
 from monitor.stages.labels import BufferedLabelWriter
 from monitor.stages.route import in_sample
 
+if TYPE_CHECKING:
+    from distill.registry import ModelRegistry
+    from distill.store import LabelStore
+    from monitor.stages.calibrate import CalibrationScorer
+    from monitor.stages.classify import DistilledScorer
+
 log = logging.getLogger(__name__)
 
 
@@ -37,10 +43,10 @@ class Pipeline:
     judge: Judge
     exporter: Exporter
     labels: BufferedLabelWriter
-    scorer: Any  # monitor.stages.classify.DistilledScorer
-    store: Any  # distill.store.LabelStore
-    registry: Any  # distill.registry.ModelRegistry
-    calibration: Any = None  # monitor.stages.calibrate.CalibrationScorer; None: judge scores carry no satisfaction
+    scorer: DistilledScorer
+    store: LabelStore
+    registry: ModelRegistry
+    calibration: CalibrationScorer | None = None  # None: judge scores carry no satisfaction
 
     def classify(self, conversations: list[Conversation]) -> list[ScoreRecord]:
         """Distilled scores for a batch; judge-sampled conversations are marked as shadows."""
@@ -88,7 +94,9 @@ class Pipeline:
         return score.model_copy(update={"satisfaction": result.satisfaction})
 
     def _announce_calibration(self) -> None:
+        assert self.calibration is not None
         live = self.calibration.live
+        assert live is not None
         self.metrics.calibration_info.info({"version": live.version, "rubric": self.rubric.key,
                                             "llm_judge": live.llm_judge or "",
                                             "label_source": self.calibration.label_source or "shared"})
@@ -113,7 +121,7 @@ class Pipeline:
 
 
 
-def upsert_labels(store: Any, labels: list[dict[str, Any]]) -> None:
+def upsert_labels(store: LabelStore, labels: list[dict[str, object]]) -> None:
     """The label writer's write step: every failure becomes a StoreError, so it buffers and retries."""
     try:
         store.upsert_raw(labels)

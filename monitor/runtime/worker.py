@@ -12,6 +12,7 @@ from prometheus_client import start_http_server
 from monitor.contracts.settings import Settings
 from monitor.runtime.agents import register_agents, register_lag_timer
 from monitor.runtime.app import create_app
+from monitor.runtime.components import build_components
 from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import build_pipeline
 
@@ -21,8 +22,9 @@ log = logging.getLogger(__name__)
 def build_worker_app(settings: Settings) -> faust.App:
     pipeline = build_pipeline(settings)
     app, topics = create_app(settings)
-    register_agents(app, topics, pipeline)
-    register_lag_timer(app, topics, pipeline)
+    components = build_components(app, topics, pipeline)
+    register_agents(app, topics, components)
+    register_lag_timer(app, topics, components)
     return app
 
 

@@ -1,145 +1,322 @@
-"""Turn events → finished conversations, as pure functions over a JSON-able state.
+"""Turn events → finished conversations, over an append-only store (a faust table in the worker).
 
-The faust agent keeps one state dict per conversation in a table (so it survives restarts via
-the changelog) and calls these functions. A conversation finishes on its ``end`` event or after
-``idle_timeout_s`` without events (processing time, so replays of old logs do not expire at
-once). A finished conversation leaves a tombstone for ``closed_retention_s`` so that duplicate or
-late events are recognised and dead-lettered rather than starting a second conversation: each
-conversation is emitted exactly once.
+State grows with the conversation, not its square: each turn is written once under its own key
+(``t|<cid>|<index>``), a small header (``s|<cid>``) is written when the conversation opens, and on
+close the header becomes a tombstone and the turn keys are deleted. What the hot path needs per
+open conversation (indices, sizes, merged metadata, last activity) lives in memory in
+:class:`Open` and is rebuilt from the store after a restart or a rebalance (:meth:`Sessionizer.rebuild`).
 
-Memory is bounded by ``max_turns`` / ``max_chars``: past them the middle of the conversation is
-dropped (the opening and the latest turns carry the most signal) and it is marked truncated.
+Order does not come from Kafka: turns are ordered by ``turn_index``. A conversation closes when
+its ``end`` event said how many turns it has (``turn_count``) and all are present; an ``end``
+without a count closes it at once when it came keyed (a keyed producer's order holds within a
+partition) and after ``allowed_lateness_s`` when it was re-keyed (unkeyed producers: its turns
+may still be on their way). Without an end, ``idle_timeout_s`` of processing time closes it.
+A tombstone lives ``closed_retention_s``: events for a closed conversation are ``late``.
+
+Bounded: at most ``max_turns`` turns, ``max_chars`` characters and ``max_bytes`` JSON bytes of
+turns, ``max_metadata_bytes`` of merged metadata (plus simulated truth) per conversation. The
+policy is *truncate and flag*: a turn longer than ``max_turn_chars`` is cut (with a mark); turns
+past the caps and metadata keys that do not fit are dropped; the conversation is emitted with
+``truncated=True``. So a session, and the conversation it becomes, always fit one produce request.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import orjson
 
 from monitor.contracts.events import Conversation, EndEvent, Feedback, Turn, TurnEvent
 
-State = dict[str, Any]
-Outcome = Literal["ok", "replaced", "truncated", "late", "unknown_conversation"]
+Outcome = Literal["ok", "replaced", "truncated", "pending", "late", "unknown_conversation"]
 TRUNCATION_MARK = " [...truncated]"
+RAW_END_MAX = 65_536  # an end that waits for its turns keeps its original bytes up to this size
+TURN_OVERHEAD = 64  # JSON bytes of a turn besides its text (index, role, timestamp, punctuation)
 
 
 @dataclass(frozen=True)
 class Limits:
     max_turns: int = 200
     max_chars: int = 100_000
+    max_bytes: int = 262_144
+    max_metadata_bytes: int = 8192
 
     @property
     def max_turn_chars(self) -> int:
         return max(self.max_chars // 4, 50)
 
 
-def is_closed(state: State | None) -> bool:
-    return state is not None and state.get("closed_at") is not None
+class Store(Protocol):
+    """Key-value state whose writes name the partition they belong to (the changelog partition)."""
+
+    def get(self, key: str) -> Any: ...
+    def put(self, key: str, value: Any, partition: int) -> None: ...
+    def delete(self, key: str, partition: int) -> None: ...
+    def items(self) -> Iterable[tuple[str, Any]]: ...
 
 
-def is_idle(state: State, now: float, idle_timeout_s: float) -> bool:
-    return not is_closed(state) and bool(state.get("turns")) and now - state.get("last_seen", now) > idle_timeout_s
+class DictStore:
+    """A plain dict as the store (tools, tests, offline sessionizing); partitions are not needed there."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def put(self, key: str, value: Any, partition: int) -> None:
+        self.data[key] = value
+
+    def delete(self, key: str, partition: int) -> None:
+        self.data.pop(key, None)
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return list(self.data.items())
 
 
-def _merge(state: State, metadata: dict[str, str], feedback: Feedback | None) -> None:
-    state["metadata"].update(metadata)
-    if feedback is not None:
-        state["feedback"].update(feedback.model_dump(exclude_none=True))
+def header_key(cid: str) -> str:
+    return f"s|{cid}"
 
 
-def _enforce_limits(state: State, limits: Limits) -> bool:
-    """Drop turns from the middle until within limits; return True if anything was dropped."""
-    turns: dict[str, dict[str, Any]] = state["turns"]
-    dropped = False
-    while len(turns) > 2 and (
-        len(turns) > limits.max_turns or sum(len(t["text"]) for t in turns.values()) > limits.max_chars
-    ):
-        order = sorted(turns, key=int)
-        del turns[order[len(order) // 2]]
-        dropped = True
-    if dropped:
-        state["truncated"] = True
-    return dropped
+def turn_key(cid: str, index: int) -> str:
+    return f"t|{cid}|{index}"
 
 
-def apply_turn(state: State | None, event: TurnEvent, limits: Limits, now: float) -> tuple[State, Outcome]:
-    """Add one turn. A repeated turn_index replaces the earlier text (producer retries)."""
-    if is_closed(state):
-        assert state is not None
-        return state, "late"
-    if state is None:
-        state = {"turns": {}, "metadata": {}, "feedback": {}, "truncated": False, "first_ts": event.timestamp}
-    text = event.text
-    outcome: Outcome = "ok"
-    if len(text) > limits.max_turn_chars:
-        text = text[: limits.max_turn_chars] + TRUNCATION_MARK
-        state["truncated"] = True
-        outcome = "truncated"
-    key = str(event.turn_index)
-    if key in state["turns"] and outcome == "ok":
-        outcome = "replaced"
-    state["turns"][key] = {"role": event.role, "text": text, "ts": event.timestamp}
-    state["first_ts"] = min(state["first_ts"], event.timestamp)
-    state["last_ts"] = max(state.get("last_ts", event.timestamp), event.timestamp)
-    state["last_seen"] = now
-    _merge(state, event.metadata, event.feedback)
-    if _enforce_limits(state, limits):
-        outcome = "truncated"
-    return state, outcome
+def end_key(cid: str) -> str:
+    return f"e|{cid}"
 
 
-def finish(conversation_id: str, state: State, end_reason: Literal["end", "idle"], now: float) -> Conversation:
-    turns = [
-        Turn(index=int(k), role=v["role"], text=v["text"], timestamp=v["ts"])
-        for k, v in sorted(state["turns"].items(), key=lambda kv: int(kv[0]))
-    ]
-    return Conversation(
-        conversation_id=conversation_id,
-        turns=turns,
-        feedback=Feedback(**state["feedback"]) if state["feedback"] else None,
-        metadata=state["metadata"],
-        started_at=state.get("first_ts"),
-        ended_at=state.get("end_ts", state.get("last_ts")),
-        end_reason=end_reason,
-        truncated=state["truncated"],
-        simulated_truth=state.get("simulated_truth"),
-    )
+def _bytes(obj: object) -> int:
+    return len(orjson.dumps(obj))
 
 
-def close(now: float) -> State:
-    """The tombstone left behind by a finished conversation."""
-    return {"closed_at": now}
+@dataclass
+class Open:
+    """What the hot path keeps in memory about one open conversation (rebuilt from the store)."""
+
+    partition: int
+    last_seen: float
+    sizes: dict[int, tuple[int, int]] = field(default_factory=dict)  # turn index -> (chars, JSON bytes)
+    dropped: set[int] = field(default_factory=set)  # indices dropped by the caps (this process's lifetime)
+    meta: dict[str, str] = field(default_factory=dict)
+    meta_bytes: int = 2
+    truncated: bool = False
+    end: dict[str, Any] | None = None
+    end_seen: float = 0.0
+
+    def complete(self) -> bool:
+        count = self.end.get("n") if self.end else None
+        if not count:
+            return False
+        have = sum(1 for i in (*self.sizes, *self.dropped) if i < count)
+        return have >= count
 
 
-def apply_end(state: State | None, event: EndEvent, now: float) -> tuple[State | None, Conversation | None, Outcome]:
-    """Finish a conversation on its end event; late/duplicate or unknown ends emit nothing."""
-    if is_closed(state):
-        return state, None, "late"
-    if state is None or not state["turns"]:
-        return state, None, "unknown_conversation"
-    _merge(state, event.metadata, event.feedback)
-    state["end_ts"] = event.timestamp
-    if event.simulated_truth is not None:
-        state["simulated_truth"] = event.simulated_truth
-    conversation = finish(event.conversation_id, state, "end", now)
-    return close(now), conversation, "ok"
+@dataclass
+class Closed:
+    conversations: list[Conversation] = field(default_factory=list)
+    unknown: list[tuple[str, bytes]] = field(default_factory=list)  # ends whose turns never came: (id, bytes)
 
 
-def sweep(
-    items: list[tuple[str, State]], now: float, *, idle_timeout_s: float, closed_retention_s: float
-) -> tuple[list[Conversation], list[str], list[str]]:
-    """Find idle conversations to finish and tombstones to forget.
+class Sessionizer:
+    def __init__(self, store: Store, limits: Limits, *, idle_timeout_s: float, closed_retention_s: float,
+                 allowed_lateness_s: float) -> None:
+        self.store = store
+        self.limits = limits
+        self.idle_timeout_s = idle_timeout_s
+        self.closed_retention_s = closed_retention_s
+        self.allowed_lateness_s = allowed_lateness_s
+        self.open: dict[str, Open] = {}
+        self.closed: dict[str, tuple[float, int]] = {}  # tombstones: cid -> (closed at, partition)
 
-    Returns (finished conversations, ids to tombstone, ids to delete).
-    """
-    finished: list[Conversation] = []
-    to_close: list[str] = []
-    to_delete: list[str] = []
-    for conversation_id, state in items:
-        if is_closed(state):
-            if now - state["closed_at"] > closed_retention_s:
-                to_delete.append(conversation_id)
-        elif is_idle(state, now, idle_timeout_s):
-            finished.append(finish(conversation_id, state, "idle", now))
-            to_close.append(conversation_id)
-    return finished, to_close, to_delete
+    # --- events ---------------------------------------------------------------------------------
+
+    def turn(self, ev: TurnEvent, partition: int, now: float) -> tuple[Outcome, list[Conversation]]:
+        cid = ev.conversation_id
+        if cid in self.closed:
+            return "late", []
+        o = self.open.get(cid) or self._create(cid, partition, now)
+        o.last_seen = now
+        outcome: Outcome = "ok"
+        text = ev.text
+        if len(text) > self.limits.max_turn_chars:
+            text = text[: self.limits.max_turn_chars] + TRUNCATION_MARK
+            outcome = "truncated"
+        size = (len(text), _bytes(text) + TURN_OVERHEAD)
+        old = o.sizes.get(ev.turn_index)
+        chars = sum(c for c, _ in o.sizes.values()) - (old[0] if old else 0) + size[0]
+        nbytes = sum(b for _, b in o.sizes.values()) - (old[1] if old else 0) + size[1]
+        if (old is None and len(o.sizes) >= self.limits.max_turns) or chars > self.limits.max_chars \
+                or nbytes > self.limits.max_bytes:
+            o.dropped.add(ev.turn_index)
+            self._flag(cid, o)
+            return "truncated", self._close_if_complete(cid, o, now)
+        entry: dict[str, Any] = {"r": ev.role, "x": text, "ts": ev.timestamp}
+        previous = self.store.get(turn_key(cid, ev.turn_index)) if old is not None else None
+        meta = {**(previous or {}).get("m", {}), **self._fit_metadata(cid, o, ev.metadata)}
+        feedback = {**(previous or {}).get("f", {}), **(ev.feedback.model_dump(exclude_none=True)
+                                                           if ev.feedback else {})}
+        if meta:
+            entry["m"] = meta
+        if feedback:
+            entry["f"] = feedback
+        self.store.put(turn_key(cid, ev.turn_index), entry, o.partition)
+        o.sizes[ev.turn_index] = size
+        o.dropped.discard(ev.turn_index)
+        if outcome == "truncated":
+            self._flag(cid, o)
+        elif old is not None:
+            outcome = "replaced"
+        return outcome, self._close_if_complete(cid, o, now)
+
+    def end(self, ev: EndEvent, partition: int, now: float, *, rekeyed: bool,
+            raw: bytes | None = None) -> tuple[Outcome, list[Conversation]]:
+        """Record the end; close now if complete (or keyed without a count), else wait for the turns."""
+        cid = ev.conversation_id
+        if cid in self.closed:
+            return "late", []
+        o = self.open.get(cid)
+        if o is None and not rekeyed and ev.turn_count is None:
+            return "unknown_conversation", []
+        if o is None:
+            o = self._create(cid, partition, now)
+        o.last_seen = now
+        truth = ev.simulated_truth
+        if truth is not None and _bytes(truth) + o.meta_bytes > self.limits.max_metadata_bytes:
+            truth = None
+            self._flag(cid, o)
+        o.end = {"ts": ev.timestamp, "n": ev.turn_count, "m": self._fit_metadata(cid, o, ev.metadata),
+                 "f": ev.feedback.model_dump(exclude_none=True) if ev.feedback else {}, "st": truth}
+        o.end_seen = now
+        if not o.sizes and raw is not None and len(raw) <= RAW_END_MAX:  # kept for its dead letter, if no turn comes
+            o.end["raw"] = raw.decode("utf-8", "replace")
+        if o.complete() or (ev.turn_count is None and not rekeyed and o.sizes):
+            return "ok", [self._close(cid, o, "end", now)]
+        self.store.put(end_key(cid), o.end, o.partition)
+        return "pending", []
+
+    def sweep(self, now: float, owned: set[int]) -> Closed:
+        """Close idle conversations and ends whose grace passed; forget old tombstones (owned partitions only)."""
+        out = Closed()
+        for cid, o in list(self.open.items()):
+            if o.partition not in owned:
+                continue
+            grace_over = o.end is not None and not o.end.get("n") and now - o.end_seen > self.allowed_lateness_s
+            if grace_over or now - o.last_seen > self.idle_timeout_s:
+                if o.sizes:
+                    out.conversations.append(self._close(cid, o, "end" if o.end else "idle", now))
+                else:
+                    if o.end is not None:
+                        raw = o.end.get("raw")
+                        out.unknown.append((cid, raw.encode() if raw else orjson.dumps(self._end_event(cid, o.end)
+                                                                                      .model_dump(exclude_none=True))))
+                    self._drop(cid, o, now)
+        for cid, (closed_at, partition) in list(self.closed.items()):
+            if partition in owned and now - closed_at > self.closed_retention_s:
+                self.store.delete(header_key(cid), partition)
+                del self.closed[cid]
+        return out
+
+    # --- restore ---------------------------------------------------------------------------------
+
+    def rebuild(self, owned: set[int], now: float) -> None:
+        """The in-memory index from the store (after a restart or rebalance); idle clocks restart at ``now``."""
+        self.open.clear()
+        self.closed.clear()
+        turns: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        ends: dict[str, dict[str, Any]] = {}
+        for key, value in list(self.store.items()):
+            kind, _, rest = key.partition("|")
+            if kind == "s" and isinstance(value, dict) and value.get("p") in owned:
+                if "c" in value:
+                    self.closed[rest] = (float(value["c"]), int(value["p"]))
+                else:
+                    self.open[rest] = Open(partition=int(value["p"]), last_seen=now, truncated=bool(value.get("tr")))
+            elif kind == "t":
+                cid, _, index = rest.rpartition("|")
+                turns.setdefault(cid, []).append((int(index), value))
+            elif kind == "e":
+                ends[rest] = value
+        for cid, o in self.open.items():
+            for index, entry in sorted(turns.get(cid, [])):
+                o.sizes[index] = (len(entry["x"]), _bytes(entry["x"]) + TURN_OVERHEAD)
+                o.meta.update(entry.get("m", {}))
+            o.meta_bytes = _bytes(o.meta)
+            if cid in ends:
+                o.end, o.end_seen = ends[cid], now
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _create(self, cid: str, partition: int, now: float) -> Open:
+        o = self.open[cid] = Open(partition=partition, last_seen=now)
+        self.store.put(header_key(cid), {"p": partition}, partition)
+        return o
+
+    def _flag(self, cid: str, o: Open) -> None:
+        if not o.truncated:
+            o.truncated = True
+            self.store.put(header_key(cid), {"p": o.partition, "tr": 1}, o.partition)
+
+    def _fit_metadata(self, cid: str, o: Open, metadata: dict[str, str]) -> dict[str, str]:
+        """The keys of ``metadata`` that change the merged metadata and fit its cap (the rest: flagged)."""
+        kept: dict[str, str] = {}
+        for k, v in metadata.items():
+            if o.meta.get(k) == v:
+                continue
+            grown = o.meta_bytes + _bytes({k: v}) - 1 - (_bytes({k: o.meta[k]}) - 1 if k in o.meta else 0)
+            if grown > self.limits.max_metadata_bytes:
+                self._flag(cid, o)
+                continue
+            o.meta[k], o.meta_bytes, kept[k] = v, grown, v
+        return kept
+
+    def _close_if_complete(self, cid: str, o: Open, now: float) -> list[Conversation]:
+        return [self._close(cid, o, "end", now)] if o.complete() else []
+
+    def _close(self, cid: str, o: Open, reason: Literal["end", "idle"], now: float) -> Conversation:
+        conversation = self._finish(cid, o, reason)
+        self._drop(cid, o, now)
+        return conversation
+
+    def _drop(self, cid: str, o: Open, now: float) -> None:
+        """Delete the turn keys and leave the tombstone."""
+        for index in o.sizes:
+            self.store.delete(turn_key(cid, index), o.partition)
+        if o.end is not None and self.store.get(end_key(cid)) is not None:
+            self.store.delete(end_key(cid), o.partition)
+        self.store.put(header_key(cid), {"p": o.partition, "c": now}, o.partition)
+        self.closed[cid] = (now, o.partition)
+        del self.open[cid]
+
+    def _finish(self, cid: str, o: Open, reason: Literal["end", "idle"]) -> Conversation:
+        """Built from already-validated parts, without re-validation; metadata merges in turn order, end last."""
+        turns: list[Turn] = []
+        metadata: dict[str, str] = {}
+        feedback: dict[str, Any] = {}
+        first = last = None
+        for index in sorted(o.sizes):
+            entry = self.store.get(turn_key(cid, index))
+            ts = entry["ts"]
+            turns.append(Turn.model_construct(index=index, role=entry["r"], text=entry["x"], timestamp=ts))
+            metadata.update(entry.get("m", {}))
+            feedback.update(entry.get("f", {}))
+            first = ts if first is None else min(first, ts)
+            last = ts if last is None else max(last, ts)
+        end = o.end or {}
+        metadata.update(end.get("m", {}))
+        feedback.update(end.get("f", {}))
+        return Conversation.model_construct(
+            type="conversation", conversation_id=cid, turns=turns,
+            feedback=Feedback.model_construct(**feedback) if feedback else None, metadata=metadata,
+            started_at=first, ended_at=end.get("ts", last), end_reason=reason, truncated=o.truncated,
+            simulated_truth=end.get("st"),
+        )
+
+    @staticmethod
+    def _end_event(cid: str, end: dict[str, Any]) -> EndEvent:
+        return EndEvent.model_construct(
+            type="end", conversation_id=cid, timestamp=end["ts"], turn_count=end.get("n"),
+            metadata=end.get("m", {}), feedback=Feedback.model_construct(**end["f"]) if end.get("f") else None,
+            simulated_truth=end.get("st"))

@@ -18,7 +18,7 @@ import orjson
 from faust.utils import json as faust_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.errors import InvalidEvent, JudgeError, JudgeResponseError
@@ -30,6 +30,7 @@ from monitor.contracts.settings import Settings
 from monitor.judge.build import build_judge
 from monitor.judge.interpret import parse_likert, parse_spur
 from monitor.stages import sessionize as ses
+from tests.stages.memstore import MemStore
 
 DECODE_REASONS = {"empty", "malformed_json", "invalid_schema", "too_large"}
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
@@ -126,28 +127,35 @@ def test_decoder_rejects_non_finite_timestamps() -> None:
 
 # --- the sessionizer, as a state machine over the agent's table -----------------------------------
 
-LIMITS = ses.Limits(max_turns=6, max_chars=400)
-IDLE_S, RETENTION_S = 10.0, 30.0
+LIMITS = ses.Limits(max_turns=6, max_chars=400, max_bytes=1200, max_metadata_bytes=256)
+IDLE_S, RETENTION_S, LATENESS_S = 10.0, 30.0, 3.0
+PARTITIONS = {0, 1, 2, 3}
 
 
 class SessionizerMachine(RuleBasedStateMachine):
-    """Drives the sessionize agent's logic exactly as monitor/runtime/agents.py does, table and control ops included.
+    """Drives the hot path's sessionizer as monitor/stages/hotpath.py does, sweep and restarts included.
 
-    ``restart`` round-trips the table through faust's JSON codec, as a crash and a changelog
-    recovery do. Invariants: no exception escapes; every input is accounted for (accepted, emitted,
-    or dead-lettered with a reason); each conversation is emitted at most once per tombstone
-    lifetime; emitted conversations hold exactly the accepted turns (or are marked truncated);
-    state stays within the limits and JSON-serialisable.
+    ``restart`` round-trips the store through faust's JSON codec and rebuilds the in-memory index,
+    as a crash and a changelog recovery do. Invariants: no exception escapes; every input is
+    accounted for (accepted, pending, emitted, or dead-lettered with a reason); each conversation is
+    emitted at most once per tombstone lifetime; emitted conversations hold exactly the accepted
+    turns (or are marked truncated and hold a subset); state stays within the limits and JSON-serialisable.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self.table: dict[str, dict[str, Any]] = {}
+        self.store = MemStore()
+        self.s = self._sessionizer(self.store)
         self.now = 1_000.0
         self.inputs = 0
         self.outcomes: dict[str, int] = {}
         self.accepted: dict[str, dict[int, str]] = {}  # open conversation -> turn index -> latest text
         self.emitted: dict[str, int] = {}  # conversation -> emissions since its tombstone was last forgotten
+
+    @staticmethod
+    def _sessionizer(store: MemStore) -> ses.Sessionizer:
+        return ses.Sessionizer(store, LIMITS, idle_timeout_s=IDLE_S, closed_retention_s=RETENTION_S,
+                               allowed_lateness_s=LATENESS_S)
 
     def _count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
@@ -157,52 +165,63 @@ class SessionizerMachine(RuleBasedStateMachine):
         self.emitted[cid] = self.emitted.get(cid, 0) + 1
         assert self.emitted[cid] == 1, f"{cid} emitted twice"
         assert Conversation.model_validate_json(encode(conversation)) == conversation
-        accepted = self.accepted.pop(cid)
+        accepted = self.accepted.pop(cid, {})
         got = {t.index: t.text for t in conversation.turns}
         if conversation.truncated:
-            assert set(got) <= set(accepted) and len(got) <= LIMITS.max_turns
-            assert min(accepted) in got and max(accepted) in got  # the opening and the latest turns are kept
+            assert got.items() <= accepted.items() and len(got) <= LIMITS.max_turns
         else:
             assert got == accepted
 
     @rule(cid=st.sampled_from(["a", "b", "c"]), index=st.integers(0, 9), text=_texts,
           ts=st.one_of(st.floats(0, 2e9), st.sampled_from(["2024-05-01T10:00:00Z", "NaN", "inf"])),
-          partition=st.integers(0, 3))
-    def turn(self, cid: str, index: int, text: str, ts: Any, partition: int) -> None:
+          partition=st.integers(0, 3), meta=st.dictionaries(st.sampled_from(["app", "x", "y"]), st.text(max_size=90),
+                                                            max_size=2))
+    def turn(self, cid: str, index: int, text: str, ts: Any, partition: int, meta: dict[str, str]) -> None:
         self.inputs += 1
-        raw = orjson.dumps({"conversation_id": cid, "turn_index": index, "role": "user", "text": text, "timestamp": ts})
+        raw = orjson.dumps({"conversation_id": cid, "turn_index": index, "role": "user", "text": text,
+                            "timestamp": ts, "metadata": meta})
         try:
             event = decode_event(raw)
         except InvalidEvent as exc:
             self._count(f"dead:{exc.reason}")
             return
         assert isinstance(event, TurnEvent)
-        state, outcome = ses.apply_turn(self.table.get(cid), event, LIMITS, self.now)
+        if cid in self.s.open:
+            partition = self.s.open[cid].partition  # one partition owns a conversation (the agent re-keys)
+        expected = text if len(text) <= LIMITS.max_turn_chars else text[:LIMITS.max_turn_chars] + ses.TRUNCATION_MARK
+        before = dict(self.accepted.get(cid, {}))
+        if cid not in self.s.closed:
+            self.accepted.setdefault(cid, {})[index] = expected
+        outcome, closed = self.s.turn(event, partition, self.now)
         if outcome == "late":
             self._count("dead:late_event")
             return
-        state["p"] = partition
-        self.table[cid] = state
-        turns = self.accepted.setdefault(cid, {})
-        if str(index) in state["turns"]:  # else the limits dropped it at once (a middle turn)
-            turns[index] = state["turns"][str(index)]["text"]
-        else:
-            turns.pop(index, None)
-            assert state["truncated"]
+        o = self.s.open.get(cid)
+        if o is not None and index not in o.sizes:  # dropped by the caps: the earlier text (if any) stays
+            assert o.truncated
+            if index in before:
+                self.accepted[cid][index] = before[index]
+            else:
+                self.accepted[cid].pop(index)
+        for conversation in closed:
+            self._emit(conversation)
         self._count("accepted")
 
-    @rule(cid=st.sampled_from(["a", "b", "c", "never"]))
-    def end(self, cid: str) -> None:
+    @rule(cid=st.sampled_from(["a", "b", "c", "never"]), rekeyed=st.booleans(),
+          count=st.one_of(st.none(), st.integers(1, 4)))
+    def end(self, cid: str, rekeyed: bool, count: int | None) -> None:
         self.inputs += 1
-        event = decode_event(orjson.dumps({"type": "end", "conversation_id": cid, "timestamp": self.now}))
+        event = decode_event(orjson.dumps({"type": "end", "conversation_id": cid, "timestamp": self.now,
+                                           **({"turn_count": count} if count else {})}))
         assert isinstance(event, EndEvent)
-        state, conversation, outcome = ses.apply_end(self.table.get(cid), event, self.now)
-        if conversation is None:
+        partition = self.s.open[cid].partition if cid in self.s.open else 0
+        outcome, closed = self.s.end(event, partition, self.now, rekeyed=rekeyed)
+        if outcome in ("late", "unknown_conversation"):
             self._count("dead:late_event" if outcome == "late" else "dead:unknown_conversation")
             return
-        self.table[cid] = state  # type: ignore[assignment]
-        self._emit(conversation)
-        self._count("ended")
+        for conversation in closed:
+            self._emit(conversation)
+        self._count("ended" if closed else "pending")
 
     @rule(raw=st.binary(max_size=60))
     def garbage(self, raw: bytes) -> None:
@@ -216,25 +235,24 @@ class SessionizerMachine(RuleBasedStateMachine):
 
     @rule(dt=st.sampled_from([0.5, 4.0, 11.0, 31.0]))
     def tick(self, dt: float) -> None:
-        """The sweep timer and the control-topic ops it sends, as in agents.py."""
+        """The sweep timer, as in agents.py."""
         self.now += dt
-        _, to_close, to_delete = ses.sweep(list(self.table.items()), self.now, idle_timeout_s=IDLE_S,
-                                          closed_retention_s=RETENTION_S)
-        for cid in to_close:
-            state = self.table.get(cid)
-            if state is not None and ses.is_idle(state, self.now, IDLE_S):
-                self.table[cid] = ses.close(self.now)
-                self._emit(ses.finish(cid, state, "idle", self.now))
-        for cid in to_delete:
-            if ses.is_closed(self.table.get(cid)):
-                del self.table[cid]
-                self.emitted.pop(cid, None)
+        forgotten = {cid for cid, (t, _) in self.s.closed.items() if self.now - t > RETENTION_S}
+        closed = self.s.sweep(self.now, PARTITIONS)
+        for conversation in closed.conversations:
+            self._emit(conversation)
+        for cid, _ in closed.unknown:
+            assert not self.accepted.pop(cid, {})  # no turn was accepted for it
+        for cid in forgotten:
+            assert cid not in self.s.closed
+            self.emitted.pop(cid, None)
 
-    @precondition(lambda self: bool(self.table))
     @rule()
     def restart(self) -> None:
-        """A crash: the table comes back from its changelog, i.e. through faust's JSON codec."""
-        self.table = {k: faust_json.loads(faust_json.dumps(v)) for k, v in self.table.items()}
+        """A crash: the store comes back from its changelog (faust's JSON codec) and the index is rebuilt."""
+        self.store = self.store.restarted()
+        self.s = self._sessionizer(self.store)
+        self.s.rebuild(PARTITIONS, self.now)
 
     @invariant()
     def every_input_is_accounted_for(self) -> None:
@@ -244,13 +262,14 @@ class SessionizerMachine(RuleBasedStateMachine):
 
     @invariant()
     def state_is_bounded_and_serialisable(self) -> None:
-        for cid, state in self.table.items():
-            assert faust_json.loads(faust_json.dumps(state)) is not None
-            if not ses.is_closed(state):
-                assert len(state["turns"]) <= LIMITS.max_turns
-                assert sum(len(t["text"]) for t in state["turns"].values()) <= LIMITS.max_chars + 2 * len(
-                    ses.TRUNCATION_MARK)
-                assert cid in self.accepted
+        for key, value in self.store.items():
+            assert faust_json.loads(faust_json.dumps(value)) is not None, key
+        for cid, o in self.s.open.items():
+            assert len(o.sizes) <= LIMITS.max_turns
+            assert sum(c for c, _ in o.sizes.values()) <= LIMITS.max_chars
+            assert sum(b for _, b in o.sizes.values()) <= LIMITS.max_bytes
+            assert len(orjson.dumps(o.meta)) <= LIMITS.max_metadata_bytes
+            assert o.sizes.keys() <= self.accepted.get(cid, {}).keys()
 
 
 SessionizerMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None,

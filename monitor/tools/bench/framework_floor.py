@@ -3,9 +3,9 @@
 ``bench throughput`` compares the monitor with a bare aiokafka consumer. The gap has two parts: our
 work (decode, featurize, predict, export) and the stream framework's (every stage is a faust agent
 and every arrow a Kafka topic, as DESIGN.md requires). This app keeps the second and drops the
-first: the same app settings, the same topics and the same hops (events -> conversations -> scores,
-a second agent on conversations as the router, and a table write per score as the exporter's
-dedup), with agents that only pass bytes on. Its rate is the ceiling of any monitor built this
+first: the same app settings and the same shape (one agent reading batches of events, a record
+per conversation on scores and a dedup table write per conversation), with no work in between.
+Its rate is the ceiling of any monitor built this
 way, measured in the same run as the raw consumer.
 
 Run it as a worker process: ``python -m monitor.tools.bench.framework_floor`` with ``CONVMON_*`` settings.
@@ -18,37 +18,23 @@ import orjson
 
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import create_app
+from monitor.runtime.tablestore import TableStore
 from monitor.runtime.worker import run_worker
 
 
 def build_floor_app(settings: Settings) -> faust.App:
     app, topics = create_app(settings)
-    counted = app.Table("scored", partitions=settings.topic_partitions)
+    counted = TableStore(app.Table("scored", partitions=settings.topic_partitions))
 
     @app.agent(topics.events)
-    async def relay(stream: faust.StreamT) -> None:
-        """The sessionizer's path for a finished conversation: forward the bytes, keyed."""
-        async for key, raw in stream.items():
-            await topics.conversations.send(key=key, value=raw)
-
-    @app.agent(topics.conversations)
-    async def route(stream: faust.StreamT) -> None:
-        """The router: a second consumer of conversations that sends nothing (sample_rate 0)."""
-        async for _ in stream.items():
-            pass
-
-    @app.agent(topics.conversations)
-    async def score(stream: faust.StreamT) -> None:
-        """The classifier minus the model: one small record per conversation on scores."""
-        async for key, raw in stream.items():
-            record = {"scorer": "distilled", "conversation_id": orjson.loads(raw)["conversation_id"]}
-            await topics.scores.send(key=key, value=orjson.dumps(record))
-
-    @app.agent(topics.scores)
-    async def count(stream: faust.StreamT) -> None:
-        """The exporter's dedup write (a changelog message per score), without the counters."""
-        async for key, _ in stream.items():
-            counted[key] = 1
+    async def hot_path(stream: faust.StreamT) -> None:
+        """The hot path minus the work: batches of events, one small record and one dedup write each."""
+        async for events in stream.take_events(settings.event_batch, within=settings.classify_within_s):
+            for event in events:
+                cid = orjson.loads(event.value)["conversation_id"]
+                counted.put(f"distilled:{cid}", 1, event.message.partition)
+                await topics.scores.send(key=event.key, value=orjson.dumps({"scorer": "distilled",
+                                                                           "conversation_id": cid}))
 
     return app
 

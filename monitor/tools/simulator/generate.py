@@ -99,7 +99,7 @@ class ConversationGenerator:
                            "text": text, "timestamp": round(t, 3), "metadata": metadata if index == 0 else {}})
         if end_event:
             end: dict[str, Any] = {"type": "end", "conversation_id": conversation_id, "timestamp": round(t + 1, 3),
-                                   "simulated_truth": truth}
+                                   "turn_count": len(turns), "simulated_truth": truth}
             feedback = self._feedback(truth)
             if feedback:
                 end["feedback"] = feedback

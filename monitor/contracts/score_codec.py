@@ -1,0 +1,100 @@
+"""The scores topic's wire format: a compact record (``schema_version`` 2) and the original full form.
+
+A v2 record lists per-item values in the rubric set's item order instead of one object per item,
+so it stays a few hundred bytes (the full form was ~2.7 KB, more than the conversation it scores):
+``p`` probabilities (3 decimals, ``null`` for an item the record does not carry), ``s`` judge
+scores, and bit masks ``y`` (verdict yes), ``k`` (verdict known) and ``u`` (uncertain), bit ``j``
+for the j-th rubric item. Decoding needs the rubric set the record names (id and version).
+:func:`decode_score` reads both forms: records without ``schema_version`` are the full v1 JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.scores import ScoreRecord
+
+SCHEMA_VERSION = 2
+
+
+def _mask(flags: list[bool]) -> int:
+    return sum(1 << j for j, flag in enumerate(flags) if flag)
+
+
+def _r(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
+    """The compact v2 bytes of ``record``; items the rubric set does not know are not representable and dropped
+    (the exporter skips and counts them before a record is encoded)."""
+    by_id = {item.item_id: item for item in record.items}
+    items = [by_id.get(item_id) for item_id in rubric.item_ids]
+    out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "conversation_id": record.conversation_id, "scorer": record.scorer,
+        "judge": record.judge, "rubric_set": record.rubric_set, "rubric_version": record.rubric_version,
+        "model_version": record.model_version, "R": round(record.R, 4),
+        "y": _mask([bool(i and i.verdict) for i in items]),
+        "k": _mask([i is not None and i.verdict is not None for i in items]),
+        "scored_at": round(record.scored_at, 3), "latency_s": round(record.latency_s, 6),
+    }
+    if any(i is not None and i.probability is not None for i in items):
+        out["p"] = [_r(i.probability, 3) if i else None for i in items]
+    if any(i is not None and i.score is not None for i in items):
+        out["s"] = [_r(i.score, 2) if i else None for i in items]
+    if any(i is not None and i.mass is not None for i in items):
+        out["ms"] = [_r(i.mass, 3) if i else None for i in items]
+    if any(i is not None and i.uncertain for i in items):
+        out["u"] = _mask([bool(i and i.uncertain) for i in items])
+    if not any(i is not None for i in items):
+        out["n"] = 0  # no items at all (kept apart from "every item present")
+    elif any(i is None for i in items):
+        out["n"] = _mask([i is not None for i in items])
+    optional = {"satisfaction": record.satisfaction, "feedback": record.feedback or None,
+                "metadata": record.metadata or None, "tokens": record.tokens or None,
+                "cost_usd": record.cost_usd or None}
+    out.update({k: v for k, v in optional.items() if v is not None})
+    if record.shadow:
+        out["shadow"] = True
+    if record.sample_weight != 1.0:
+        out["sample_weight"] = record.sample_weight
+    return orjson.dumps(out)
+
+
+def decode_score(raw: bytes, rubric: RubricSet) -> ScoreRecord:
+    """Either form back into a :class:`ScoreRecord`; ``ValueError`` (pydantic's included) on anything invalid."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    version = obj.pop("schema_version", 1)
+    if version == 1:
+        return ScoreRecord.model_validate(obj)
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"unknown schema_version {version!r}")
+    if (obj.get("rubric_set"), obj.get("rubric_version")) != (rubric.id, rubric.version):
+        raise ValueError(f"record for rubric {obj.get('rubric_set')}@{obj.get('rubric_version')}, "
+                         f"this worker reads {rubric.id}@{rubric.version}")
+    n = len(rubric.items)
+    lists = {name: obj.pop(name, None) or [None] * n for name in ("p", "s", "ms")}
+    if any(not isinstance(values, list) or len(values) != n for values in lists.values()):
+        raise ValueError(f"per-item lists must have {n} entries (the rubric's items)")
+    masks = {name: obj.pop(name, 0) for name in ("y", "k", "u")}
+    present = obj.pop("n", (1 << n) - 1)
+    if not all(isinstance(m, int) for m in (*masks.values(), present)):
+        raise ValueError("bit masks y, k, u, n must be integers")
+    items = []
+    for j, item in enumerate(rubric.items):
+        if not present >> j & 1:
+            continue
+        known = masks["k"] >> j & 1
+        items.append({"item_id": item.id, "polarity": item.polarity,
+                      "verdict": bool(masks["y"] >> j & 1) if known else None,
+                      "probability": lists["p"][j], "score": lists["s"][j], "mass": lists["ms"][j],
+                      "uncertain": bool(masks["u"] >> j & 1)})
+    return ScoreRecord.model_validate({**obj, "items": items})

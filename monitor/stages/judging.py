@@ -1,0 +1,89 @@
+"""The judge stage: one judge-topic record in, the score (and label) to send, counted once.
+
+The LLM records are counted here, in the process that produced them (where Prometheus scrapes
+them), through the same dedup window as the distilled ones: a judge-topic record re-delivered
+after a crash is judged again and its score re-sent (at least once on ``scores``), but counted
+once. The importance weight is the router's (header ``convmon-sample-weight``), not recomputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from monitor.contracts.errors import JudgeError
+from monitor.contracts.events import Conversation
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.score_codec import encode_score
+from monitor.contracts.scores import ScoreRecord
+from monitor.judge.base import Judge
+from monitor.stages.deadletter import DeadLetter, dead_letter
+from monitor.stages.dedup import DedupWindow
+from monitor.stages.export import Exporter
+from monitor.stages.hotpath import WEIGHT, Send
+from monitor.stages.route import route
+
+
+@dataclass
+class JudgeOutputs:
+    scores: list[Send] = field(default_factory=list)
+    labels: list[Send] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+def sample_weight(headers: Sequence[tuple[str, bytes]], sample_rate: float) -> float:
+    """The router's weight from the record's header; for records routed before it carried one, the
+    router's decision at the current rate."""
+    for k, v in headers:
+        if k == WEIGHT:
+            try:
+                weight = float(v)
+            except ValueError:
+                break
+            if weight > 0 and weight == weight and weight != float("inf"):
+                return weight
+    return route("", rate=sample_rate, judge_accepting=True).sample_weight if sample_rate > 0 else 1.0
+
+
+class JudgeStage:
+    def __init__(self, judge: Judge, calibrate: Callable[[ScoreRecord], ScoreRecord], dedup: DedupWindow,
+                 exporter: Exporter, metrics: Metrics, rubric: RubricSet, *, sample_rate: float,
+                 max_request_bytes: int, clock: Callable[[], float]) -> None:
+        self.judge = judge
+        self.calibrate = calibrate
+        self.dedup = dedup
+        self.exporter = exporter
+        self.metrics = metrics
+        self.rubric = rubric
+        self.sample_rate = sample_rate
+        self.max_request_bytes = max_request_bytes
+        self.clock = clock
+
+    async def handle(self, raw: bytes | None, key: bytes | None, partition: int,
+                     headers: Sequence[tuple[str, bytes]]) -> JudgeOutputs:
+        out = JudgeOutputs()
+        try:
+            conversation = Conversation.model_validate_json(raw or b"")
+            score = await self.judge.score(conversation)
+        except JudgeError as exc:
+            out.dead.append(self._dead(raw, key, exc.reason, str(exc)))
+            return out
+        except ValueError as exc:
+            out.dead.append(self._dead(raw, key, "invalid_schema", str(exc)))
+            return out
+        score = self.calibrate(score).model_copy(update={"sample_weight": sample_weight(headers, self.sample_rate)})
+        cid = conversation.conversation_id
+        if self.dedup.first(f"llm:{cid}", partition, self.clock()):
+            self.exporter.observe(score)
+        else:
+            self.metrics.duplicates.labels("llm").inc()
+        out.scores.append(Send(cid.encode(), encode_score(score, self.rubric), []))
+        label = {"conversation": conversation.model_dump(mode="json"), "score": score.model_dump(mode="json")}
+        out.labels.append(Send(cid.encode(), orjson.dumps(label), []))
+        return out
+
+    def _dead(self, raw: bytes | None, key: bytes | None, reason: str, detail: str) -> DeadLetter:
+        return dead_letter(raw, key, reason=reason, detail=detail, stage="judge", max_bytes=self.max_request_bytes)

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import orjson
+from prometheus_client import CollectorRegistry
+
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.score_codec import decode_score
+from monitor.contracts.scores import ItemResult, ScoreRecord
+from monitor.contracts.settings import Settings
+from monitor.stages.dedup import DedupWindow
+from monitor.stages.export import Exporter
+from monitor.stages.hotpath import WEIGHT, HotPath, Input
+from monitor.stages.route import in_sample
+from monitor.stages.sessionize import Limits, Sessionizer
+from tests.stages.memstore import MemStore
+
+RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
+
+
+def hot_path(sample_rate: float = 0.5) -> tuple[HotPath, Metrics]:
+    metrics = Metrics(CollectorRegistry())
+    sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
+    exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
+    hot = HotPath(sessions, DedupWindow(MemStore(), window_s=100.0, max_keys=1000), exporter, metrics, RUBRIC,
+                  max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=sample_rate)
+    return hot, metrics
+
+
+def turn(cid: str, i: int) -> bytes:
+    return orjson.dumps({"conversation_id": cid, "turn_index": i, "role": "user", "text": f"t{i}", "timestamp": 1.0})
+
+
+def end(cid: str, **kw: object) -> bytes:
+    return orjson.dumps({"type": "end", "conversation_id": cid, "timestamp": 2.0, **kw})
+
+
+def test_a_batch_sessionizes_rekeys_and_dead_letters() -> None:
+    hot, metrics = hot_path()
+    batch = [Input(b"a", turn("a", 0), 0), Input(None, turn("b", 0), 1), Input(b"a", end("a"), 0),
+             Input(b"x", b"{nope", 2), Input(b"a", turn("a", 1), 0), Input(b"z", b"y" * 20_000, 2)]
+    out = hot.ingest(batch, now=1.0)
+    assert [c.conversation_id for c, _ in out.closed] == ["a"] and out.closed[0][1] == 0
+    assert out.rekey == [(b"b", turn("b", 0))]
+    assert [(d.reason, dict(d.headers)["convmon-stage"]) for d in out.dead] == [
+        ("malformed_json", b"sessionize"), ("late_event", b"sessionize"), ("too_large", b"sessionize")]
+    assert metrics.registry.get_sample_value("convmon_events_total", {"kind": "turn"}) == 3
+    assert metrics.registry.get_sample_value("convmon_conversations_finished_total", {"end_reason": "end"}) == 1
+
+
+def test_unkeyed_events_re_keyed_give_the_same_conversation() -> None:
+    hot, _ = hot_path()
+    first = hot.ingest([Input(None, end("u", turn_count=3), 0), Input(None, turn("u", 2), 1),
+                        Input(None, turn("u", 0), 2), Input(None, turn("u", 1), 3)], now=1.0)
+    assert len(first.rekey) == 4
+    again = hot.ingest([Input(k, v, 3, rekeyed=True) for k, v in reversed(first.rekey)], now=1.0)
+    [(conversation, partition)] = again.closed
+    assert [t.index for t in conversation.turns] == [0, 1, 2] and partition == 3
+
+
+def test_judge_slice_carries_the_router_weight_and_counting_is_once() -> None:
+    hot, metrics = hot_path(sample_rate=0.5)
+    ids = [f"c{i}" for i in range(20)]
+    batch = [Input(c.encode(), v, 0) for c in ids for v in (turn(c, 0), end(c))]
+    out = hot.ingest(batch, now=1.0)
+    sends = hot.judge_slice(out.closed, judge_accepting=True)
+    assert {s.key.decode() for s in sends} == {c for c in ids if in_sample(c, 0.5)}
+    assert all(dict(s.headers)[WEIGHT] == b"2.0" for s in sends)
+    items = [ItemResult(item_id=i.id, polarity=i.polarity, probability=0.2, verdict=False) for i in RUBRIC.items]
+    records = [ScoreRecord(conversation_id=c, scorer="distilled", judge="hashing", rubric_set=RUBRIC.id,
+                           rubric_version=RUBRIC.version, model_version="v", items=items, R=0.0) for c in ids]
+    partitions = dict.fromkeys(ids, 0)
+    scores = hot.count(records, partitions, now=3.0) + hot.count(records[:5], partitions, now=4.0)
+    assert len(scores) == 25 and decode_score(scores[0].value, RUBRIC).conversation_id == "c0"
+    assert metrics.registry.get_sample_value("convmon_conversations_scored_total", {"scorer": "distilled"}) == 20
+    assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) == 5

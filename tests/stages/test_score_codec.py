@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.score_codec import decode_score, encode_score
+from monitor.contracts.scores import ItemResult, ScoreRecord
+from monitor.contracts.settings import Settings
+
+RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
+
+
+def record(**kw: object) -> ScoreRecord:
+    items = [ItemResult(item_id=i.id, polarity=i.polarity, probability=round(0.05 * (j % 20), 3), verdict=j % 3 == 0)
+             for j, i in enumerate(RUBRIC.items)]
+    base = {"conversation_id": "conv-000123", "scorer": "distilled", "judge": "hashing", "rubric_set": RUBRIC.id,
+            "rubric_version": RUBRIC.version, "model_version": "20261124T062000-3f2a9c", "items": items, "R": -1.25,
+            "metadata": {"app": "web", "locale": "en-US", "model_version": "v7"}, "latency_s": 0.000123,
+            "scored_at": 1795260000.123}
+    return ScoreRecord.model_validate({**base, **kw})
+
+
+def test_compact_records_are_small_and_round_trip() -> None:
+    rec = record(shadow=True, sample_weight=10.0, feedback={"thumbs": "down"})
+    raw = encode_score(rec, RUBRIC)
+    assert len(raw) <= 600 and orjson.loads(raw)["schema_version"] == 2 and orjson.loads(raw)["scorer"] == "distilled"
+    assert decode_score(raw, RUBRIC) == rec
+
+
+def test_judge_records_with_scores_uncertain_and_missing_items_round_trip() -> None:
+    items = [ItemResult(item_id=i.id, polarity=i.polarity, verdict=None if j == 1 else j % 2 == 0,
+                        score=7.0 if j % 2 == 0 else 0.0, uncertain=j == 1) for j, i in enumerate(RUBRIC.items[:-2])]
+    rec = record(scorer="llm", judge="openai:gpt-4o-mini", items=items, satisfaction=0.61,
+                 tokens={"prompt": 900, "completion": 120}, cost_usd=0.0002)
+    assert decode_score(encode_score(rec, RUBRIC), RUBRIC) == rec
+    empty = record(items=[])
+    assert decode_score(encode_score(empty, RUBRIC), RUBRIC) == empty
+
+
+def test_the_full_v1_form_is_still_read() -> None:
+    rec = record()
+    assert decode_score(rec.model_dump_json().encode(), RUBRIC) == rec
+
+
+@pytest.mark.parametrize("raw", [b"{", b"[]", b'{"schema_version": 9}',
+                                 b'{"schema_version": 2, "rubric_set": "other", "rubric_version": "1"}'])
+def test_garbage_is_a_value_error(raw: bytes) -> None:
+    with pytest.raises(ValueError):
+        decode_score(raw, RUBRIC)
