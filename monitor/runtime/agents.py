@@ -173,8 +173,15 @@ def register_agents(app: faust.App, topics: Topics, p: Pipeline) -> None:
 
     @app.agent(topics.labels)
     async def label_sink(stream: faust.StreamT) -> None:
-        async for batch in stream.take(100, within=1.0):
-            await p.labels.write([orjson.loads(raw) for raw in batch])
+        """Acknowledge a batch only once it is stored (``store`` retries through outages) or dead-lettered."""
+        async for events in stream.noack_take(s.label_buffer_max, within=1.0):
+            rejected = await p.labels.store([(e.key, e.value) for e in events])
+            for bad in rejected:
+                await dlq.send(bad.raw, bad.key, reason=bad.reason, detail=bad.detail, stage="labels")
+            if rejected:
+                await app.producer.flush()  # the dead letters are on the broker before their offsets commit
+            for event in events:
+                await stream.ack(event)
 
     @app.timer(TOPIC_CHECK_INTERVAL_S)
     async def recreate_topics() -> None:
