@@ -129,6 +129,29 @@ class Metrics:
         self.judge_budget_exhausted = Gauge(
             "convmon_judge_budget_exhausted", "1 while the daily judge budget is spent.", registry=r
         )
+        # --- judge budget (issue #19): booked in the label store's database, shared by every worker --------
+        self.judge_budget_spent = Gauge(
+            "convmon_judge_budget_spent_usd",
+            "Today's (UTC) judge spend booked across all workers, in-flight reservations included, as this "
+            "worker last read it from the ledger (the same cluster total on every worker: use max()).",
+            registry=r,
+        )
+        self.judge_budget_booked = Counter(
+            "convmon_judge_budget_booked_usd",
+            "Judge spend this worker booked (each call at most its locally computed bound): sum() over workers.",
+            registry=r,
+        )
+        self.judge_budget_store_errors = Counter(
+            "convmon_judge_budget_store_errors",
+            "Failed reads/writes of the budget ledger (judging waits while it is unreachable).",
+            registry=r,
+        )
+        self.judge_usage_capped = Counter(
+            "convmon_judge_usage_capped",
+            "Judge responses whose reported usage exceeded the locally computed bound (booked at the bound).",
+            ["model"],
+            registry=r,
+        )
         self.judge_parse_failures = Counter(
             "convmon_judge_parse_failures", "Judge answers that failed to parse or missed items.", registry=r
         )
