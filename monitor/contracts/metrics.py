@@ -155,6 +155,20 @@ class Metrics:
         self.judge_parse_failures = Counter(
             "convmon_judge_parse_failures", "Judge answers that failed to parse or missed items.", registry=r
         )
+        self.judge_answers_rejected = Counter(
+            "convmon_judge_answers_rejected",
+            "Judge answers refused by strict validation, by problem (not_json, prose, several_objects, extra_keys, "
+            "missing_keys, bad_value); each gets a repair prompt, a second failure is dead-lettered.",
+            ["problem"],
+            registry=r,
+        )
+        self.judge_answer_repairs = Counter(
+            "convmon_judge_answer_repairs",
+            "Judge answers accepted only through the configured repair (judge_answer_repair), by kind "
+            "(prose_stripped, lenient).",
+            ["kind"],
+            registry=r,
+        )
         self.judge_repairs = Counter(
             "convmon_judge_repairs", "Repair prompts sent after a bad judge answer, by outcome.", ["outcome"],
             registry=r,

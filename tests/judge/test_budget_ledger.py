@@ -1,4 +1,4 @@
-"""The cluster-wide judge budget: atomic reservations in SQLite and PostgreSQL, shared by workers, kept across restarts."""
+"""The cluster-wide judge budget: atomic reservations (SQLite, PostgreSQL), shared by workers, kept on restart."""
 
 from __future__ import annotations
 
