@@ -47,6 +47,9 @@ class KafkaSettings(BaseModel):
     app_id: str = "convmon"
     topic_prefix: str = "convmon."
     topic_partitions: int = Field(default=4, ge=1)
+    # retention.ms convmon sets on the topics it creates (issue #19); the other topics keep the cluster default
+    score_retention_days: float = Field(default=30.0, gt=0)
+    dead_letter_retention_days: float = Field(default=14.0, gt=0)
 
     @model_validator(mode="after")
     def _check_security(self) -> Self:

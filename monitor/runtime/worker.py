@@ -13,6 +13,7 @@ from monitor.contracts.settings import Settings
 from monitor.runtime.agents import register_agents, register_lag_timer
 from monitor.runtime.app import aiokafka_kwargs, bootstrap, create_app, topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.retention import register_retention, topic_configs
 from monitor.runtime.wiring import build_pipeline
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ def build_worker_app(settings: Settings) -> faust.App:
     app, topics = create_app(settings)
     register_agents(app, topics, pipeline)
     register_lag_timer(app, topics, pipeline)
+    register_retention(app, pipeline.store, settings.label_retention_days)
     return app
 
 
@@ -30,7 +32,7 @@ def run_worker(settings: Settings, *, loglevel: str = "warn",
                build: Callable[[Settings], faust.App] = build_worker_app) -> None:
     """Create the topics, build the app (``build``: the monitor, or a benchmark's variant), serve /metrics, run."""
     asyncio.run(ensure_topics(bootstrap(settings), topic_names(settings), settings.topic_partitions,
-                              **aiokafka_kwargs(settings)))
+                              configs=topic_configs(settings), **aiokafka_kwargs(settings)))
     app = build(settings)
     start_http_server(settings.metrics_port, addr=settings.metrics_host)
     log.warning("convmon worker: metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
