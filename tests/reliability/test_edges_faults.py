@@ -80,7 +80,7 @@ def test_postgresql_outage_then_kill_9_loses_no_label_and_a_nul_id_is_dead_lette
         wait_until(lambda: total(second.samples(), "convmon_label_store_buffered") == 0, 30, message="sink idle")
     letters = [r for r in read_topic(broker, settings.topic("dead-letters"))
                if dict(r.headers).get("convmon-reason") == b"label_rejected"]
-    assert {r.key for r in letters} == {"nul\x00-0".encode()}
+    assert {r.key for r in letters} == {b"nul\x00-0"}
     assert b"NUL" in dict(letters[0].headers)["convmon-detail"]
     labelled = set(stored_ids())
     lost = produced - labelled - {"nul\x00-0"}
@@ -119,10 +119,18 @@ def test_budget_exhausted_across_two_workers_and_a_restart(broker: str, make_set
         b = WorkerProcess(settings, tmp_path / "b.log").start()
         try:
             produce(settings, first, pace_s=0.05)
-            wait_until(lambda: sum(scored(w.samples()).get("distilled", 0) for w in (a, b)) == 40, 90,
+            wait_until(lambda: sum(scored(w.samples()).get("distilled", 0) for w in (a, b)) == 40, 240,
                        message="every conversation scored by the distilled path")
             wait_until(lambda: all(total(w.samples(), "convmon_judge_budget_exhausted") == 1 for w in (a, b)), 60,
                        message="both workers see the budget exhausted")
+
+            def accounted() -> bool:  # conversations routed to the judge before it ran out must drain first
+                s = [w.samples() for w in (a, b)]
+                return (sum(scored(x).get("llm", 0) for x in s)
+                        + sum(by_label(x, "convmon_conversations_routed_total", "route").get("budget_exhausted", 0)
+                              for x in s)
+                        + sum(total(x, "convmon_dead_letters_total") for x in s)) == 40
+            wait_until(accounted, 60, message="every conversation judged, routed away or dead-lettered")
             samples = [w.samples() for w in (a, b)]
         finally:
             a.stop()
@@ -135,7 +143,9 @@ def test_budget_exhausted_across_two_workers_and_a_restart(broker: str, make_set
         judged = sum(scored(s).get("llm", 0) for s in samples)
         routed = [by_label(s, "convmon_conversations_routed_total", "route") for s in samples]
         away = sum(r.get("budget_exhausted", 0) for r in routed)
-        dead = sum(by_label(s, "convmon_dead_letters_total", "reason").get("budget_exhausted", 0) for s in samples)
+        reasons = [by_label(s, "convmon_dead_letters_total", "reason") for s in samples]
+        dead = sum(r.get("budget_exhausted", 0) for r in reasons)
+        assert dead == sum(sum(r.values()) for r in reasons), reasons  # no other kind of dead letter
         capped = sum(total(s, "convmon_judge_usage_capped_total") for s in samples)
         assert 0 < judged < 40 and capped >= judged
         assert judged + away + dead == 40
