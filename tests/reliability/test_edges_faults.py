@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 import sqlalchemy as sa
 
@@ -112,7 +113,8 @@ def test_budget_exhausted_across_two_workers_and_a_restart(broker: str, make_set
     with OpenAIServer(default=fantastic) as server:
         settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=2.0,
                                  registry_poll_s=1.0, label_store_url=URL, openai_base_url=server.url,
-                                 openai_api_key="k", judge_daily_budget_usd=limit, judge_concurrency=2)
+                                 openai_api_key="k", judge_daily_budget_usd=limit, judge_concurrency=2,
+                                 judge_tokens_per_minute=1e9)  # capped 1e9 claims would hold the rate limiter
         publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
         first = conversations(settings, "budget", 40, seed=6)
         a = WorkerProcess(settings, tmp_path / "a.log").start()
@@ -125,11 +127,11 @@ def test_budget_exhausted_across_two_workers_and_a_restart(broker: str, make_set
                        message="both workers see the budget exhausted")
 
             def accounted() -> bool:  # conversations routed to the judge before it ran out must drain first
-                s = [w.samples() for w in (a, b)]
+                s = [w.samples() for w in (a, b)]  # (at least once: a rebalance may count one twice)
                 return (sum(scored(x).get("llm", 0) for x in s)
                         + sum(by_label(x, "convmon_conversations_routed_total", "route").get("budget_exhausted", 0)
                               for x in s)
-                        + sum(total(x, "convmon_dead_letters_total") for x in s)) == 40
+                        + sum(total(x, "convmon_dead_letters_total") for x in s)) >= 40
             wait_until(accounted, 60, message="every conversation judged, routed away or dead-lettered")
             samples = [w.samples() for w in (a, b)]
         finally:
@@ -140,15 +142,18 @@ def test_budget_exhausted_across_two_workers_and_a_restart(broker: str, make_set
             booked = conn.execute(sa.text(f"SELECT sum(spent_usd) FROM {SCHEMA}.convmon_judge_budget")).scalar()
         engine.dispose()
         assert booked <= limit + 1e-9
-        judged = sum(scored(s).get("llm", 0) for s in samples)
-        routed = [by_label(s, "convmon_conversations_routed_total", "route") for s in samples]
-        away = sum(r.get("budget_exhausted", 0) for r in routed)
-        reasons = [by_label(s, "convmon_dead_letters_total", "reason") for s in samples]
-        dead = sum(r.get("budget_exhausted", 0) for r in reasons)
-        assert dead == sum(sum(r.values()) for r in reasons), reasons  # no other kind of dead letter
+        ids = {c.conversation_id for c in first}
+        scores = [orjson.loads(r.value) for r in read_topic(broker, settings.topic("scores"))]
+        judged = {x["conversation_id"] for x in scores if x["scorer"] == "llm"}
+        distilled = {x["conversation_id"] for x in scores if x["scorer"] == "distilled"}
+        letters = [r for r in read_topic(broker, settings.topic("dead-letters"))
+                   if dict(r.headers)["convmon-stage"] == b"judge"]  # (re-delivered end events: late_event)
+        assert {dict(r.headers)["convmon-reason"] for r in letters} <= {b"budget_exhausted"}
+        dead = {r.key.decode() for r in letters} - judged
         capped = sum(total(s, "convmon_judge_usage_capped_total") for s in samples)
-        assert 0 < judged < 40 and capped >= judged
-        assert judged + away + dead == 40
+        assert 0 < len(judged) < 40 and capped >= len(judged)
+        assert sum(total(s, "convmon_judge_budget_exhausted") for s in samples) == 2
+        assert distilled == ids  # nothing lost: every conversation has a score
         requests_before = len(server.requests)
         later = conversations(settings, "after", 10, seed=7)
         with WorkerProcess(settings, tmp_path / "c.log") as c:
@@ -158,4 +163,4 @@ def test_budget_exhausted_across_two_workers_and_a_restart(broker: str, make_set
             assert total(c.samples(), "convmon_judge_budget_exhausted") == 1
             assert len(server.requests) == requests_before
     report("judge budget across two workers and a restart (1e9-token usage claims)", produced=50,
-           labelled=int(judged), judged=int(judged), dead_lettered=int(dead), lost=0)
+           labelled=len(judged), judged=len(judged), dead_lettered=len(dead), lost=len(ids - distilled))
