@@ -4,7 +4,10 @@ SQLAlchemy 2 Core, one table ``<prefix>labels``: SQLite file by default, Postgre
 One row per (conversation id, rubric set, rubric version, judge) — a replayed or re-judged
 conversation *updates* its row (``INSERT ... ON CONFLICT DO UPDATE`` on both dialects) instead
 of duplicating it, so the faust label sink may deliver at least once. Conversation text passes
-through ``redact`` before it is written: the store never holds what the redactor removed.
+through ``redact`` before it is written: the store never holds what the redactor removed, and
+free text is sanitised for the database (NUL, which PostgreSQL text refuses, becomes U+FFFD).
+Key fields are stored as given: a key the database refuses raises :class:`LabelRejected`, which
+the label sink dead-letters alone (a changed key would no longer match ``forget``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.contracts.errors import StoreError
+from monitor.contracts.errors import LabelRejected, StoreError
 from monitor.contracts.events import Conversation, Turn
 from monitor.contracts.scores import ItemResult, ScoreRecord
 
@@ -28,6 +31,19 @@ log = logging.getLogger(__name__)
 Redact = Callable[[str], str]
 KEY = ("conversation_id", "rubric_set", "rubric_version", "judge")
 DAY_S = 86_400.0
+# The database refused the data, not the connection: retrying the same row cannot help.
+_DATA_ERRORS = (sa.exc.DataError, sa.exc.IntegrityError)
+
+
+def sanitise(value: Any) -> Any:
+    """Strings (nested in JSON values too) without NUL, which PostgreSQL text and jsonb refuse."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {sanitise(k): sanitise(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [sanitise(v) for v in value]
+    return value
 
 
 def _identity(text: str) -> str:
@@ -157,16 +173,24 @@ class LabelStore:
         try:
             with self.engine.begin() as conn:
                 return work(conn)
+        except _DATA_ERRORS as exc:
+            raise LabelRejected(f"the database refused the data: {_reason(exc)}") from exc
+        except sa.exc.StatementError as exc:
+            if exc.orig is not None and not isinstance(exc, sa.exc.DBAPIError):  # a value no driver can send
+                raise LabelRejected(f"the database refused the data: {_reason(exc)}") from exc
+            raise StoreError(f"label store {self.engine.url.render_as_string()!r}: cannot {what}: {exc}") from exc
         except SQLAlchemyError as exc:
             raise StoreError(f"label store {self.engine.url.render_as_string()!r}: cannot {what}: {exc}") from exc
 
     def _row(self, record: LabelRecord, now: float) -> dict[str, Any]:
         return {
             "conversation_id": record.conversation_id, "rubric_set": record.rubric_set,
-            "rubric_version": record.rubric_version, "judge": record.judge, "model_version": record.model_version,
-            "turns": [t.model_dump(mode="json", exclude_none=True) for t in record.turns],
-            "items": [i.model_dump(mode="json", exclude_none=True) for i in record.items],
-            "r": record.R, "thumbs": record.thumbs, "csat": record.csat, "metadata": record.metadata,
+            "rubric_version": record.rubric_version, "judge": record.judge,
+            "model_version": sanitise(record.model_version),
+            "turns": sanitise([t.model_dump(mode="json", exclude_none=True) for t in record.turns]),
+            "items": sanitise([i.model_dump(mode="json", exclude_none=True) for i in record.items]),
+            "r": record.R, "thumbs": sanitise(record.thumbs), "csat": record.csat,
+            "metadata": sanitise(record.metadata),
             "labelled_at": record.labelled_at, "ended_at": record.ended_at, "updated_at": now,
         }
 
@@ -194,9 +218,8 @@ class LabelStore:
     def upsert_raw(self, items: Iterable[dict[str, Any]]) -> int:
         """Upsert decoded label-topic messages ``{"conversation": {...}, "score": {...}}`` (or LabelRecord dicts).
 
-        A message that is not a valid judge label is logged and skipped rather than raised: the
-        caller retries on StoreError, and a malformed message would otherwise block the sink forever.
-        Only database failures raise (StoreError).
+        A message that is not a valid judge label raises :class:`LabelRejected` (the label sink
+        isolates and dead-letters it); database failures raise StoreError (the sink retries).
         """
         records: list[LabelRecord] = []
         for item in items:
@@ -208,8 +231,16 @@ class LabelStore:
                 else:
                     records.append(LabelRecord.model_validate(item))
             except (ValidationError, StoreError, KeyError, TypeError) as exc:
-                log.warning("skipping a label message that is not a judge label: %s", str(exc)[:300])
+                raise LabelRejected(f"not a judge label: {_first_line(str(exc))}") from exc
         return self.upsert(records)
+
+    def delete_conversations(self, conversation_ids: Iterable[str]) -> int:
+        """Erase every label of these conversations (any rubric set, version or judge); returns rows deleted."""
+        ids = list(dict.fromkeys(conversation_ids))
+        if not ids:
+            return 0
+        stmt = sa.delete(self.table).where(self.table.c.conversation_id.in_(ids))
+        return int(self._run(lambda conn: conn.execute(stmt).rowcount, "delete conversations"))
 
     def _where(self, rubric_set: str | None, rubric_version: str | None, judge: str | None,
                since: float | None, until: float | None, with_feedback: bool = False) -> list[Any]:
@@ -268,3 +299,12 @@ class LabelStore:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:300] if text.strip() else "no detail"
+
+
+def _reason(exc: sa.exc.StatementError) -> str:
+    """The database's own message, first line only: no SQL, no bound values (hide_parameters)."""
+    return f"{type(exc.orig).__name__}: {_first_line(str(exc.orig))}" if exc.orig is not None else _first_line(str(exc))

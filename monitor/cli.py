@@ -16,7 +16,7 @@ from rich.console import Console
 from typer._click.core import Command, Context  # typer vendors click; its own types for overrides
 from typer.core import TyperGroup
 
-from monitor.contracts.errors import ConvmonError
+from monitor.contracts.errors import ConfigError, ConvmonError
 from monitor.contracts.settings import load_settings
 
 # Sub-apps are imported only when named on the command line: they pull in torch, scikit-learn and
@@ -181,11 +181,24 @@ def topics_check() -> None:
 
 
 
+@app.command()
+def forget(conversation_ids: Annotated[list[str], typer.Argument(help="Conversation ids to erase.")]) -> None:
+    """Erase conversations from every store convmon owns; list the topics that keep them until retention."""
+    from monitor.runtime.retention import forget as erase
+
+    ids = [cid for cid in conversation_ids if cid.strip()]
+    if not ids:
+        raise ConfigError("convmon forget: give at least one non-empty conversation id")
+    report = erase(load_settings(), ids)
+    for line in report.lines(ids):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
 def main() -> None:
     try:
         app()
     except ConvmonError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)  # one line, whatever the terminal width
         sys.exit(2)
 
 

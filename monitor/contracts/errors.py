@@ -10,6 +10,7 @@
     │   └── BudgetExhausted        the daily spend budget is used up
     ├── ModelError             a model artifact is missing, malformed or incompatible
     └── StoreError             the label store could not be read or written
+        └── LabelRejected          the database refused one label's data (not the connection)
 """
 
 from __future__ import annotations
@@ -76,3 +77,11 @@ class ModelError(ConvmonError):
 
 class StoreError(ConvmonError):
     """Raised when the label store cannot be reached or written."""
+
+
+class LabelRejected(StoreError):
+    """Raised when the database refuses a label's *data* (SQLSTATE classes 22/23, an unadaptable value).
+
+    Retrying the same rows cannot succeed, unlike an outage: the label sink isolates the row and
+    dead-letters it with this message as the reason's detail.
+    """

@@ -129,8 +129,45 @@ class Metrics:
         self.judge_budget_exhausted = Gauge(
             "convmon_judge_budget_exhausted", "1 while the daily judge budget is spent.", registry=r
         )
+        # --- judge budget (issue #19): booked in the label store's database, shared by every worker --------
+        self.judge_budget_spent = Gauge(
+            "convmon_judge_budget_spent_usd",
+            "Today's (UTC) judge spend booked across all workers, in-flight reservations included, as this "
+            "worker last read it from the ledger (the same cluster total on every worker: use max()).",
+            registry=r,
+        )
+        self.judge_budget_booked = Counter(
+            "convmon_judge_budget_booked_usd",
+            "Judge spend this worker booked (each call at most its locally computed bound): sum() over workers.",
+            registry=r,
+        )
+        self.judge_budget_store_errors = Counter(
+            "convmon_judge_budget_store_errors",
+            "Failed reads/writes of the budget ledger (judging waits while it is unreachable).",
+            registry=r,
+        )
+        self.judge_usage_capped = Counter(
+            "convmon_judge_usage_capped",
+            "Judge responses whose reported usage exceeded the locally computed bound (booked at the bound).",
+            ["model"],
+            registry=r,
+        )
         self.judge_parse_failures = Counter(
             "convmon_judge_parse_failures", "Judge answers that failed to parse or missed items.", registry=r
+        )
+        self.judge_answers_rejected = Counter(
+            "convmon_judge_answers_rejected",
+            "Judge answers refused by strict validation, by problem (not_json, prose, several_objects, extra_keys, "
+            "missing_keys, bad_value); each gets a repair prompt, a second failure is dead-lettered.",
+            ["problem"],
+            registry=r,
+        )
+        self.judge_answer_repairs = Counter(
+            "convmon_judge_answer_repairs",
+            "Judge answers accepted only through the configured repair (judge_answer_repair), by kind "
+            "(prose_stripped, lenient).",
+            ["kind"],
+            registry=r,
         )
         self.judge_repairs = Counter(
             "convmon_judge_repairs", "Repair prompts sent after a bad judge answer, by outcome.", ["outcome"],

@@ -200,6 +200,10 @@ class JudgeSettings(BaseModel):
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     judge_backoff_base_s: float = Field(default=0.5, ge=0.0)
     judge_backoff_max_s: float = Field(default=30.0, ge=0.0)
+    # How judge answers are read (issue #19, docs/security.md): "none" = exactly one JSON object valid against
+    # the mode's schema; "strip_prose" also accepts one such object inside prose or a code fence (counted);
+    # "lenient" = the tolerant free-text parser, for endpoints that cannot answer in JSON (counted).
+    judge_answer_repair: Literal["none", "strip_prose", "lenient"] = "none"
 
     @property
     def judge_configured(self) -> bool:

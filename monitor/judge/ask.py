@@ -20,7 +20,12 @@ from monitor.contracts.rubric_set import RubricItem
 from monitor.contracts.scores import ItemResult
 from monitor.contracts.settings import Settings
 from monitor.judge.client import Completion, JudgeClient, Usage
+from monitor.judge.interpret import interpret_likert, interpret_spur, parse_likert, parse_spur
 from monitor.judge.prompt import render
+from monitor.judge.strict import parse_strict, schema_of
+
+Parse = Callable[[str, list[RubricItem]], list[ItemResult]]
+_INTERPRETERS = {parse_spur: interpret_spur, parse_likert: interpret_likert}
 
 _MAX_ECHO_CHARS = 6000
 
@@ -112,10 +117,30 @@ class ModeScorer(ABC):
         """One system + user question about ``items``, through :func:`ask_with_repair`."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         return await ask_with_repair(
-            self.client, messages, items=items, parse=parse, answer_format=answer_format,
+            self.client, messages, items=items, parse=self.reader(parse, response_format),
+            answer_format=answer_format,
             prompts_dir=self.settings.prompts_dir, metrics=self.metrics, scored=scored, model=self.model,
             response_format=response_format,
         )
+
+
+    def reader(self, parse: Parse, response_format: dict[str, Any] | None) -> Parse:
+        """How answers are read (``judge_answer_repair``): strictly against the mode's schema, with prose
+        stripped when configured, or by the tolerant free-text parser (``lenient``, counted)."""
+        mode = self.settings.judge_answer_repair
+        schema = schema_of(response_format)
+        interpret = _INTERPRETERS.get(parse)
+        if mode != "lenient" and schema is not None and interpret is not None:
+            def strict(text: str, items: list[RubricItem]) -> list[ItemResult]:
+                return parse_strict(text, items, schema, interpret, strip_prose=mode == "strip_prose",
+                                    metrics=self.metrics)
+            return strict
+
+        def lenient(text: str, items: list[RubricItem]) -> list[ItemResult]:
+            results = parse(text, items)
+            self.metrics.judge_answer_repairs.labels("lenient").inc()
+            return results
+        return lenient
 
 
 def _parse(

@@ -18,6 +18,7 @@ from monitor.contracts.settings import Settings
 from monitor.judge.base import Judge
 from monitor.judge.client import JudgeClient
 from monitor.judge.jury import JuryScorer, Scorer, permuted
+from monitor.judge.ledger import SqlLedger
 from monitor.judge.likert import LikertScorer
 from monitor.judge.llm import LLMJudge
 from monitor.judge.logprobs import LogprobsScorer
@@ -41,7 +42,8 @@ def build_judge(
     if not settings.judge_configured:
         return SimulatedJudge(rubric)
     redactor = Redactor(settings.pii_extra_patterns)
-    client = JudgeClient(settings, metrics, http_client=http_client)
+    # the budget is booked in the label store's database: shared by every worker, kept across restarts
+    client = JudgeClient(settings, metrics, http_client=http_client, ledger=SqlLedger(settings.label_store_url))
     models = list(settings.judge_models) or [settings.judge_model]
     size = max(len(models), settings.judge_jury_size)
     if size == 1:

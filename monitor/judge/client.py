@@ -1,7 +1,9 @@
 """The one way convmon talks to an OpenAI-compatible chat endpoint: ``JudgeClient.complete``.
 
 Every call is bounded (``judge_concurrency``), rate limited (requests and tokens per minute),
-budgeted (a worst-case reservation against the daily USD budget), metered (requests by status,
+budgeted (each attempt reserves its worst case against the cluster-wide daily USD budget before it
+is sent: prompt bytes plus ``max_tokens`` at the model's price, a bound no tokenizer is needed
+for; reported usage may lower the booking, never raise it), metered (requests by status,
 latency, tokens, spend) and retried here rather than inside the openai client (its
 ``max_retries=0``): 429, 408/409, 5xx, timeouts and connection errors back off exponentially with
 jitter, honouring ``Retry-After``, and end in :class:`JudgeUnavailable`. A 400 to a request with
@@ -12,6 +14,7 @@ text never reach logs or exception messages.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import random
@@ -27,6 +30,7 @@ from monitor.contracts.errors import JudgeError, JudgeUnavailable
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.settings import Settings
 from monitor.judge.budget import DailyBudget
+from monitor.judge.ledger import BudgetLedger
 from monitor.judge.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -66,9 +70,20 @@ class Completion:
         return self.finish_reason == "length"
 
 
-def estimate_tokens(messages: list[dict[str, str]]) -> int:
-    """A deliberately high prompt-token estimate (3 characters a token) for reservations."""
-    return sum(len(m.get("content") or "") // 3 + 8 for m in messages) + 8
+_MESSAGE_OVERHEAD = 8  # role and delimiter tokens per message (4 in OpenAI's chat format)
+
+
+def prompt_bound(messages: list[dict[str, str]], response_format: dict[str, Any] | None = None) -> int:
+    """An upper bound on prompt tokens without a tokenizer: every BPE token covers at least one byte.
+
+    A JSON-schema ``response_format`` is added to the prompt by the server, so its bytes count too.
+    """
+    content = sum(len((m.get("content") or "").encode("utf-8")) + _MESSAGE_OVERHEAD for m in messages)
+    schema = len(json.dumps(response_format).encode("utf-8")) if response_format is not None else 0
+    return content + schema + _MESSAGE_OVERHEAD
+
+
+estimate_tokens = prompt_bound  # the old name
 
 
 def price_for(model: str, prices: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
@@ -105,6 +120,7 @@ class JudgeClient:
         *,
         http_client: httpx.AsyncClient | None = None,
         rng: random.Random | None = None,
+        ledger: BudgetLedger | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
@@ -115,7 +131,7 @@ class JudgeClient:
         self._limiter = RateLimiter(
             requests_per_minute=settings.judge_requests_per_minute, tokens_per_minute=settings.judge_tokens_per_minute
         )
-        self.budget = DailyBudget(settings.judge_daily_budget_usd, metrics=metrics)
+        self.budget = DailyBudget(settings.judge_daily_budget_usd, ledger=ledger, metrics=metrics)
         self._openai = self._make_openai(settings, http_client)
         for model in {settings.judge_model, *settings.judge_models}:
             if price_for(model, settings.judge_prices) is None:
@@ -170,50 +186,52 @@ class JudgeClient:
             request["response_format"] = response_format
         if logprobs:
             request.update(logprobs=True, top_logprobs=top_logprobs or 20)
-        estimate = estimate_tokens(messages)
-        reserved = self.cost(model, Usage(prompt=estimate, completion=max_tokens))
-        self.budget.reserve(reserved)
-        actual = 0.0
-        try:
-            async with self._sem:
-                completion = await self._with_retries(request, estimate)
-            actual = completion.cost_usd
-            return completion
-        finally:
-            self.budget.settle(reserved, actual)
+        return await self._with_retries(request, prompt_bound(messages, request.get("response_format")))
 
-    async def _with_retries(self, request: dict[str, Any], estimate: int) -> Completion:
+    async def _with_retries(self, request: dict[str, Any], bound: int) -> Completion:
         model = request["model"]
-        tokens = estimate + request["max_tokens"]
+        tokens = bound + request["max_tokens"]
         attempts = self.settings.judge_max_retries + 1
         last = "none"
         attempt = 0
         while attempt < attempts:
             await self._limiter.acquire(tokens)
-            started = time.perf_counter()
-            self.metrics.judge_in_flight.inc()
-            try:
-                response = await self._openai.chat.completions.create(**request)
-            except openai.APIStatusError as exc:
-                status, cause, wait = self._classify(exc, request)
-                if status == "format_rejected":
-                    request.pop("response_format", None)
-                    continue  # not a retry: the same request without response_format, once
-                last = cause or status
-            except openai.APITimeoutError:
-                status, cause, wait, last = "timeout", "timeout", None, "timeout"
-            except openai.APIConnectionError:
-                status, cause, wait, last = "connection_error", "connection", None, "connection error"
-            except ValueError:  # a 200 whose body is not JSON (proxies, half-compatible servers)
-                status, cause, wait, last = "bad_response", "bad_response", None, "bad response body"
-            else:
+            async with self._sem:
+                # the worst case is booked before the request leaves; only a usable answer lowers it, and
+                # an attempt that timed out or lost its connection stays booked (it may have been billed)
+                reservation = await self.budget.reserve(self.cost(model, Usage(prompt=bound,
+                                                                               completion=request["max_tokens"])))
+                billed: float | None = None  # None: keep the reservation
+                started = time.perf_counter()
+                self.metrics.judge_in_flight.inc()
                 try:
-                    return self._record(request, response, time.perf_counter() - started, estimate)
-                except _BadResponse:
+                    response = await self._openai.chat.completions.create(**request)
+                except openai.APIStatusError as exc:
+                    billed = 0.0  # the server answered with an error: nothing to pay for
+                    status, cause, wait = self._classify(exc, request)
+                    if status == "format_rejected":
+                        request.pop("response_format", None)
+                        bound = prompt_bound(request["messages"])
+                        continue  # not a retry: the same request without response_format, once
+                    last = cause or status
+                except openai.APITimeoutError:
+                    status, cause, wait, last = "timeout", "timeout", None, "timeout"
+                except openai.APIConnectionError:
+                    status, cause, wait, last = "connection_error", "connection", None, "connection error"
+                except ValueError:  # a 200 whose body is not JSON (proxies, half-compatible servers)
                     status, cause, wait, last = "bad_response", "bad_response", None, "bad response body"
-            finally:
-                self.metrics.judge_in_flight.dec()
-                self.metrics.judge_latency.labels(model).observe(time.perf_counter() - started)
+                else:
+                    try:
+                        completion = self._record(request, response, time.perf_counter() - started, bound)
+                        billed = completion.cost_usd
+                        return completion
+                    except _BadResponse:
+                        status, cause, wait, last = "bad_response", "bad_response", None, "bad response body"
+                finally:
+                    self.metrics.judge_in_flight.dec()
+                    self.metrics.judge_latency.labels(model).observe(time.perf_counter() - started)
+                    booked = await self.budget.settle(reservation, reservation.usd if billed is None else billed)
+                    self.metrics.judge_spend.labels(model).inc(booked)
             self.metrics.judge_requests.labels(model, status).inc()
             attempt += 1
             if attempt >= attempts:
@@ -264,8 +282,12 @@ class JudgeClient:
         ceiling = min(self.settings.judge_backoff_max_s, self.settings.judge_backoff_base_s * 2 ** (attempt - 1))
         return float(ceiling / 2 + self._rng.uniform(0, ceiling / 2))
 
-    def _record(self, request: dict[str, Any], response: Any, latency: float, estimate: int) -> Completion:
-        """Meter a response and turn it into a ``Completion``; raise ``_BadResponse`` if it is not one."""
+    def _record(self, request: dict[str, Any], response: Any, latency: float, bound: int) -> Completion:
+        """Meter a response and turn it into a ``Completion``; raise ``_BadResponse`` if it is not one.
+
+        Reported usage is capped at the local bound (prompt bytes, ``max_tokens``): a server claiming
+        more is counted in ``convmon_judge_usage_capped_total`` and booked at the bound.
+        """
         model = request["model"]
         try:
             choice = response.choices[0]
@@ -276,14 +298,21 @@ class JudgeClient:
                 raise TypeError("content or finish_reason of the wrong type")
         except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
             raise _BadResponse(type(exc).__name__) from None
-        usage = _usage(response) or Usage(prompt=estimate, completion=len(text) // 3 + 1)  # bill what we can
+        ceiling = Usage(prompt=bound, completion=request["max_tokens"])
+        reported = _usage(response)
+        if reported is not None and (reported.prompt > ceiling.prompt or reported.completion > ceiling.completion):
+            self.metrics.judge_usage_capped.labels(model).inc()
+            log.warning("judge %s reported more tokens than the request can use (%d prompt, %d completion > "
+                        "bound %d, %d); booked at the bound", model, reported.prompt, reported.completion,
+                        ceiling.prompt, ceiling.completion)
+        usage = Usage(prompt=min(reported.prompt, ceiling.prompt), completion=min(reported.completion,
+                      ceiling.completion), cached=min(reported.cached, ceiling.prompt)) if reported else ceiling
         cost = self.cost(model, usage)
         m = self.metrics
         m.judge_requests.labels(model, "ok").inc()
         for kind, value in usage.as_dict().items():
             m.judge_tokens.labels(model, kind).inc(value)
-        m.judge_spend.labels(model).inc(cost)
-        self._limiter.settle(estimate + request["max_tokens"], usage.prompt + usage.completion)
+        self._limiter.settle(bound + request["max_tokens"], usage.prompt + usage.completion)
         return Completion(
             text=text,
             model=model,
@@ -306,7 +335,7 @@ def _count(value: Any) -> int | None:
 
 
 def _usage(response: Any) -> Usage | None:
-    """Reported usage, or None when it is missing or malformed (the caller then bills its estimate)."""
+    """Reported usage, or None when it is missing or malformed (the caller then books its bound)."""
     usage = getattr(response, "usage", None)
     prompt = _count(getattr(usage, "prompt_tokens", None))
     completion = _count(getattr(usage, "completion_tokens", None))

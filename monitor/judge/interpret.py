@@ -59,6 +59,10 @@ def _likert(item: RubricItem, raw: RawAnswer) -> ItemResult | str:
     return ItemResult(item_id=item.id, polarity=item.polarity, verdict=level >= 4, score=LIKERT_SCORES[level])
 
 
+interpret_spur: Interpreter = _spur
+interpret_likert: Interpreter = _likert
+
+
 def collect(text: str, items: list[RubricItem], interpret: Interpreter) -> list[ItemResult]:
     """Every item's result in rubric order, or raise ``JudgeResponseError`` listing the problems."""
     raws, unknown = extract(text, items)
@@ -97,4 +101,4 @@ def parse_likert(text: str, items: list[RubricItem]) -> list[ItemResult]:
     return collect(text, items, _likert)
 
 
-__all__ = ["JudgeResponseError", "parse_likert", "parse_spur", "collect"]
+__all__ = ["JudgeResponseError", "parse_likert", "parse_spur", "collect", "interpret_likert", "interpret_spur"]

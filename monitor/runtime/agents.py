@@ -19,7 +19,6 @@ from monitor.runtime.app import Topics
 from monitor.runtime.components import Components
 from monitor.runtime.topics import create_topics
 from monitor.stages.hotpath import REKEYED, Input, Outputs, Send, is_rekeyed
-from monitor.stages.label_decode import decode_labels
 from monitor.stages.lag import lag_by_topic
 
 log = logging.getLogger(__name__)
@@ -75,11 +74,15 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
 
     @app.agent(topics.labels)
     async def label_sink(stream: faust.StreamT) -> None:
-        async for events in stream.take_events(100, within=1.0):
-            labels, bad = decode_labels([(e.key, e.value) for e in events], max_bytes=s.max_request_bytes)
-            for letter in bad:
-                await c.dead_letters.send_letter(letter)
-            await p.labels.write(labels)
+        """Acknowledge a batch only once it is stored (``store`` retries through outages) or dead-lettered."""
+        async for events in stream.noack_take(s.label_buffer_max, within=1.0):
+            rejected = await p.labels.store([(e.key, e.value) for e in events])
+            for bad in rejected:
+                await c.dead_letters.send(bad.raw, bad.key, reason=bad.reason, detail=bad.detail, stage="labels")
+            if rejected:
+                await app.producer.flush()  # the dead letters are on the broker before their offsets commit
+            for event in events:
+                await stream.ack(event)
 
     @app.timer(TOPIC_CHECK_INTERVAL_S)
     async def recreate_topics() -> None:

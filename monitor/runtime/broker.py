@@ -128,17 +128,20 @@ async def _metadata_ok(bootstrap: str) -> None:
         await admin.close()
 
 
-async def ensure_topics(bootstrap: str, names: list[str], partitions: int, **client_kwargs: object) -> None:
-    """Create topics up front with one partition count.
+async def ensure_topics(bootstrap: str, names: list[str], partitions: int, *,
+                        configs: dict[str, dict[str, str]] | None = None, **client_kwargs: object) -> None:
+    """Create topics up front with one partition count (and ``configs[name]``, e.g. ``retention.ms``).
 
     Brokers that auto-create topics on first produce may pick another count, and faust refuses
-    a table whose changelog and source topics differ in partitions.
+    a table whose changelog and source topics differ in partitions. Existing topics keep their
+    configuration: on a managed cluster, retention of existing topics is the operator's call.
     """
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_kwargs)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
-        missing = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
+        missing = [NewTopic(n, num_partitions=partitions, replication_factor=1, topic_configs=(configs or {}).get(n))
+                   for n in names if n not in existing]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(missing)

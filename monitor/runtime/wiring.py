@@ -6,13 +6,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING
 
 import httpx
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from monitor.contracts.errors import StoreError
 from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
@@ -23,7 +21,7 @@ from monitor.judge.base import Judge
 from monitor.judge.build import build_judge
 from monitor.judge.redact import Redactor
 from monitor.stages.export import Exporter
-from monitor.stages.labels import BufferedLabelWriter
+from monitor.stages.labels import LabelSink
 from monitor.stages.route import in_sample
 
 if TYPE_CHECKING:
@@ -42,7 +40,7 @@ class Pipeline:
     metrics: Metrics
     judge: Judge
     exporter: Exporter
-    labels: BufferedLabelWriter
+    labels: LabelSink
     scorer: DistilledScorer
     store: LabelStore
     registry: ModelRegistry
@@ -121,16 +119,6 @@ class Pipeline:
 
 
 
-def upsert_labels(store: LabelStore, labels: list[dict[str, object]]) -> None:
-    """The label writer's write step: every failure becomes a StoreError, so it buffers and retries."""
-    try:
-        store.upsert_raw(labels)
-    except StoreError:
-        raise
-    except Exception as exc:  # database drivers raise their own trees; normalise for the writer
-        raise StoreError(f"label store write failed: {type(exc).__name__}") from exc
-
-
 def build_pipeline(
     settings: Settings,
     *,
@@ -149,9 +137,9 @@ def build_pipeline(
                         rubric=rubric, drift=drift, allowed_values=settings.dimension_values)
     judge = build_judge(settings, rubric, metrics, http_client=http_client)
     models = ModelRegistry(settings.model_registry)
-    store = LabelStore(settings.label_store_url, redact=Redactor(settings.pii_extra_patterns).redact)
+    store = LabelStore.from_settings(settings, redact=Redactor(settings.pii_extra_patterns).redact)
     scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s)
-    labels = BufferedLabelWriter(partial(upsert_labels, store), metrics, max_buffer=settings.label_buffer_max)
+    labels = LabelSink(store.upsert_raw, metrics)
     calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
                                     poll_s=settings.registry_poll_s)
     pipeline = Pipeline(settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,

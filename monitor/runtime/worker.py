@@ -13,6 +13,7 @@ from monitor.contracts.settings import Settings
 from monitor.runtime.agents import register_agents, register_lag_timer
 from monitor.runtime.app import create_app
 from monitor.runtime.components import build_components
+from monitor.runtime.retention import register_retention
 from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import build_pipeline
 
@@ -25,6 +26,7 @@ def build_worker_app(settings: Settings) -> faust.App:
     components = build_components(app, topics, pipeline)
     register_agents(app, topics, components)
     register_lag_timer(app, topics, components)
+    register_retention(app, pipeline.store, settings.label_retention_days)
     return app
 
 

@@ -1,83 +1,105 @@
-"""The label sink's write path: buffer, retry, and push back instead of dropping.
+"""The label sink's write path: store a batch before its offsets are acknowledged, isolate bad rows.
 
-When the label store is down, records wait in memory and are retried on every call and by a
-background task with backoff, so they are written once the store is back even if no new label
-arrives. Past ``max_buffer`` the writer blocks (retrying with backoff) so the agent stops
-consuming and Kafka keeps the records: nothing is lost while the process lives, and
-``convmon_label_store_buffered`` says how far behind. (Buffered records are already acknowledged
-to Kafka: a crash during an outage loses up to ``max_buffer`` labels; see docs/reliability.md.)
+The sink hands each batch from the labels topic to :meth:`LabelSink.store`, which returns only
+once every row is in the database or rejected, and the agent acknowledges the batch to Kafka
+after that. While the store is down ``store`` keeps retrying with backoff (counting
+``convmon_label_store_errors_total``, and ``convmon_label_store_buffered`` says how many labels
+wait), so the sink stops consuming and Kafka keeps the records: a crash during an outage loses
+nothing, the next owner of the partition re-reads them. A row the database refuses for its data
+(:class:`LabelRejected`) is found by bisection and returned as a :class:`Rejected` for the
+dead-letter topic, so it cannot block the rows around it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from monitor.contracts.errors import StoreError
+import orjson
+
+from monitor.contracts.errors import LabelRejected, StoreError
 from monitor.contracts.metrics import Metrics
 
 log = logging.getLogger(__name__)
+Upsert = Callable[[list[dict[str, Any]]], Any]
 
 
-class BufferedLabelWriter:
+@dataclass(frozen=True)
+class Rejected:
+    """A labels-topic message that will never be stored, for the dead-letter topic."""
+
+    key: bytes | None
+    raw: bytes
+    reason: str  # label_invalid (not JSON) | label_rejected (the database or the label schema refused it)
+    detail: str
+
+
+@dataclass(frozen=True)
+class _Row:
+    key: bytes | None
+    raw: bytes
+    value: dict[str, Any]
+
+
+class LabelSink:
     def __init__(
         self,
-        upsert: Callable[[list[dict[str, Any]]], None],
+        upsert: Upsert,
         metrics: Metrics,
         *,
-        max_buffer: int = 10_000,
+        initial_backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.upsert = upsert
         self.metrics = metrics
-        self.max_buffer = max_buffer
+        self.initial_backoff_s = initial_backoff_s
         self.max_backoff_s = max_backoff_s
-        self._buffer: list[dict[str, Any]] = []
-        self._lock = asyncio.Lock()  # one flush at a time: a flush deletes the prefix it wrote
-        self._retry: asyncio.Task[None] | None = None
+        self._sleep = sleep
 
-    @property
-    def pending(self) -> int:
-        return len(self._buffer)
-
-    async def write(self, records: list[dict[str, Any]]) -> None:
-        self._buffer.extend(records)
-        backoff = 0.5
-        while self._buffer and not await self._flush():
-            if len(self._buffer) <= self.max_buffer:
-                self._retry_later()
-                return  # keep buffering; the next batch or the retry task writes it
-            await asyncio.sleep(backoff)  # full: hold the stream until the store is back
-            backoff = min(backoff * 2, self.max_backoff_s)
-
-    def _retry_later(self) -> None:
-        if self._retry is None or self._retry.done():
-            self._retry = asyncio.get_running_loop().create_task(self._retry_until_empty())
-
-    async def _retry_until_empty(self) -> None:
-        backoff = 0.5
-        while self._buffer:
-            await asyncio.sleep(backoff)
-            if not await self._flush():
+    async def store(self, messages: list[tuple[bytes | None, bytes]]) -> list[Rejected]:
+        """Store every storable message (retrying through outages); return the ones to dead-letter."""
+        rows: list[_Row] = []
+        rejected: list[Rejected] = []
+        for key, raw in messages:
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                rejected.append(Rejected(key, raw, "label_invalid", f"not JSON: {exc}"))
+                continue
+            if not isinstance(value, dict):
+                rejected.append(Rejected(key, raw, "label_invalid", "not a JSON object"))
+                continue
+            rows.append(_Row(key, raw, value))
+        backoff = self.initial_backoff_s
+        while rows:
+            try:
+                rejected += await self._write(rows)
+                break
+            except StoreError as exc:  # an outage (or anything but a data refusal): keep the batch, retry
+                self.metrics.label_store_errors.inc()
+                self.metrics.label_store_buffered.set(len(rows))
+                log.warning("label store write failed, %d labels wait (not acknowledged to Kafka), retry in "
+                            "%.1fs: %s", len(rows), backoff, exc)
+                await self._sleep(backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
+        self.metrics.label_store_buffered.set(0)
+        return rejected
 
-    async def _flush(self) -> bool:
-        async with self._lock:
-            return await self._flush_locked()
-
-    async def _flush_locked(self) -> bool:
-        batch = list(self._buffer)
-        if not batch:
-            return True
+    async def _write(self, rows: list[_Row]) -> list[Rejected]:
+        """Write ``rows``; on a data refusal, halve until the refused rows stand alone."""
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self.upsert, batch)
-        except StoreError as exc:
-            self.metrics.label_store_errors.inc()
-            self.metrics.label_store_buffered.set(len(self._buffer))
-            log.warning("label store write failed, %d records buffered: %s", len(self._buffer), exc)
-            return False
-        del self._buffer[: len(batch)]
-        self.metrics.label_store_buffered.set(len(self._buffer))
-        return True
+            await asyncio.get_running_loop().run_in_executor(None, self.upsert, [r.value for r in rows])
+            return []
+        except LabelRejected as exc:
+            if len(rows) == 1:
+                return [Rejected(rows[0].key, rows[0].raw, "label_rejected", str(exc))]
+        except StoreError:
+            raise
+        except Exception as exc:  # database drivers raise their own trees: treat as an outage, retry
+            raise StoreError(f"label store write failed: {type(exc).__name__}") from exc
+        middle = len(rows) // 2
+        return await self._write(rows[:middle]) + await self._write(rows[middle:])

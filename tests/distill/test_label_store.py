@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from distill.store import DAY_S, LabelRecord, LabelStore
-from monitor.contracts.errors import StoreError
+from monitor.contracts.errors import LabelRejected, StoreError
 from monitor.contracts.events import Conversation, Feedback, Turn
 from monitor.contracts.scores import ItemResult, ScoreRecord
 
@@ -97,11 +97,16 @@ def test_unreachable_database_raises_store_error_on_use_not_at_start() -> None:
         LabelStore("mysql://u@h/db")
 
 
-def test_upsert_raw_takes_label_topic_messages_and_skips_bad_ones(store: LabelStore) -> None:
+def test_upsert_raw_takes_label_topic_messages_and_rejects_bad_ones(store: LabelStore) -> None:
+    """A bad message raises LabelRejected (the sink dead-letters it alone) instead of vanishing."""
     conversation, score = pair("c1")
     good = {"conversation": conversation.model_dump(mode="json"), "score": score.model_dump(mode="json")}
     distilled = {**good, "score": {**good["score"], "scorer": "distilled"}}
-    assert store.upsert_raw([good, distilled, {"conversation": {}, "score": {}}, {"nonsense": 1}]) == 1
+    for bad in (distilled, {"conversation": {}, "score": {}}, {"nonsense": 1}):
+        with pytest.raises(LabelRejected, match="not a judge label"):
+            store.upsert_raw([good, bad])
+    assert store.count() == 0
+    assert store.upsert_raw([good]) == 1
     [record] = store.fetch()
     assert record.turns[0].text == "my email is [EMAIL], thanks!"
     assert store.upsert_raw([record.model_dump(mode="json")]) == 1 and store.count() == 1

@@ -78,12 +78,12 @@ def test_bombs_big_events_unkeyed_input_and_internal_garbage(broker: str, make_s
     assert by_label(samples, "convmon_conversations_scored_total", "scorer").get("distilled") == N_UNKEYED + 1
     assert total(samples, "convmon_late_events_total") == 0  # no turn lost to re-keying
     dead = by_label(samples, "convmon_dead_letters_total", "reason")
-    assert dead == {"too_large": 1, "invalid_schema": 2, "malformed_json": 1}
+    assert dead == {"too_large": 1, "invalid_schema": 1, "label_invalid": 2}
 
     letters = read_topic(broker, settings.topic("dead-letters"))
     got = Counter((dict(r.headers)["convmon-reason"], dict(r.headers)["convmon-stage"]) for r in letters)
     assert got == {(b"too_large", b"sessionize"): 1, (b"invalid_schema", b"judge"): 1,
-                   (b"malformed_json", b"labels"): 1, (b"invalid_schema", b"labels"): 1}
+                   (b"label_invalid", b"labels"): 2}
     big = next(r for r in letters if dict(r.headers)["convmon-reason"] == b"too_large")
     assert dict(big.headers)["convmon-original-bytes"] == str(len(huge)).encode()
     assert dict(big.headers)["convmon-truncated"] == b"1"

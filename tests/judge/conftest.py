@@ -29,9 +29,10 @@ def server() -> Iterator[OpenAIServer]:
 
 
 @pytest.fixture
-def make_settings(server: OpenAIServer) -> Callable[..., Settings]:
+def make_settings(server: OpenAIServer, tmp_path: Path) -> Callable[..., Settings]:
     def make(**overrides: Any) -> Settings:
         values: dict[str, Any] = {
+            "label_store_url": f"sqlite:///{tmp_path / 'labels.db'}",  # the judge budget's ledger
             "openai_base_url": server.url,
             "openai_api_key": API_KEY,
             "judge_backoff_base_s": 0.001,

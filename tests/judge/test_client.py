@@ -14,7 +14,7 @@ from conftest import API_KEY, sample
 from monitor.contracts.errors import BudgetExhausted, JudgeError, JudgeUnavailable
 from monitor.contracts.settings import Settings
 from monitor.judge import client as client_module
-from monitor.judge.client import JudgeClient, Usage, price_for, retry_after
+from monitor.judge.client import JudgeClient, Usage, price_for, prompt_bound, retry_after
 
 MESSAGES = [{"role": "system", "content": "rubric"}, {"role": "user", "content": "conversation"}]
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -77,7 +77,8 @@ def make_client(handler: Handler, metrics, **overrides: Any) -> JudgeClient:
 async def test_success_meters_tokens_spend_and_sends_the_key(metrics) -> None:
     handler = Recorder(ok("hello"))
     client = make_client(handler, metrics)
-    completion = await client.complete(MESSAGES)
+    messages = [*MESSAGES, {"role": "user", "content": "x" * 1000}]  # a bound above the 1000 tokens reported
+    completion = await client.complete(messages)
     assert completion.text == "hello" and completion.finish_reason == "stop"
     assert completion.usage == Usage(prompt=1000, completion=200, cached=400)
     assert completion.cost_usd == pytest.approx((1000 * 0.15 + 200 * 0.60) / 1e6)
@@ -89,7 +90,7 @@ async def test_success_meters_tokens_spend_and_sends_the_key(metrics) -> None:
     assert sample(metrics, "convmon_judge_in_flight") == 0
     assert handler.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
     body = handler.bodies()[0]
-    assert body["max_tokens"] == 1500 and body["temperature"] == 0.0 and body["messages"] == MESSAGES
+    assert body["max_tokens"] == 1500 and body["temperature"] == 0.0 and body["messages"] == messages
 
 
 async def test_429_honours_retry_after_then_succeeds(metrics, sleeps) -> None:
@@ -112,7 +113,7 @@ async def test_5xx_backs_off_exponentially_with_jitter_then_gives_up(metrics, sl
         ceiling = min(4.0, 0.5 * 2 ** (attempt - 1))
         assert ceiling / 2 <= delay <= ceiling
     assert sample(metrics, "convmon_judge_retries_total", cause="5xx") == 3
-    assert client.budget.reserved_usd == 0 and client.budget.spent_usd == 0  # failed calls release the hold
+    assert client.budget.spent_usd == 0  # error answers release their reservations
 
 
 async def test_timeouts_and_connection_errors_are_retried(metrics, sleeps) -> None:
@@ -167,15 +168,14 @@ async def test_logprobs_rejected_by_the_endpoint(metrics) -> None:
 async def test_budget_stops_accepting_once_spent(metrics) -> None:
     usage = {"prompt_tokens": 1_000_000, "completion_tokens": 0, "total_tokens": 1_000_000}
     client = make_client(Recorder(ok(usage=usage)), metrics, judge_daily_budget_usd=0.2, judge_tokens_per_minute=1e9)
+    big = [{"role": "user", "content": "x" * 1_000_000}]  # bound: ~1M prompt tokens = $0.15
     assert client.accepting()
-    await client.complete(MESSAGES, max_tokens=16)  # costs $0.15 of $0.20
-    assert client.accepting()
-    await client.complete(MESSAGES, max_tokens=16)  # actual use overshoots: $0.30
-    assert not client.accepting()
+    await client.complete(big, max_tokens=16)  # costs $0.15 of $0.20
+    assert not client.accepting()  # $0.05 left cannot cover a call like the last
     assert sample(metrics, "convmon_judge_budget_exhausted") == 1
-    assert sample(metrics, "convmon_judge_budget_remaining_usd") == 0
+    assert sample(metrics, "convmon_judge_budget_remaining_usd") == pytest.approx(0.05)
     with pytest.raises(BudgetExhausted, match=r"daily budget of \$0.20 is spent") as info:
-        await client.complete(MESSAGES, max_tokens=16)
+        await client.complete(big, max_tokens=16)
     assert info.value.reason == "budget_exhausted"
 
 
@@ -194,16 +194,43 @@ async def test_concurrent_calls_reserve_worst_case_cost_and_cannot_overshoot(met
         await client.complete(MESSAGES)
     release.set()
     await first
-    assert client.budget.reserved_usd == 0 and client.budget.spent_usd == pytest.approx((10 * 0.15 + 10 * 0.6) / 1e6)
+    assert client.budget.spent_usd == pytest.approx((10 * 0.15 + 10 * 0.6) / 1e6)
 
 
-async def test_missing_usage_is_billed_from_the_estimate(metrics) -> None:
+async def test_missing_usage_is_booked_at_the_bound(metrics) -> None:
     response = ok("x" * 300)
     body = json.loads(response.content)
     del body["usage"]
     client = make_client(Recorder(httpx.Response(200, json=body)), metrics)
     completion = await client.complete(MESSAGES)
-    assert completion.usage.prompt > 0 and completion.usage.completion == 101 and completion.cost_usd > 0
+    assert completion.usage.prompt == prompt_bound(MESSAGES) and completion.usage.completion == 1500
+    assert completion.cost_usd == pytest.approx(client.budget.spent_usd) and completion.cost_usd > 0
+
+
+async def test_a_usage_claim_above_the_bound_is_booked_at_the_bound(metrics) -> None:
+    """The issue's case: one response claiming 1e9 tokens used to book $150 of the budget."""
+    claim = {"prompt_tokens": 10**9, "completion_tokens": 10**9, "total_tokens": 2 * 10**9}
+    client = make_client(Recorder(ok(usage=claim)), metrics)
+    completion = await client.complete(MESSAGES)
+    bound = client.cost("gpt-4o-mini", Usage(prompt=prompt_bound(MESSAGES), completion=1500))
+    assert completion.cost_usd == pytest.approx(bound) and bound < 0.01
+    assert client.budget.spent_usd == pytest.approx(bound)
+    assert sample(metrics, "convmon_judge_usage_capped_total", model="gpt-4o-mini") == 1
+    assert sample(metrics, "convmon_judge_spend_usd_total", model="gpt-4o-mini") == pytest.approx(bound)
+
+
+async def test_reported_usage_below_the_bound_lowers_the_booking(metrics) -> None:
+    client = make_client(Recorder(ok(usage={"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8})), metrics)
+    await client.complete(MESSAGES)
+    assert client.budget.spent_usd == pytest.approx((5 * 0.15 + 3 * 0.6) / 1e6)
+    assert sample(metrics, "convmon_judge_budget_booked_usd_total") == pytest.approx((5 * 0.15 + 3 * 0.6) / 1e6)
+
+
+def test_the_prompt_bound_counts_bytes_and_the_schema() -> None:
+    messages = [{"role": "user", "content": "héllo"}]
+    assert prompt_bound(messages) == 6 + 8 + 8  # 'é' is two bytes: a tokenizer-free upper bound
+    schema = {"type": "json_schema", "json_schema": {"name": "x"}}
+    assert prompt_bound(messages, schema) == prompt_bound(messages) + len(json.dumps(schema))
 
 
 async def test_azure_uses_deployment_urls_and_api_key_header(metrics) -> None:

@@ -57,14 +57,16 @@ async def test_second_call_reports_cached_prefix_tokens(make_settings, rubric, m
 
 async def test_free_text_answers_are_parsed(make_settings, rubric, metrics, server) -> None:
     server.script("text")
-    record = await build_judge(make_settings(judge_structured_output=False), rubric, metrics).score(HAPPY)
+    settings = make_settings(judge_structured_output=False, judge_answer_repair="lenient")
+    record = await build_judge(settings, rubric, metrics).score(HAPPY)
     assert "response_format" not in server.requests[0]
+    assert sample(metrics, "convmon_judge_answer_repairs_total", kind="lenient") == 1
     assert yes(record) == {"sat.gratitude", "sat.praise", "sat.no_frustration", "sat.task_request"}
 
 
 async def test_endpoint_rejecting_response_format_falls_back(make_settings, rubric, metrics, server) -> None:
-    server.default = "reject_format"
-    record = await build_judge(make_settings(), rubric, metrics).score(HAPPY)
+    server.default = "reject_format"  # then answers in free text: the tolerant parser must be configured
+    record = await build_judge(make_settings(judge_answer_repair="lenient"), rubric, metrics).score(HAPPY)
     assert "response_format" in server.requests[0] and "response_format" not in server.requests[1]
     assert "sat.gratitude" in yes(record)
 

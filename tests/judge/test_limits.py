@@ -55,23 +55,24 @@ def test_bucket_rejects_a_zero_rate() -> None:
         TokenBucket(per_minute=0)
 
 
-def test_budget_reserve_settle_and_daily_reset(metrics) -> None:
+async def test_budget_reserve_settle_and_daily_reset(metrics) -> None:
     day = [date(2024, 5, 1)]
     budget = DailyBudget(1.0, metrics=metrics, today=lambda: day[0])
-    budget.reserve(0.4)
+    first = await budget.reserve(0.4)
     assert budget.remaining_usd == pytest.approx(0.6)
-    budget.settle(0.4, 0.3)
-    assert budget.spent_usd == pytest.approx(0.3) and budget.reserved_usd == 0
+    assert await budget.settle(first, 0.3) == pytest.approx(0.3)
+    assert budget.spent_usd == pytest.approx(0.3)
     assert sample(metrics, "convmon_judge_budget_remaining_usd") == pytest.approx(0.7)
-    budget.reserve(0.6)
-    budget.settle(0.6, 0.6)
+    second = await budget.reserve(0.6)
+    assert await budget.settle(second, 5.0) == pytest.approx(0.6)  # never more than the reservation
     assert not budget.accepting()  # $0.10 left cannot cover a call like the last ($0.60)
     assert sample(metrics, "convmon_judge_budget_exhausted") == 1
     with pytest.raises(BudgetExhausted, match=r"next call needs up to \$0.6000\); it resets at 00:00 UTC"):
-        budget.reserve(0.6)
+        await budget.reserve(0.6)
     day[0] = date(2024, 5, 2)
     assert budget.accepting() and budget.spent_usd == 0
     assert sample(metrics, "convmon_judge_budget_exhausted") == 0
+    assert budget.ledger.spent("2024-05-01") == pytest.approx(0.9)  # each UTC day has its own row
 
 
 def test_zero_budget_never_accepts(metrics) -> None:

@@ -325,7 +325,8 @@ def test_label_store_outage_buffers_alerts_and_writes_every_label_once_back(
 
     Retraining runs every 2 s, so it too meets the locked store. Asserted: the worker stays up
     (a failed retraining does not crash it) and keeps exporting scores; convmon_label_store_errors_total
-    rises and convmon_label_store_buffered shows the waiting labels (the alertable signals);
+    rises and convmon_label_store_buffered shows the batch waiting unacknowledged (the rest wait in
+    Kafka: consumer lag) — the alertable signals;
     once the lock is released every label is written, the buffer drains to 0, without new traffic;
     the failed writes' log lines do not quote conversation text (SQL parameters).
     """
@@ -345,9 +346,9 @@ def test_label_store_outage_buffers_alerts_and_writes_every_label_once_back(
             produce(settings, convs)
             wait_until(lambda: scored(worker.samples()) == {"llm": n, "distilled": n}, 60,
                        message="scores exported during the store outage")
-            wait_until(lambda: total(worker.samples(), "convmon_label_store_buffered") == n
+            wait_until(lambda: total(worker.samples(), "convmon_label_store_buffered") >= 1
                        and total(worker.samples(), "convmon_label_store_errors_total") >= 1, 60,
-                       message="labels buffered and errors counted")
+                       message="labels waiting (unacknowledged) and errors counted")
             assert worker.alive()
         finally:
             lock.execute("ROLLBACK")
@@ -380,8 +381,8 @@ def test_worker_starts_and_runs_while_the_postgresql_label_store_is_unreachable(
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
         produce(settings, conversations(settings, "pgdown", 4, seed=4))
         wait_until(lambda: scored(worker.samples()) == {"llm": 4, "distilled": 4}, 60, message="scores exported")
-        wait_until(lambda: total(worker.samples(), "convmon_label_store_buffered") == 4
+        wait_until(lambda: total(worker.samples(), "convmon_label_store_buffered") >= 1
                    and total(worker.samples(), "convmon_label_store_errors_total") >= 1, 30,
-                   message="labels buffered, errors counted")
+                   message="labels waiting, errors counted")
         assert worker.alive()
     assert password not in worker.log_path.read_text(errors="replace")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import tempfile
 from typing import Any
 
 import httpx
@@ -47,6 +48,8 @@ _timestamps = st.one_of(
 )
 _texts = st.one_of(st.text(max_size=40), st.sampled_from(["", " ", "\x00", "\u202e", "😂" * 5, "a" * 3000]))
 _ids = st.one_of(st.text(min_size=0, max_size=12), st.sampled_from(["c1", "c2", "x" * 300]), st.integers(0, 5))
+
+_LEDGER_DIR = tempfile.mkdtemp(prefix="convmon-fuzz-")  # the judge budget's ledger (label store DB)
 
 
 def _event_dicts() -> st.SearchStrategy[dict[str, Any]]:
@@ -345,7 +348,8 @@ def test_a_judge_endpoint_answering_garbage_with_200_never_crashes_the_judge_age
     ``JudgeError`` (dead letter with the judge's reason) and ``ValueError``; any other exception
     would kill the agent, so ``LLMJudge.score`` must turn a malformed body into a ``JudgeError``."""
     settings_ = Settings(openai_base_url="http://judge.test/v1", openai_api_key="k", judge_max_retries=1,
-                         judge_backoff_base_s=0.0, judge_backoff_max_s=0.0)
+                         judge_backoff_base_s=0.0, judge_backoff_max_s=0.0,
+                         label_store_url=f"sqlite:///{_LEDGER_DIR}/labels.db")  # the judge budget's ledger
 
     async def run() -> None:
         transport = httpx.MockTransport(

@@ -111,14 +111,15 @@ def test_secrets_are_masked_in_settings_repr_and_dumps() -> None:
 PII_TEXT = "I'm bob.smith@example.org, card 4111 1111 1111 1111, call +1 (415) 555-0100 from 10.1.2.3"
 
 
-def test_the_judge_never_sends_pii_and_never_logs_the_key(caplog: pytest.LogCaptureFixture) -> None:
+def test_the_judge_never_sends_pii_and_never_logs_the_key(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     """Through a real HTTP server: redacted prompts out; failing calls (500 then 401) log no key."""
     rubric = load_rubric_set("spur-copilot", Settings().prompts_dir)
     conversation = Conversation(conversation_id="pii", turns=[
         {"index": 0, "role": "user", "text": PII_TEXT}, {"index": 1, "role": "assistant", "text": "Noted."}])
     with OpenAIServer() as server:
         s = Settings(openai_base_url=server.url, openai_api_key=FAKE_KEY, judge_max_retries=1,
-                     judge_backoff_base_s=0.0, judge_backoff_max_s=0.0)
+                     judge_backoff_base_s=0.0, judge_backoff_max_s=0.0,
+                     label_store_url=f"sqlite:///{tmp_path / 'labels.db'}")
         server.script("good", "500", "401")
 
         async def run() -> None:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from monitor.stages.deadletter import HEADROOM, dead_letter
 from monitor.stages.dedup import DedupWindow
-from monitor.stages.label_decode import decode_labels
 from monitor.stages.lag import lag_by_topic
 from tests.stages.memstore import MemStore
 
@@ -38,12 +37,6 @@ def test_dead_letters_keep_a_bounded_prefix_and_the_original_size() -> None:
     assert headers["convmon-reason"] == b"too_large" and len(headers["convmon-detail"]) == 2000
     small = dead_letter(b"{bad", None, reason="malformed_json", detail="", stage="x", max_bytes=1 << 20)
     assert small.value == b"{bad" and dict(small.headers)["convmon-truncated"] == b"0"
-
-
-def test_garbage_labels_become_dead_letters() -> None:
-    labels, bad = decode_labels([(b"a", b'{"conversation": {}}'), (b"b", b"\xff\x00"), (b"c", b"[1]")],
-                                max_bytes=1 << 20)
-    assert labels == [{"conversation": {}}] and [b.reason for b in bad] == ["malformed_json", "invalid_schema"]
 
 
 def test_lag_sums_owned_partitions_per_topic() -> None:

@@ -1,0 +1,147 @@
+"""Where the judge's daily spend is booked: one row per UTC day, shared by every worker.
+
+``SqlLedger`` keeps it in the label store's database (table ``<prefix>judge_budget``), so the
+budget is cluster-wide and survives restarts. A reservation is one conditional statement,
+``UPDATE ... SET spent = spent + x WHERE day = d AND spent + x <= limit RETURNING spent``, in a
+transaction: PostgreSQL serialises concurrent updates of the row (and re-checks the condition),
+SQLite takes its write lock for the whole transaction. Two workers can therefore never both
+reserve the last dollar. ``MemoryLedger`` is the same contract inside one process (tests, tools).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from monitor.contracts.errors import StoreError
+
+T = TypeVar("T")
+
+
+class BudgetLedger(Protocol):
+    def reserve(self, day: str, usd: float, limit_usd: float) -> float | None:
+        """Add ``usd`` to ``day`` if the total stays within ``limit_usd``: the new total, else None."""
+
+    def release(self, day: str, usd: float) -> float:
+        """Give ``usd`` of a reservation back; returns the new total."""
+
+    def spent(self, day: str) -> float:
+        """Booked on ``day`` so far (settled calls plus calls in flight)."""
+
+
+class MemoryLedger:
+    def __init__(self) -> None:
+        self._days: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def reserve(self, day: str, usd: float, limit_usd: float) -> float | None:
+        with self._lock:
+            total = self._days.get(day, 0.0) + usd
+            if total > limit_usd:
+                return None
+            self._days[day] = total
+            return total
+
+    def release(self, day: str, usd: float) -> float:
+        with self._lock:
+            self._days[day] = max(0.0, self._days.get(day, 0.0) - usd)
+            return self._days[day]
+
+    def spent(self, day: str) -> float:
+        with self._lock:
+            return self._days.get(day, 0.0)
+
+
+class SqlLedger:
+    """The ledger in a SQLAlchemy database (sqlite or postgresql URL; the label store's by default)."""
+
+    def __init__(self, url: str, *, table_prefix: str = "convmon_") -> None:
+        if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            parsed = sa.engine.make_url(url)
+            self.shown = parsed.render_as_string(hide_password=True)
+            self.engine = sa.create_engine(parsed, pool_pre_ping=True, hide_parameters=True)
+        except (SQLAlchemyError, ValueError, ImportError) as exc:
+            raise StoreError(f"judge budget ledger: cannot open {url.split('@')[-1]!r}: {exc}") from exc
+        self.metadata = sa.MetaData()
+        self.table = sa.Table(
+            f"{table_prefix}judge_budget", self.metadata,
+            sa.Column("day", sa.String(10), primary_key=True),  # YYYY-MM-DD, UTC
+            sa.Column("spent_usd", sa.Float, nullable=False),
+            sa.Column("updated_at", sa.Float, nullable=False),
+        )
+        self._created = False
+        self._create_lock = threading.Lock()
+        self._insert = sqlite.insert if self.engine.dialect.name == "sqlite" else postgresql.insert
+
+    def _run(self, work: Callable[[sa.Connection], T], what: str) -> T:
+        try:
+            if not self._created:
+                self._create()
+            with self.engine.begin() as conn:
+                return work(conn)
+        except SQLAlchemyError as exc:
+            first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+            raise StoreError(f"judge budget ledger {self.shown!r}: cannot {what}: {first}") from exc
+
+    def _create(self) -> None:
+        """Create the table once; another worker creating it at the same moment is not an error."""
+        with self._create_lock:
+            if self._created:
+                return
+            try:
+                with self.engine.begin() as conn:
+                    self.metadata.create_all(conn)
+            except SQLAlchemyError:
+                if not sa.inspect(self.engine).has_table(self.table.name):
+                    raise
+            self._created = True
+
+    def reserve(self, day: str, usd: float, limit_usd: float) -> float | None:
+        t = self.table
+
+        def work(conn: sa.Connection) -> float | None:
+            now = time.time()
+            conn.execute(self._insert(t).values(day=day, spent_usd=0.0, updated_at=now)
+                         .on_conflict_do_nothing(index_elements=["day"]))
+            row = conn.execute(
+                sa.update(t).where(t.c.day == day, t.c.spent_usd + usd <= limit_usd)
+                .values(spent_usd=t.c.spent_usd + usd, updated_at=now).returning(t.c.spent_usd)
+            ).first()
+            return None if row is None else float(row[0])
+
+        return self._run(work, "reserve")
+
+    def release(self, day: str, usd: float) -> float:
+        t = self.table
+
+        def work(conn: sa.Connection) -> float:
+            row = conn.execute(
+                sa.update(t).where(t.c.day == day)
+                .values(spent_usd=sa.func.greatest(t.c.spent_usd - usd, 0.0) if self.engine.dialect.name
+                        == "postgresql" else sa.func.max(t.c.spent_usd - usd, 0.0), updated_at=time.time())
+                .returning(t.c.spent_usd)
+            ).first()
+            return 0.0 if row is None else float(row[0])
+
+        return self._run(work, "release")
+
+    def spent(self, day: str) -> float:
+        t = self.table
+        value = self._run(lambda conn: conn.execute(sa.select(t.c.spent_usd).where(t.c.day == day)).scalar(),
+                          "read")
+        return float(value or 0.0)
+
+    def drop(self) -> None:
+        self._run(lambda conn: self.metadata.drop_all(conn), "drop")
+
+    def close(self) -> None:
+        self.engine.dispose()
