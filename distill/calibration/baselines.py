@@ -69,8 +69,12 @@ class _TargetBaseline:
     def _judge(self, X: np.ndarray) -> np.ndarray:
         return np.asarray(X, dtype=np.float64)[:, self.target_, : len(self.classes_)]
 
+    def predict_proba(self, X: np.ndarray, *, judges: Any = None) -> np.ndarray:
+        raise NotImplementedError  # each baseline says what its answer distribution is
+
     def predict(self, X: np.ndarray, *, judges: Any = None) -> np.ndarray:
-        return self.predict_proba(X, judges=judges) @ self.classes_.astype(np.float64)
+        expected: np.ndarray = self.predict_proba(X, judges=judges) @ self.classes_.astype(np.float64)
+        return expected
 
 
 class RandomBaseline(_TargetBaseline):
@@ -81,7 +85,7 @@ class RandomBaseline(_TargetBaseline):
 
     def predict(self, X: np.ndarray, *, judges: Any = None) -> np.ndarray:
         rng = np.random.default_rng(self.random_state)
-        return rng.choice(self.classes_, size=len(X)).astype(np.float64)
+        return np.asarray(rng.choice(self.classes_, size=len(X)), dtype=np.float64)
 
 
 class JudgeArgmaxBaseline(_TargetBaseline):
@@ -89,7 +93,8 @@ class JudgeArgmaxBaseline(_TargetBaseline):
 
     def predict_proba(self, X: np.ndarray, *, judges: Any = None) -> np.ndarray:
         p = self._judge(X)
-        return np.eye(len(self.classes_))[p.argmax(axis=1)]
+        one_hot: np.ndarray = np.eye(len(self.classes_))[p.argmax(axis=1)]
+        return one_hot
 
 
 class JudgeExpectedBaseline(_TargetBaseline):
@@ -143,10 +148,10 @@ class TargetOnlyCalibrator:
         return self.calibrator_.predict(self._slice(X), judges=judges)
 
 
-def default_baselines(*, target_index: int, n_options: Sequence[int], calibrator_params: dict[str, Any],
+def default_baselines(*, target_index: int, n_options: Sequence[int] | np.ndarray, calibrator_params: dict[str, Any],
                       random_state: int = 0) -> dict[str, Any]:
     """Unfitted baselines by report name, in the paper's order (fresh objects on every call)."""
-    common = {"target_index": target_index, "n_options": list(n_options)}
+    common: dict[str, Any] = {"target_index": target_index, "n_options": [int(k) for k in n_options]}
     shared = {k: v for k, v in calibrator_params.items() if k not in ("target_index", "n_options")}
     return {
         "random": RandomBaseline(**common, random_state=random_state),

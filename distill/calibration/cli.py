@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import numpy as np
 import torch
@@ -128,7 +128,7 @@ def train(
                 "cv_log_likelihood": cv_ll}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(out / "weights.npz", **arrays)
+        np.savez_compressed(out / "weights.npz", **cast(dict[str, Any], arrays))
         (out / "manifest.json").write_text(json.dumps(strict_json(manifest), indent=2, sort_keys=True,
                                                       allow_nan=False), encoding="utf-8")
         typer.echo(f"wrote {out / 'weights.npz'} and {out / 'manifest.json'}")

@@ -174,6 +174,7 @@ def predict_outputs(model: Any, X: np.ndarray, judges: np.ndarray, *, threshold:
     """Whatever a fitted model offers: ``predict``, ``predict_proba``, ``predict_satisfied``."""
     expected = model.predict(X, judges=judges) if hasattr(model, "predict") else None
     proba = model.predict_proba(X, judges=judges) if hasattr(model, "predict_proba") else None
+    satisfied: np.ndarray | None
     if proba is not None:
         satisfied = satisfied_probability(proba, model.classes_, threshold=threshold)
     else:

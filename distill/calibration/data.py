@@ -78,7 +78,8 @@ class CalibrationSet:
     @property
     def X(self) -> np.ndarray:
         """Judge distributions repeated per label row: ``[n_rows, n_questions, max_options]``."""
-        return self.X_dialogues[self.dialogue_index]
+        rows: np.ndarray = self.X_dialogues[self.dialogue_index]
+        return rows
 
     @property
     def mask(self) -> np.ndarray:
@@ -92,7 +93,8 @@ class CalibrationSet:
     @property
     def groups(self) -> np.ndarray:
         """Dialogue id per row, for CV grouped by dialogue."""
-        return np.asarray(self.dialogue_ids, dtype=object)[self.dialogue_index]
+        groups: np.ndarray = np.asarray(self.dialogue_ids, dtype=object)[self.dialogue_index]
+        return groups
 
     def judge_index(self) -> dict[str, int]:
         """Annotator id -> judge index (sorted ids, so the mapping is stable across runs)."""

@@ -125,7 +125,7 @@ def most_common_judge(records: Iterable[Any]) -> str:
     counts = Counter(r.judge for r in records)
     if not counts:
         raise CalibrationDataError("no labelled conversations to calibrate on")
-    return min(counts, key=lambda j: (-counts[j], j))
+    return str(min(counts, key=lambda j: (-counts[j], j)))
 
 
 def calibration_set_from_labels(records: Iterable[Any], rubric: RubricSet, *, llm_judge: str,

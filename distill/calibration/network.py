@@ -44,6 +44,8 @@ SCHEDULES = ("convmon", "reference")
 class LLMRubricNetwork(nn.Module):
     """Two sigmoid layers and one softmax head per question, each with per-judge additive offsets."""
 
+    option_mask: torch.Tensor  # a buffer: which options each question has
+
     def __init__(self, n_questions: int, max_options: int, n_judges: int, hidden1: int, hidden2: int,
                  option_mask: torch.Tensor, personalized: bool = True, random_offsets: bool = False) -> None:
         super().__init__()
@@ -209,11 +211,11 @@ class LLMRubricCalibrator:
                 batches = (torch.from_numpy(draw.choice(n, size=self.batch_size)) for _ in range(steps))
             else:
                 batches = (idx for _ in range(epochs)
-                           for idx in torch.randperm(n, generator=gen).split(self.batch_size))
+                           for idx in torch.split(torch.randperm(n, generator=gen), self.batch_size))
             for idx in batches:
                 loss = masked_nll(self.network_(xt[idx], jt[idx]), yt[idx], questions, over_all_cells=reference)
                 opt.zero_grad()
-                loss.backward()
+                loss.backward()  # type: ignore[no-untyped-call]  # torch.Tensor.backward is unannotated
                 opt.step()
         self.network_.eval()
         return self
@@ -313,7 +315,8 @@ def satisfied_probability(proba: np.ndarray, classes: np.ndarray, *, threshold: 
     The monitor sums these over conversations (an expected count) instead of counting argmaxes, so
     the exported rate is calibrated, not biased toward the majority answer.
     """
-    return np.asarray(proba)[:, np.asarray(classes) >= threshold].sum(axis=1)
+    satisfied: np.ndarray = np.asarray(proba)[:, np.asarray(classes) >= threshold].sum(axis=1)
+    return satisfied
 
 
 def calibrated_satisfaction(model: LLMRubricCalibrator, questions: Sequence[str],

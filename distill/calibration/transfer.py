@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from distill.calibration.baselines import default_baselines
-from distill.calibration.crossval import Outputs, predict_outputs, score
+from distill.calibration.crossval import predict_outputs, score
 from distill.calibration.data import CalibrationDataError, CalibrationSet
 from distill.calibration.network import LLMRubricCalibrator
 
@@ -159,6 +159,8 @@ def transfer(train: CalibrationSet, test: CalibrationSet, *, params: Mapping[str
         model.fit(train.X, train.labels, judges=train.judges)
         out = predict_outputs(model, test.X, test.judges)
         per_seed.append({"seed": int(seed), **score(y, out.expected, out.proba, model.classes_)})
+        if out.proba is None:
+            raise ValueError("the calibrator gave no answer distribution")
         probas.append(out.proba)
     classes = model.classes_
     mean_proba = np.mean(probas, axis=0)
@@ -168,7 +170,7 @@ def transfer(train: CalibrationSet, test: CalibrationSet, *, params: Mapping[str
                                        calibrator_params={**base, "random_state": int(seeds[0])},
                                        random_state=int(seeds[0])).items():
         est.fit(train.X, train.labels, judges=train.judges)
-        out: Outputs = predict_outputs(est, test.X, test.judges)
+        out = predict_outputs(est, test.X, test.judges)
         baselines[name] = score(y, out.expected, out.proba, classes, satisfied=out.satisfied)
     unseen = int(sum(str(j) not in set(model.judges_.tolist()) for j in test.judges))
     hp = {k: v for k, v in base.items() if k not in ("n_options", "target_index", "judge_index", "random_state")}

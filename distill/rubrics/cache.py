@@ -61,7 +61,8 @@ class ResponseCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         try:
-            return json.loads(self._path(key).read_text(encoding="utf-8"))
+            entry: dict[str, Any] = json.loads(self._path(key).read_text(encoding="utf-8"))
+            return entry
         except FileNotFoundError:
             return None
         except (OSError, ValueError):

@@ -45,7 +45,8 @@ def embed_items(items: list[RubricItem], embedder: BaseEstimator) -> np.ndarray:
     matrix = embedder.transform(conversations)
     dense = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix)
     norms = np.linalg.norm(dense, axis=1, keepdims=True)
-    return dense / np.maximum(norms, 1e-12)
+    unit: np.ndarray = dense / np.maximum(norms, 1e-12)
+    return unit
 
 
 @dataclass(frozen=True)

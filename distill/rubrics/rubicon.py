@@ -35,8 +35,10 @@ def tau_for(k: int) -> float:
     return 10.0 * math.sqrt(max(k, 1))
 
 
-def objective(r: np.ndarray, y: np.ndarray, k: int, alpha: float) -> tuple[float, float, float, float]:
-    """``(J, L_C, L_S, t)`` for NetSAT columns ``r`` (n x m, one column per candidate subset of size k)."""
+def objective(r: np.ndarray, y: np.ndarray, k: int, alpha: float
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(J, L_C, L_S, t)`` for NetSAT columns ``r`` (n x m, one column per candidate subset of size k);
+    0-d arrays for a single column ``r`` (n)."""
     s = np.tanh(r / tau_for(k))
     mu_sat = s[y == 1].mean(axis=0)
     mu_dsat = s[y == 0].mean(axis=0)
@@ -44,7 +46,7 @@ def objective(r: np.ndarray, y: np.ndarray, k: int, alpha: float) -> tuple[float
     threshold = (mu_sat + mu_dsat) / 2
     sign = np.where(y == 1, 1.0, -1.0)[:, None] if s.ndim == 2 else np.where(y == 1, 1.0, -1.0)
     sharpness = np.maximum(0.0, -sign * (s - threshold)).mean(axis=0)
-    return separation - alpha * sharpness, separation, sharpness, threshold  # type: ignore[return-value]
+    return separation - alpha * sharpness, separation, sharpness, threshold
 
 
 @dataclass

@@ -80,7 +80,7 @@ def to_items(entries: list[str], label: Label, *, taken: set[str] | None = None)
         while item_id in taken:
             item_id, k = f"{polarity}.{slug}_{k}", k + 1
         taken.add(item_id)
-        items.append(RubricItem(id=item_id, name=name, polarity=polarity, description=description))  # type: ignore[arg-type]
+        items.append(RubricItem(id=item_id, name=name, polarity=polarity, description=description))
     return items
 
 

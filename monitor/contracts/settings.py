@@ -57,7 +57,9 @@ def split_commas(text: str) -> list[str]:
     >>> split_commas(r"ACME-\\d{3,4}, ZZ[,;]\\w+,a\\,b")
     ['ACME-\\\\d{3,4}', 'ZZ[,;]\\\\w+', 'a\\\\,b']
     """
-    parts, current, depth, escaped = [], [], 0, False
+    parts: list[str] = []
+    current: list[str] = []
+    depth, escaped = 0, False
     for char in text:
         if escaped:
             escaped = False
@@ -84,7 +86,7 @@ def _string_list(value: object) -> object:
     if text.startswith("["):
         try:
             return json.loads(text)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise ValueError(f"starts with '[' but is not a JSON list ({exc.msg}); write a,b or [\"a\",\"b\"]"
                              ) from None
     return split_commas(text)

@@ -20,12 +20,12 @@ from monitor.contracts.rubric_set import RubricItem
 from monitor.contracts.scores import ItemResult
 from monitor.contracts.settings import Settings
 from monitor.judge.client import Completion, JudgeClient, Usage
-from monitor.judge.interpret import interpret_likert, interpret_spur, parse_likert, parse_spur
+from monitor.judge.interpret import Interpreter, interpret_likert, interpret_spur, parse_likert, parse_spur
 from monitor.judge.prompt import render
 from monitor.judge.strict import parse_strict, schema_of
 
 Parse = Callable[[str, list[RubricItem]], list[ItemResult]]
-_INTERPRETERS = {parse_spur: interpret_spur, parse_likert: interpret_likert}
+_INTERPRETERS: dict[Parse, Interpreter] = {parse_spur: interpret_spur, parse_likert: interpret_likert}
 
 _MAX_ECHO_CHARS = 6000
 

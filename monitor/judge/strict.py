@@ -67,7 +67,7 @@ def validate(value: Any, schema: dict[str, Any], path: str = "answer") -> list[t
 
 def _objects(text: str) -> list[Any]:
     """Top-level JSON values embedded in text, left to right, each starting at '{'."""
-    decoder, found, i = json.JSONDecoder(), [], 0
+    decoder, found, i = json.JSONDecoder(), list[Any](), 0
     while (i := text.find("{", i)) != -1 and len(found) < 3:
         try:
             value, end = decoder.raw_decode(text, i)

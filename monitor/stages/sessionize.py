@@ -111,7 +111,7 @@ class Open:
         if not count:
             return False
         have = sum(1 for i in (*self.sizes, *self.dropped) if i < count)
-        return have >= count
+        return have >= int(count)
 
 
 @dataclass
@@ -240,8 +240,8 @@ class Sessionizer:
             elif kind == "e":
                 ends[rest] = value
         for cid, o in self.open.items():
-            for index, entry in sorted(turns.get(cid, [])):
-                o.sizes[index] = (len(entry["x"]), _bytes(entry["x"]) + TURN_OVERHEAD)
+            for i, entry in sorted(turns.get(cid, [])):
+                o.sizes[i] = (len(entry["x"]), _bytes(entry["x"]) + TURN_OVERHEAD)
                 o.meta.update(entry.get("m", {}))
             o.meta_bytes = _bytes(o.meta)
             if cid in ends:

@@ -17,7 +17,7 @@ from monitor.contracts.settings import REPO_ROOT, Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/openai_server.py
 
-from openai_server import OpenAIServer  # noqa: E402
+from monitor.tools.openai_server import OpenAIServer  # noqa: E402
 
 API_KEY = "sk-test-DO-NOT-LEAK-1234567890"
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 from conftest import make_conversation
-from openai_server import OpenAIServer, answer
 
 from monitor.contracts.errors import JudgeError
 from monitor.judge.build import build_judge
 from monitor.judge.client import JudgeClient
 from monitor.judge.gather import gather_or_cancel
 from monitor.judge.logprobs import LogprobsScorer
+from monitor.tools.openai_server import OpenAIServer, answer
 
 HAPPY = make_conversation("Please write a haiku", "Leaves drift...", "Thanks, that's perfect!")
 

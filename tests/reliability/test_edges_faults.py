@@ -17,8 +17,8 @@ import sqlalchemy as sa
 
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.runtime.scrape import by_label, total
+from monitor.tools.openai_server import OpenAIServer
 from tests.model_fixtures import publish_distilled_model
-from tests.openai_server import OpenAIServer
 from tests.reliability.pg import SCHEMA, URL, ensure_schema, pg_outage
 from tests.reliability.test_faults import conversations, produce, read_topic, scored
 from tests.workers import WorkerProcess, wait_until
@@ -102,7 +102,7 @@ def test_budget_exhausted_across_two_workers_and_a_restart(broker: str, make_set
     limit = 0.02
 
     def fantastic(body: dict) -> tuple[int, dict, dict]:
-        from tests.openai_server import answer
+        from monitor.tools.openai_server import answer
 
         text, _ = answer(body)
         return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],

@@ -23,9 +23,9 @@ from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
 from monitor.runtime.produce import make_producer, send_event
 from monitor.runtime.scrape import by_label, total
+from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator, SimConversation
 from tests.model_fixtures import publish_distilled_model
-from tests.openai_server import OpenAIServer
 from tests.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration

@@ -32,8 +32,8 @@ from monitor.runtime.app import aiokafka_kwargs, credentials
 from monitor.runtime.broker import free_port
 from monitor.runtime.deadletter import DeadLetters
 from monitor.runtime.produce import produce_events
+from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator
-from tests.openai_server import OpenAIServer
 from tests.workers import settings_env, wait_until
 
 FAKE_KEY = "sk-convmon-LEAKCHECK-7f3a9c21e8"

@@ -18,8 +18,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/openai_server.py, tests/rubric_stand_in.py
 
-from openai_server import OpenAIServer  # noqa: E402
 from rubric_stand_in import rubric_llm  # noqa: E402
+
+from monitor.tools.openai_server import OpenAIServer  # noqa: E402
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai_server import answer
 from rubric_stand_in import reply, rubric_text
 from strict_json import loads  # tests/, on the path from conftest.py
 from typer.testing import CliRunner, Result
@@ -19,6 +18,7 @@ from distill.rubrics.extract import EXTRACTION_MAX_TOKENS
 from distill.rubrics.summarize import SUMMARIZATION_MAX_TOKENS
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT
+from monitor.tools.openai_server import answer
 
 runner = CliRunner()
 Reply = tuple[int, dict[str, Any], dict[str, str]]

@@ -309,13 +309,7 @@ def judge_rate(rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]], concu
 
     from monitor.contracts.metrics import Metrics
     from monitor.judge.build import build_judge
-
-    if (REPO_ROOT / "tests" / "openai_server.py").is_file() and str(REPO_ROOT) not in sys.path:
-        sys.path.append(str(REPO_ROOT))  # the console script's sys.path lacks the checkout
-    try:
-        from tests.openai_server import OpenAIServer
-    except ImportError as exc:
-        raise ConfigError("the judge benchmark needs tests/openai_server.py: run it from a source checkout") from exc
+    from monitor.tools.openai_server import OpenAIServer
     conversations = [Conversation.model_validate_json(v) for _, v in messages]
     with OpenAIServer(latency_s=latency_s) as server:
         settings = Settings(openai_base_url=server.url, openai_api_key="bench", judge_concurrency=concurrency,

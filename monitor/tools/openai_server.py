@@ -298,10 +298,11 @@ def _logprobs_answer(
 ) -> tuple[str, dict[str, Any] | None]:
     yes = decide(items[0][0], items[0][1], user_text, user_turns)[0] if items else False
     p_yes = 0.9 if yes else 0.15
-    top = [{"token": "Yes", "logprob": math.log(p_yes)}, {"token": "No", "logprob": math.log(0.95 - p_yes)},
-           {"token": "The", "logprob": math.log(0.05)}]
+    top: list[dict[str, Any]] = [{"token": "Yes", "logprob": math.log(p_yes)},
+                                 {"token": "No", "logprob": math.log(0.95 - p_yes)},
+                                 {"token": "The", "logprob": math.log(0.05)}]
     top.sort(key=lambda t: -t["logprob"])
-    content = top[0]["token"]
+    content = str(top[0]["token"])
     if behaviour == "no_logprobs":
         return content, None
     token = {"token": content, "logprob": top[0]["logprob"], "bytes": None,
