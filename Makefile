@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint install clean bench
+.PHONY: demo test faults lint typecheck install clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,9 +21,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/convmon demo
 
+# About 10 minutes on 2 cores. The long fault-injection runs are behind the `faults` marker (`make faults`,
+# which .ci/run also runs); the fast subset: .venv/bin/python -m pytest -m "not integration and not faults".
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not faults"
+
+faults: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m faults
 
 # Reruns every benchmark (about 40 minutes on 2 cores) and rewrites docs/benchmarks.md.
 bench: $(STAMP)
@@ -31,6 +36,9 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) var
