@@ -61,9 +61,10 @@ def _run(fn: Any) -> Any:
 @app.command()
 def use(
     data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) or the uss/ folder.")] = DEFAULT_DATA,
-    datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD",
-    models: Annotated[str, typer.Option(help="Featurizer specs and/or appendix-d.")] = "hashing,minilm,"
-                                                                                        "hashing+minilm,appendix-d",
+    datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD,CCPE",
+    models: Annotated[str, typer.Option(help="Featurizer specs, appendix-d and/or the baselines majority, "
+                                             "stratified.")] = "majority,stratified,hashing,minilm,"
+                                                                "hashing+minilm,appendix-d",
     splits: Annotated[int, typer.Option(help="Random splits (SPUR: 5).")] = 5,
     curve: Annotated[str, typer.Option(help="Learning-curve training fractions ('' for none).")]
     = "0.05,0.1,0.2,0.4,0.8",

@@ -85,12 +85,15 @@ def _md(headers: list[str], rows: list[list[str]]) -> str:
 
 def use_markdown(result: dict[str, Any]) -> str:
     rows = [r for r in result["results"] if r.get("protocol") == "table1"]
+    baselines = {"majority", "stratified"}
     body = [[r["dataset"], r["model"], _fmt(r["precision"]), _fmt(r["recall"]),
-             f"{_fmt(r['weighted_f1'])} ± {_fmt(r.get('weighted_f1_std'))}", "measured"] for r in rows]
+             f"{_fmt(r['weighted_f1'])} ± {_fmt(r.get('weighted_f1_std'))}",
+             "baseline (measured)" if r["model"] in baselines else "measured"] for r in rows]
     body += [[p["dataset"], p["model"], "-", "-", _fmt(p["weighted_f1"]), "**paper** (SPUR Table 1)"]
              for p in result.get("paper", [])]
     out = ["Train 5 %, test 80 %, 5 random splits, weighted precision / recall / F1 in percent (mean ± std over "
-           "splits). Paper rows are SPUR's published numbers, copied, not rerun.", "",
+           "splits). Baselines (`majority`, `stratified`) run on the same splits and read no text. Paper rows are "
+           "SPUR's published numbers, copied, not rerun (the paper has no CCPE row).", "",
            _md(["dataset", "model", "precision", "recall", "weighted F1", "source"], body)]
     curve = [r for r in result["results"] if r.get("protocol") == "curve"]
     if curve:

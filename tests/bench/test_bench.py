@@ -136,7 +136,10 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
     results.mkdir()
     use = {"results": [{"dataset": "MWOZ", "model": "hashing", "protocol": "table1", "train_fraction": 0.05,
                         "test_fraction": 0.8, "precision": 50.0, "recall": 51.0, "weighted_f1": 49.5,
-                        "weighted_f1_std": 1.0, "splits": 5}],
+                        "weighted_f1_std": 1.0, "splits": 5},
+                       {"dataset": "MWOZ", "model": "majority", "protocol": "table1", "train_fraction": 0.05,
+                        "test_fraction": 0.8, "precision": 30.0, "recall": 54.0, "weighted_f1": 33.1,
+                        "weighted_f1_std": 5.5, "splits": 5}],
            "paper": [dict(r) for r in PAPER_ROWS]}
     (results / "use.json").write_text(json.dumps(use))
     (tmp_path / "docs").mkdir()
@@ -144,6 +147,7 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
     doc = regenerate(results, tmp_path / "docs" / "benchmarks.md")
     text = doc.read_text()
     assert "49.5" in text and "**paper** (SPUR Table 1)" in text and "72.6" in text
+    assert "| MWOZ | majority | 30.0 | 54.0 | 33.1 ± 5.5 | baseline (measured) |" in text
     assert "calibration table here" in text and "_Not run yet._" in text
     assert render({}).count("_Not run yet._") == 3
 
@@ -156,3 +160,19 @@ def test_report_keeps_sections_without_saved_results(tmp_path: Path) -> None:
     text = regenerate(tmp_path / "empty", docs / "benchmarks.md").read_text()  # no saved results at all
     assert "29.1" in text and text.count("_Not run yet._") == 2  # use kept from the old doc
     assert "new numbers" in text and text.count("## Calibration") == 1
+
+
+def test_use_baselines_on_the_same_splits(shared_data: Path) -> None:
+    """Majority predicts the training split's top label; stratified draws labels; neither reads text."""
+    out = run_use(UseConfig(data_dir=shared_data, datasets=["SGD", "CCPE"], models=["majority", "stratified"],
+                            splits=3, curve=[], limit=300))
+    rows = {(r["dataset"], r["model"]): r for r in out["results"]}
+    assert set(rows) == {(d, m) for d in ("SGD", "CCPE") for m in ("majority", "stratified")}
+    assert {r["features"] for r in rows.values()} == {""}
+    for dataset in ("SGD", "CCPE"):
+        majority = rows[(dataset, "majority")]
+        # SAT is the majority label of both files; predicting it has recall = its share of the test set
+        assert 50 < majority["recall"] < 80
+        assert majority["weighted_f1"] < majority["recall"]
+        assert 30 < rows[(dataset, "stratified")]["weighted_f1"] < 75
+    assert "baseline" in out["models"]["majority"] and "baseline" in out["models"]["stratified"]
