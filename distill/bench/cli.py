@@ -88,6 +88,11 @@ def distill(
     featurizers: Annotated[str, typer.Option(help="Featurizer specs.")] = "hashing,minilm",
     test_size: Annotated[int, typer.Option(help="Held-out teacher-labelled conversations.")] = 2000,
     rubric: Annotated[str, typer.Option(help="Rubric set the simulator speaks.")] = "spur-copilot",
+    uss: Annotated[bool, typer.Option("--uss/--no-uss", help="Also the USS human teacher (dissatisfied turn).")]
+    = True,
+    data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) for --uss.")] = DEFAULT_DATA,
+    uss_labels: Annotated[str, typer.Option(help="Teacher-label counts of the USS teacher.")] = "100,300,1000",
+    uss_test_size: Annotated[int, typer.Option(min=10, help="Held-out USS dialogues.")] = 1000,
     seed: int = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
@@ -96,7 +101,8 @@ def distill(
     from distill.bench.report import distill_table
 
     config = FidelityConfig(labels=[int(v) for v in _csv(labels)], featurizers=_csv(featurizers),
-                            test_size=test_size, rubric=rubric, seed=seed)
+                            test_size=test_size, rubric=rubric, seed=seed, uss=uss, data_dir=data,
+                            uss_labels=[int(v) for v in _csv(uss_labels)], uss_test_size=uss_test_size)
     _emit(_run(lambda: run_fidelity(config, _progress(quiet))), as_json, out, distill_table)
 
 

@@ -54,6 +54,9 @@ def distill_table(result: dict[str, Any]) -> Table:
     for s in result.get("summary", []):
         table.add_row(s["featurizer"], str(s["labels"]), _fmt(s["macro_auc"], 3), str(s["items"]),
                       str(s["untrained"]))
+    for s in (result.get("uss") or {}).get("summary", []):
+        table.add_row(f"{s['featurizer']} (USS human teacher)", str(s["labels"]), _fmt(s["macro_auc"], 3),
+                      str(s["items"]), str(s["untrained"]))
     return table
 
 
@@ -118,6 +121,18 @@ def distill_markdown(result: dict[str, Any]) -> str:
            _md(["featurizer", "teacher labels", "macro AUC", "min item AUC", "items trained", "untrained"],
                [[s["featurizer"], str(s["labels"]), _fmt(s["macro_auc"], 3), _fmt(s.get("min_auc"), 3),
                  str(s["items"]), str(s["untrained"])] for s in summary])]
+    uss = result.get("uss")
+    if uss:
+        rows = {(r["featurizer"], r["labels"]): r for r in uss.get("results", [])}
+        out += ["", f"A harder teacher on real text: {uss['teacher']}. Whole dialogues of "
+                f"{', '.join(uss.get('files', []))}; held-out set: {uss.get('test_size')} dialogues "
+                f"({100 * uss.get('test_positive_rate', 0):.1f} % positive), training sets nested in the other "
+                "dialogues.", "",
+                _md(["featurizer", "teacher labels", "positives", "AUC", "status"],
+                    [[s["featurizer"], str(s["labels"]),
+                      str(rows.get((s["featurizer"], s["labels"]), {}).get("train_positives", "-")),
+                      _fmt(s["macro_auc"], 3), rows.get((s["featurizer"], s["labels"]), {}).get("status", "-")]
+                     for s in uss.get("summary", [])])]
     return "\n".join(out)
 
 

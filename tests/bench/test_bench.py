@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from distill.bench.cli import app
 from distill.bench.distill_fidelity import FidelityConfig, run_fidelity
-from distill.bench.report import regenerate, render, throughput_markdown
+from distill.bench.report import distill_markdown, regenerate, render, throughput_markdown
 from distill.bench.throughput import (
     ThroughputConfig,
     distinct_texts_per_conversation,
@@ -53,7 +53,8 @@ def test_split_indices_never_overlap() -> None:
 
 
 def test_distill_fidelity_shape() -> None:
-    out = run_fidelity(FidelityConfig(labels=[300], featurizers=["hashing"], test_size=300))
+    out = run_fidelity(FidelityConfig(labels=[300], featurizers=["hashing"], test_size=300, uss=False))
+    assert "uss" not in out
     assert "simulated" in out["teacher"].lower()
     rows = out["results"]
     assert {r["labels"] for r in rows} == {300} and all("item" in r and "auc" in r for r in rows)
@@ -176,3 +177,22 @@ def test_use_baselines_on_the_same_splits(shared_data: Path) -> None:
         assert majority["weighted_f1"] < majority["recall"]
         assert 30 < rows[(dataset, "stratified")]["weighted_f1"] < 75
     assert "baseline" in out["models"]["majority"] and "baseline" in out["models"]["stratified"]
+
+
+def test_distill_fidelity_with_the_uss_human_teacher(shared_data: Path) -> None:
+    """One held-out set of real dialogues scores every training size of the stand-in DSAT item."""
+    out = run_fidelity(FidelityConfig(labels=[100], featurizers=["hashing"], test_size=100, data_dir=shared_data,
+                                      uss_labels=[50, 400], uss_test_size=400))
+    uss = out["uss"]
+    assert "rating <= 2" in uss["teacher"] and uss["files"] == ["MWOZ", "SGD", "CCPE"]
+    rows = {r["labels"]: r for r in uss["results"]}
+    assert set(rows) == {50, 400} and {r["item"] for r in rows.values()} == {"dsat.dissatisfied_turn"}
+    assert all(r["test_positives"] == rows[50]["test_positives"] for r in rows.values())  # one held-out set
+    assert 0.1 < uss["test_positive_rate"] < 0.9 and rows[400]["train_positives"] > rows[50]["train_positives"]
+    # trained and scored; how well is the benchmark's finding (about chance with hashing), not a test bar
+    assert rows[400]["status"] == "trained" and 0 <= rows[400]["auc"] <= 1
+    text = distill_markdown(out)
+    assert "A harder teacher on real text" in text and "| hashing | 400 |" in text
+    with pytest.raises(ConfigError, match="needs 2400 dialogues"):
+        run_fidelity(FidelityConfig(labels=[100], featurizers=["hashing"], test_size=100, data_dir=shared_data,
+                                    uss_files=["CCPE"], uss_labels=[1400], uss_test_size=1000))
