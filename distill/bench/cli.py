@@ -22,6 +22,9 @@ app = typer.Typer(help="Benchmarks: USE accuracy (SPUR Table 1), throughput, dis
                   no_args_is_help=True)
 console = Console(stderr=True)
 
+# distill.bench.use.DEFAULT_MODELS, spelled out so `convmon --help` does not import scikit-learn
+USE_MODELS = ("majority,stratified,hashing@char3-5,hashing,minilm,hashing+minilm,hashing+shape,hashing+minilm+shape,"
+              "appendix-d")
 AsJson = Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout.")]
 Out = Annotated[Path | None, typer.Option(help="Also write the JSON results to this file.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.")]
@@ -63,8 +66,7 @@ def use(
     data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) or the uss/ folder.")] = DEFAULT_DATA,
     datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD,CCPE",
     models: Annotated[str, typer.Option(help="Featurizer specs, appendix-d and/or the baselines majority, "
-                                             "stratified.")] = "majority,stratified,hashing,minilm,"
-                                                                "hashing+minilm,appendix-d",
+                                             "stratified.")] = USE_MODELS,
     splits: Annotated[int, typer.Option(help="Random splits (SPUR: 5).")] = 5,
     curve: Annotated[str, typer.Option(help="Learning-curve training fractions ('' for none).")]
     = "0.05,0.1,0.2,0.4,0.8",

@@ -36,7 +36,7 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.pipeline import Pipeline
 
 from distill.datasets import load_uss
-from distill.featurizers import make_featurizer
+from distill.featurizers import HashingFeaturizer, make_featurizer
 from monitor.errors import ConfigError
 from monitor.events import Conversation
 
@@ -50,8 +50,14 @@ PAPER_ROWS: tuple[dict[str, Any], ...] = tuple(
     for dataset, f1 in zip(("MWOZ", "SGD"), scores, strict=True)
 )
 BASELINES = {"majority": "most_frequent", "stratified": "stratified"}  # model name -> DummyClassifier strategy
-DEFAULT_MODELS = ("majority", "stratified", "hashing", "minilm", "hashing+minilm", "appendix-d")
+DEFAULT_MODELS = ("majority", "stratified", "hashing@char3-5", "hashing", "minilm", "hashing+minilm", "hashing+shape",
+                  "hashing+minilm+shape", "appendix-d")
 DEFAULT_DATASETS = ("MWOZ", "SGD", "CCPE")
+# Featurizer configurations that are no longer a default, kept to measure a change side by side:
+# the hashing featurizer's char n-grams before issue #18 (3-5 grams; now 4-grams).
+LEGACY_PARTS: dict[str, Callable[[], BaseEstimator]] = {
+    "hashing@char3-5": lambda: HashingFeaturizer(char_ngram_range=(3, 5)),
+}
 _APPENDIX_D_FEATURES = "minilm"
 
 
@@ -93,7 +99,8 @@ def _featurize(conversations: list[Conversation], spec: str, cache: dict[str, An
     parts = []
     for name in spec.split("+"):
         if name not in cache:
-            cache[name] = make_featurizer(name).transform(conversations)
+            featurizer = LEGACY_PARTS[name]() if name in LEGACY_PARTS else make_featurizer(name)
+            cache[name] = featurizer.transform(conversations)
         parts.append(cache[name])
     if len(parts) == 1:
         return parts[0]

@@ -196,3 +196,10 @@ def test_distill_fidelity_with_the_uss_human_teacher(shared_data: Path) -> None:
     with pytest.raises(ConfigError, match="needs 2400 dialogues"):
         run_fidelity(FidelityConfig(labels=[100], featurizers=["hashing"], test_size=100, data_dir=shared_data,
                                     uss_files=["CCPE"], uss_labels=[1400], uss_test_size=1000))
+
+
+def test_cli_default_models_are_the_benchmark_defaults() -> None:
+    from distill.bench.cli import USE_MODELS
+    from distill.bench.use import DEFAULT_MODELS
+
+    assert USE_MODELS.split(",") == list(DEFAULT_MODELS)
