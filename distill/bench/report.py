@@ -108,10 +108,37 @@ def use_markdown(result: dict[str, Any]) -> str:
                 "share of the other 80 %.", "",
                 _md(["dataset", "model", *[f"{int(f * 100)} %" for f in fractions]],
                     [[d, m, *[_fmt(v.get(f)) for f in fractions]] for (d, m), v in grid.items()])]
+    out += _use_checks(rows)
     models = result.get("models", {})
     if models:
         out += ["", *[f"- `{k}`: {v}" for k, v in models.items()]]
     return "\n".join(out)
+
+
+def _use_checks(rows: list[dict[str, Any]]) -> list[str]:
+    """The bars of issue #22 (ASAP, SPUR) and the char n-gram change of issue #18, from the table-1 rows."""
+    f1 = {(r["dataset"], r["model"]): r["weighted_f1"] for r in rows}
+    out = []
+    bars = {"MWOZ": (52.5, 59.0), "SGD": (66.3, 72.6)}
+    lines = []
+    for dataset, (asap, spur) in bars.items():
+        models = {m: v for (d, m), v in f1.items() if d == dataset and m not in ("majority", "stratified")}
+        if models:
+            best = max(models, key=lambda m: models[m])
+            lines.append(f"{dataset} best `{best}` {_fmt(models[best])} (ASAP {asap}: "
+                         f"{'met' if models[best] >= asap else 'not met'}; SPUR {spur}: "
+                         f"{'met' if models[best] >= spur else 'not met'})")
+    if lines:
+        out += ["", "Bars of issue #22 at 5 % (mean over splits; the spread is in the table): "
+                + "; ".join(lines) + "."]
+    pairs = [(d, f1[(d, "hashing@char3-5")], f1[(d, "hashing")]) for d in dict.fromkeys(r["dataset"] for r in rows)
+             if (d, "hashing@char3-5") in f1 and (d, "hashing") in f1]
+    if pairs:
+        worst = max(before - after for _, before, after in pairs)
+        out += ["", "Hashing char n-grams (issue #18), weighted F1 before (char_wb 3-5-grams, `hashing@char3-5`) / "
+                "after (4-grams, `hashing`): " + ", ".join(f"{d} {_fmt(b)} / {_fmt(a)}" for d, b, a in pairs)
+                + f"; largest loss {_fmt(worst)} points (bar: <= 0.5)."]
+    return out
 
 
 def distill_markdown(result: dict[str, Any]) -> str:

@@ -138,6 +138,9 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
     use = {"results": [{"dataset": "MWOZ", "model": "hashing", "protocol": "table1", "train_fraction": 0.05,
                         "test_fraction": 0.8, "precision": 50.0, "recall": 51.0, "weighted_f1": 49.5,
                         "weighted_f1_std": 1.0, "splits": 5},
+                       {"dataset": "MWOZ", "model": "hashing@char3-5", "protocol": "table1", "train_fraction": 0.05,
+                        "test_fraction": 0.8, "precision": 50.0, "recall": 51.0, "weighted_f1": 49.8,
+                        "weighted_f1_std": 1.0, "splits": 5},
                        {"dataset": "MWOZ", "model": "majority", "protocol": "table1", "train_fraction": 0.05,
                         "test_fraction": 0.8, "precision": 30.0, "recall": 54.0, "weighted_f1": 33.1,
                         "weighted_f1_std": 5.5, "splits": 5}],
@@ -149,6 +152,8 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
     text = doc.read_text()
     assert "49.5" in text and "**paper** (SPUR Table 1)" in text and "72.6" in text
     assert "| MWOZ | majority | 30.0 | 54.0 | 33.1 ± 5.5 | baseline (measured) |" in text
+    assert "MWOZ best `hashing@char3-5` 49.8 (ASAP 52.5: not met; SPUR 59.0: not met)" in text
+    assert "MWOZ 49.8 / 49.5; largest loss 0.3 points (bar: <= 0.5)" in text
     assert "calibration table here" in text and "_Not run yet._" in text
     assert render({}).count("_Not run yet._") == 3
 
