@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ class FidelityConfig:
     data_dir: Path = SHARED_DATA
     uss_files: Sequence[str] = ("MWOZ", "SGD", "CCPE")
     uss_labels: Sequence[int] = (100, 300, 1000)
+    uss_featurizers: Sequence[str] | None = None  # None: the same as ``featurizers``
     uss_test_size: int = 1000
 
 
@@ -153,8 +154,9 @@ def run_fidelity(config: FidelityConfig, progress: Callable[[str], None] | None 
                            "results": results, "summary": summary}
     if config.uss:
         uss_pool, uss_test = uss_labelled(config)
-        uss_results, uss_summary = _fidelity(uss_pool, uss_test, USS_RUBRIC, config.uss_labels, config, progress,
-                                             "uss")
+        featurizers = config.featurizers if config.uss_featurizers is None else config.uss_featurizers
+        uss_results, uss_summary = _fidelity(uss_pool, uss_test, USS_RUBRIC, config.uss_labels,
+                                             replace(config, featurizers=featurizers), progress, "uss")
         out["uss"] = {"teacher": USS_TEACHER, "files": list(config.uss_files), "test_size": config.uss_test_size,
                       "test_positive_rate": round(float(uss_test.labels.mean()), 4), "results": uss_results,
                       "summary": uss_summary}

@@ -186,8 +186,9 @@ def test_use_baselines_on_the_same_splits(shared_data: Path) -> None:
 
 def test_distill_fidelity_with_the_uss_human_teacher(shared_data: Path) -> None:
     """One held-out set of real dialogues scores every training size of the stand-in DSAT item."""
-    out = run_fidelity(FidelityConfig(labels=[100], featurizers=["hashing"], test_size=100, data_dir=shared_data,
-                                      uss_labels=[50, 400], uss_test_size=400))
+    out = run_fidelity(FidelityConfig(labels=[100], featurizers=["shape"], test_size=100, data_dir=shared_data,
+                                      uss_labels=[50, 400], uss_test_size=400, uss_featurizers=["hashing"]))
+    assert {s["featurizer"] for s in out["summary"]} == {"shape"}
     uss = out["uss"]
     assert "rating <= 2" in uss["teacher"] and uss["files"] == ["MWOZ", "SGD", "CCPE"]
     rows = {r["labels"]: r for r in uss["results"]}
