@@ -99,6 +99,8 @@ def use_markdown(result: dict[str, Any]) -> str:
            "SPUR's published numbers, copied, not rerun (the paper has no CCPE row).", "",
            _md(["dataset", "model", "precision", "recall", "weighted F1", "source"], body)]
     curve = [r for r in result["results"] if r.get("protocol") == "curve"]
+    if not curve:
+        out += ["", "Learning curve: not in these results (run without `--curve ''` to measure it)."]
     if curve:
         fractions = sorted({r["train_fraction"] for r in curve})
         grid: dict[tuple[str, str], dict[float, float]] = defaultdict(dict)

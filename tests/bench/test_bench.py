@@ -154,6 +154,7 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
     assert "| MWOZ | majority | 30.0 | 54.0 | 33.1 ± 5.5 | baseline (measured) |" in text
     assert "MWOZ best `hashing@char3-5` 49.8 (ASAP 52.5: not met; SPUR 59.0: not met)" in text
     assert "MWOZ 49.8 / 49.5; largest loss 0.3 points (bar: <= 0.5)" in text
+    assert "Learning curve: not in these results" in text
     assert "calibration table here" in text and "_Not run yet._" in text
     assert render({}).count("_Not run yet._") == 3
 
