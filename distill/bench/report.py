@@ -111,7 +111,10 @@ def use_markdown(result: dict[str, Any]) -> str:
                 _md(["dataset", "model", *[f"{int(f * 100)} %" for f in fractions]],
                     [[d, m, *[_fmt(v.get(f)) for f in fractions]] for (d, m), v in grid.items()])]
     out += _use_checks(rows)
-    models = result.get("models", {})
+    from distill.bench.use import MODEL_NOTES  # notes added since the results were saved, for names they use
+
+    used = {"other", *(part for r in result["results"] for part in [r["model"], *r["model"].split("+")])}
+    models = {**{k: v for k, v in MODEL_NOTES.items() if k in used}, **result.get("models", {})}
     if models:
         out += ["", *[f"- `{k}`: {v}" for k, v in models.items()]]
     return "\n".join(out)

@@ -184,12 +184,16 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
                                 "n": len(y), **row})
     return {"results": results, "paper": [dict(r) for r in PAPER_ROWS if r["dataset"] in config.datasets],
             "labels": list(LABELS), "label_rule": "SPUR Appendix B (annotator means, cut at first contradiction)",
-            "models": {"majority": "baseline: always the training split's most frequent label",
-                       "stratified": "baseline: a random label with the training split's label frequencies",
-                       "hashing@char3-5": "the hashing featurizer as before issue #18 (char_wb 3-5-grams; now "
-                                          "4-grams), same recipe",
-                       "shape": "conversation length (log turns, log user turns) as two extra columns",
-                       "appendix-d": f"plain LogisticRegression on {_APPENDIX_D_FEATURES} features (our reading of "
-                                     "SPUR Appendix D; MiniLM stands in for ada-002)",
-                       "other": "featurizer + one-vs-rest class-balanced liblinear LogisticRegression, C by "
-                                "3-fold stratified CV (convmon's distill recipe)"}}
+            "models": MODEL_NOTES}
+
+
+MODEL_NOTES: dict[str, str] = {
+    "majority": "baseline: always the training split's most frequent label",
+    "stratified": "baseline: a random label with the training split's label frequencies",
+    "hashing@char3-5": "the hashing featurizer as before issue #18 (char_wb 3-5-grams; now 4-grams), same recipe",
+    "shape": "conversation length (log turns, log user turns) as two extra columns",
+    "appendix-d": f"plain LogisticRegression on {_APPENDIX_D_FEATURES} features (our reading of SPUR Appendix D; "
+                  "MiniLM stands in for ada-002)",
+    "other": "featurizer + one-vs-rest class-balanced liblinear LogisticRegression, C by 3-fold stratified CV "
+             "(convmon's distill recipe)",
+}
