@@ -46,9 +46,12 @@ class Evaluation:
         return {i: asdict(m) for i, m in self.items.items()}
 
 
-def evaluate(model: RubricModel, featurizer: Any, data: TrainingSet) -> Evaluation:
-    """Score ``data`` with ``model`` and compare with its teacher labels, item by item."""
-    proba = model.predict_proba(featurizer.transform(data.conversations))
+def evaluate(model: RubricModel, featurizer: Any, data: TrainingSet, *, features: Any = None) -> Evaluation:
+    """Score ``data`` with ``model`` and compare with its teacher labels, item by item.
+
+    ``features``: ``featurizer.transform(data.conversations)`` computed beforehand (featurizers are
+    stateless), so a benchmark scoring several models on one held-out set encodes it once."""
+    proba = model.predict_proba(featurizer.transform(data.conversations) if features is None else features)
     column = {item_id: j for j, item_id in enumerate(data.item_ids)}
     items: dict[str, ItemMetrics] = {}
     predictions: dict[str, tuple[np.ndarray, np.ndarray]] = {}

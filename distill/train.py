@@ -109,11 +109,20 @@ class TrainedModel:
 def train_items(
     data: TrainingSet, featurizer: str | BaseEstimator, *, rubric: RubricSet, min_positives: int = 10,
     Cs: Sequence[float] = (0.1, 1.0, 10.0), n_splits: int = 3, random_state: int = 0,
-    progress: Progress | None = None, info: dict[str, Any] | None = None,
+    progress: Progress | None = None, info: dict[str, Any] | None = None, features: Any = None,
 ) -> TrainedModel:
-    """Featurize once, then fit one :class:`ItemClassifier` per item with enough labels of both classes."""
+    """Featurize once, then fit one :class:`ItemClassifier` per item with enough labels of both classes.
+
+    ``features``: the rows of ``featurizer.transform(data.conversations)`` computed beforehand (a
+    benchmark training on nested subsets of one pool encodes the pool once)."""
     featurizer = make_featurizer(featurizer) if isinstance(featurizer, str) else featurizer
-    X_all = featurizer.fit_transform(data.conversations)
+    if features is None:
+        X_all = featurizer.fit_transform(data.conversations)
+    else:
+        if features.shape[0] != len(data):
+            raise ConfigError(f"features have {features.shape[0]} rows for {len(data)} conversations")
+        featurizer.fit(data.conversations)
+        X_all = features
     columns = np.flatnonzero(X_all.getnnz(axis=0)) if sp.issparse(X_all) else np.arange(X_all.shape[1])
     X = X_all[:, columns]  # always-zero hashed columns carry no weight: drop them (see RubricModel.from_items)
     fitted: dict[str, ItemClassifier] = {}

@@ -117,9 +117,10 @@ def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL
     from monitor.tools.replay import read_dataset
 
     settings = load_settings()
-    events = read_dataset(path)
-    asyncio.run(produce_events(settings, events))
-    console.print(f"replayed {len(events)} events from {path} to {settings.topic('events')}")
+    replayed = read_dataset(path)
+    asyncio.run(produce_events(settings, replayed.events))
+    skipped = f" (left out {replayed.empty_utterances} empty utterances)" if replayed.empty_utterances else ""
+    console.print(f"replayed {len(replayed.events)} events from {path} to {settings.topic('events')}{skipped}")
 
 
 @app.command()

@@ -4,6 +4,12 @@ USS (Sun et al., SIGIR 2021) rates every user turn by 3-7 annotators on a 1-5 sc
 one line per utterance, ``ROLE<TAB>TEXT<TAB>ACTION<TAB>SATS``, dialogues separated by a blank
 line, each ending with ``USER<TAB>OVERALL<TAB><TAB>r1,r2,...`` (the dialogue-level rating).
 
+Empty utterances (a line whose TEXT is empty or blank; upstream ReDial has seven) are kept as
+turns of the :class:`UssDialogue`, with their ratings, so labels are computed from every annotation
+as published; they are *not* turns of the convmon :class:`Conversation` (an event needs text), so
+:meth:`UssDialogue.to_conversation`, :func:`rated_prefixes` and ``convmon replay`` leave them out
+and :attr:`UssDialogue.empty_turns` counts them. Every reader of USS goes through :func:`load_uss`.
+
 Two labelling rules matter and are kept apart on purpose:
 
 * :func:`turn_rating` is the upstream authors' rule (most frequent rating, ties toward the lower
@@ -41,12 +47,17 @@ class UssFormatError(ConfigError):
 
 @dataclass(frozen=True)
 class UssTurn:
-    """One utterance; ``ratings`` is empty on system turns."""
+    """One utterance; ``ratings`` is empty on system turns, ``text`` may be empty (see the module doc)."""
 
     role: Literal["user", "assistant"]
     text: str
     action: str = ""
     ratings: tuple[int, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """No text to read: left out of conversations and events, its ratings still count."""
+        return not self.text.strip()
 
     @property
     def rating(self) -> int | None:
@@ -70,15 +81,24 @@ class UssDialogue:
         return any((t.rating or 3) <= 2 for t in self.user_turns)
 
     @property
+    def empty_turns(self) -> int:
+        """Utterances without text, which conversations and events leave out."""
+        return sum(t.empty for t in self.turns)
+
+    @property
     def label(self) -> Label:
         return conversation_label(self)[0]
 
     def to_conversation(self, *, cut: bool = False) -> Conversation:
-        """As a convmon :class:`Conversation`; ``cut=True`` applies SPUR's contradiction cut."""
+        """As a convmon :class:`Conversation` without the empty utterances, re-indexed from 0;
+        ``cut=True`` applies SPUR's contradiction cut (positions count every utterance)."""
         turns = self.turns[: conversation_label(self)[1]] if cut else self.turns
+        kept = [t for t in turns if not t.empty]
+        if not kept:
+            raise ConfigError(f"USS dialogue {self.dialogue_id}: no non-empty utterance before its contradiction cut")
         return Conversation(
             conversation_id=self.dialogue_id,
-            turns=[Turn(index=i, role=t.role, text=t.text) for i, t in enumerate(turns)],
+            turns=[Turn(index=i, role=t.role, text=t.text) for i, t in enumerate(kept)],
             metadata={"dataset": "uss", "source": self.dialogue_id.rsplit("-", 1)[0]},
         )
 
@@ -88,14 +108,18 @@ def rated_prefixes(dialogue: UssDialogue) -> list[tuple[Conversation, UssTurn]]:
 
     Turn ratings judge the conversation *so far*, so "is the user dissatisfied at the latest turn"
     is a conversation-level label on the prefix; prefixes share ``metadata["dialogue_id"]`` (the
-    group to keep on one side of any split). Prefix ids are ``<dialogue id>#<turn position>``.
+    group to keep on one side of any split). Prefix ids are ``<dialogue id>#<turn position>``, the
+    position counting every utterance; an empty user turn has no text to end a prefix with and is
+    left out.
     """
     full = dialogue.to_conversation()
     out = []
+    kept = 0  # conversation turns up to and including this position
     for position, turn in enumerate(dialogue.turns):
-        if turn.role == "user" and turn.ratings:
+        kept += not turn.empty
+        if turn.role == "user" and turn.ratings and not turn.empty:
             prefix = full.model_copy(update={
-                "conversation_id": f"{dialogue.dialogue_id}#{position}", "turns": full.turns[: position + 1],
+                "conversation_id": f"{dialogue.dialogue_id}#{position}", "turns": full.turns[:kept],
                 "metadata": {**full.metadata, "dialogue_id": dialogue.dialogue_id},
             })
             out.append((prefix, turn))
@@ -180,11 +204,9 @@ def parse_uss(text: str, *, source: str = "uss", path: str = "<string>") -> list
                 continue
             if overall:
                 raise UssFormatError("utterance after the OVERALL line", path=path, line=number)
-            if not utterance.strip():
-                raise UssFormatError("empty utterance text", path=path, line=number)
             turns.append(UssTurn(role=_ROLES[role], text=utterance, action=action, ratings=ratings))  # type: ignore[arg-type]
-        if not turns:
-            raise UssFormatError("dialogue without utterances", path=path, line=block[0][0])
+        if all(t.empty for t in turns):
+            raise UssFormatError("dialogue without a non-empty utterance", path=path, line=block[0][0])
         dialogues.append(UssDialogue(dialogue_id=f"{source}-{index:04d}", turns=tuple(turns), overall=overall))
     return dialogues
 

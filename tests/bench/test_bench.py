@@ -12,7 +12,7 @@ from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, Turn, encode
 from monitor.tools.bench.cli import app
 from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
-from monitor.tools.bench.doc import regenerate, render, throughput_markdown
+from monitor.tools.bench.doc import distill_markdown, regenerate, render, throughput_markdown
 from monitor.tools.bench.throughput import (
     ThroughputConfig,
     distinct_texts_per_conversation,
@@ -53,7 +53,8 @@ def test_split_indices_never_overlap() -> None:
 
 
 def test_distill_fidelity_shape() -> None:
-    out = run_fidelity(FidelityConfig(labels=[300], featurizers=["hashing"], test_size=300))
+    out = run_fidelity(FidelityConfig(labels=[300], featurizers=["hashing"], test_size=300, uss=False))
+    assert "uss" not in out
     assert "simulated" in out["teacher"].lower()
     rows = out["results"]
     assert {r["labels"] for r in rows} == {300} and all("item" in r and "auc" in r for r in rows)
@@ -136,7 +137,13 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
     results.mkdir()
     use = {"results": [{"dataset": "MWOZ", "model": "hashing", "protocol": "table1", "train_fraction": 0.05,
                         "test_fraction": 0.8, "precision": 50.0, "recall": 51.0, "weighted_f1": 49.5,
-                        "weighted_f1_std": 1.0, "splits": 5}],
+                        "weighted_f1_std": 1.0, "splits": 5},
+                       {"dataset": "MWOZ", "model": "hashing@char3-5", "protocol": "table1", "train_fraction": 0.05,
+                        "test_fraction": 0.8, "precision": 50.0, "recall": 51.0, "weighted_f1": 49.8,
+                        "weighted_f1_std": 1.0, "splits": 5},
+                       {"dataset": "MWOZ", "model": "majority", "protocol": "table1", "train_fraction": 0.05,
+                        "test_fraction": 0.8, "precision": 30.0, "recall": 54.0, "weighted_f1": 33.1,
+                        "weighted_f1_std": 5.5, "splits": 5}],
            "paper": [dict(r) for r in PAPER_ROWS]}
     (results / "use.json").write_text(json.dumps(use))
     (tmp_path / "docs").mkdir()
@@ -144,6 +151,10 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
     doc = regenerate(results, tmp_path / "docs" / "benchmarks.md")
     text = doc.read_text()
     assert "49.5" in text and "**paper** (SPUR Table 1)" in text and "72.6" in text
+    assert "| MWOZ | majority | 30.0 | 54.0 | 33.1 ± 5.5 | baseline (measured) |" in text
+    assert "MWOZ best `hashing@char3-5` 49.8 (ASAP 52.5: not met; SPUR 59.0: not met)" in text
+    assert "MWOZ 49.8 / 49.5; largest loss 0.3 points (bar: <= 0.5)" in text
+    assert "Learning curve: not in these results" in text
     assert "calibration table here" in text and "_Not run yet._" in text
     assert render({}).count("_Not run yet._") == 3
 
@@ -156,3 +167,46 @@ def test_report_keeps_sections_without_saved_results(tmp_path: Path) -> None:
     text = regenerate(tmp_path / "empty", docs / "benchmarks.md").read_text()  # no saved results at all
     assert "29.1" in text and text.count("_Not run yet._") == 2  # use kept from the old doc
     assert "new numbers" in text and text.count("## Calibration") == 1
+
+
+def test_use_baselines_on_the_same_splits(shared_data: Path) -> None:
+    """Majority predicts the training split's top label; stratified draws labels; neither reads text."""
+    out = run_use(UseConfig(data_dir=shared_data, datasets=["SGD", "CCPE"], models=["majority", "stratified"],
+                            splits=3, curve=[], limit=300))
+    rows = {(r["dataset"], r["model"]): r for r in out["results"]}
+    assert set(rows) == {(d, m) for d in ("SGD", "CCPE") for m in ("majority", "stratified")}
+    assert {r["features"] for r in rows.values()} == {""}
+    for dataset in ("SGD", "CCPE"):
+        majority = rows[(dataset, "majority")]
+        # SAT is the majority label of both files; predicting it has recall = its share of the test set
+        assert 50 < majority["recall"] < 80
+        assert majority["weighted_f1"] < majority["recall"]
+        assert 30 < rows[(dataset, "stratified")]["weighted_f1"] < 75
+    assert "baseline" in out["models"]["majority"] and "baseline" in out["models"]["stratified"]
+
+
+def test_distill_fidelity_with_the_uss_human_teacher(shared_data: Path) -> None:
+    """One held-out set of real dialogues scores every training size of the stand-in DSAT item."""
+    out = run_fidelity(FidelityConfig(labels=[100], featurizers=["shape"], test_size=100, data_dir=shared_data,
+                                      uss_labels=[50, 400], uss_test_size=400, uss_featurizers=["hashing"]))
+    assert {s["featurizer"] for s in out["summary"]} == {"shape"}
+    uss = out["uss"]
+    assert "rating <= 2" in uss["teacher"] and uss["files"] == ["MWOZ", "SGD", "CCPE"]
+    rows = {r["labels"]: r for r in uss["results"]}
+    assert set(rows) == {50, 400} and {r["item"] for r in rows.values()} == {"dsat.dissatisfied_turn"}
+    assert all(r["test_positives"] == rows[50]["test_positives"] for r in rows.values())  # one held-out set
+    assert 0.1 < uss["test_positive_rate"] < 0.9 and rows[400]["train_positives"] > rows[50]["train_positives"]
+    # trained and scored; how well is the benchmark's finding (about chance with hashing), not a test bar
+    assert rows[400]["status"] == "trained" and 0 <= rows[400]["auc"] <= 1
+    text = distill_markdown(out)
+    assert "A harder teacher on real text" in text and "| hashing | 400 |" in text
+    with pytest.raises(ConfigError, match="needs 2400 dialogues"):
+        run_fidelity(FidelityConfig(labels=[100], featurizers=["hashing"], test_size=100, data_dir=shared_data,
+                                    uss_files=["CCPE"], uss_labels=[1400], uss_test_size=1000))
+
+
+def test_cli_default_models_are_the_benchmark_defaults() -> None:
+    from monitor.tools.bench.cli import USE_MODELS
+    from monitor.tools.bench.use import DEFAULT_MODELS
+
+    assert USE_MODELS.split(",") == list(DEFAULT_MODELS)

@@ -136,3 +136,44 @@ def test_openai_batches_and_caches_by_content_hash(tmp_path: Path) -> None:
 def test_openai_without_client_says_how_to_fix() -> None:
     with pytest.raises(ConfigError, match="OpenAIFeaturizer needs an OpenAI client"):
         OpenAIFeaturizer().transform([A])
+
+
+def test_hashing_char_block_is_4_grams_and_old_models_keep_theirs(tmp_path: Path) -> None:
+    """Issue #18: new models hash char_wb 4-grams; a model trained with 3-5-grams rebuilds with 3-5-grams."""
+    from distill.registry import ModelRegistry
+    from distill.train import train_items
+    from monitor.contracts.rubric_set import load_rubric_set
+    from monitor.contracts.settings import REPO_ROOT
+    from monitor.stages.classify import load_live
+    from tests.model_fixtures import simulated_training_set
+
+    assert HashingFeaturizer().char_ngram_range == (4, 4)
+    rubric = load_rubric_set("spur-copilot", REPO_ROOT / "prompts")
+    old = HashingFeaturizer(char_ngram_range=(3, 5))
+    data = simulated_training_set(rubric, n=120)
+    trained = train_items(data, old, rubric=rubric, min_positives=5)
+    assert trained.model.featurizer["parts"][0]["params"]["char_ngram_range"] == [3, 5]
+    registry = ModelRegistry(tmp_path)
+    version = registry.publish("distilled", trained.model.to_arrays(), trained.model.manifest(), promote=True)
+    live = load_live(registry, rubric, version, kind="distilled")
+    assert live.featurizer.char_ngram_range == (3, 5)
+    X_old = old.transform(data.conversations)
+    assert (live.featurizer.transform(data.conversations) != X_old).nnz == 0  # featurizes as trained
+    assert (HashingFeaturizer().transform(data.conversations) != X_old).nnz > 0  # the new default differs
+    np.testing.assert_allclose(live.model.predict_proba(X_old), trained.model.predict_proba(X_old))
+
+
+def test_shape_featurizer_counts_turns_beside_text() -> None:
+    from distill.featurizers.shape import ShapeFeaturizer
+
+    X = ShapeFeaturizer().transform([A, conv("d", ("user", "hi"))])
+    np.testing.assert_allclose(X, np.log1p([[3, 2], [1, 1]]) / 3, rtol=1e-6)
+    np.testing.assert_allclose(ShapeFeaturizer(weight=2.0).transform([A]), 2 * X[:1], rtol=1e-6)
+    union = make_featurizer("hashing+shape")
+    assert featurizer_name(union) == "hashing+shape"
+    rebuilt = featurizer_from_config(json.loads(json.dumps(featurizer_config(union))))
+    Xu = rebuilt.transform([A, B])
+    assert Xu.shape[1] == HashingFeaturizer().fit([A]).n_features_out_ + 2
+    np.testing.assert_allclose(Xu.toarray()[:, -2:], ShapeFeaturizer().transform([A, B]), rtol=1e-6)
+    with pytest.raises(ConfigError, match="'weight' parameter of ShapeFeaturizer must be a float >= 0"):
+        ShapeFeaturizer(weight=-1).transform([A])

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distill.datasets import UssFormatError, conversation_label, load_uss, parse_uss, rated_prefixes, turn_rating
+from monitor.contracts.errors import ConfigError
 
 SAMPLE = (
     "\nUSER\tfind me a cheap hotel\tHotel-Inform\t3,3,3\n"
@@ -87,3 +88,43 @@ def test_spur_appendix_b_label_counts(shared_data: Path, name: str, counts: tupl
 def test_load_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="cannot read USS file"):
         load_uss(tmp_path / "nope.txt")
+
+
+# Upstream ReDial has such lines: an empty SYSTEM utterance and rated USER lines without text.
+WITH_EMPTY = (
+    "\nUSER\thi, any thrillers?\t\t3,3,3\n"
+    "SYSTEM\t\t\t\n"
+    "USER\t\t\t2,2,3\n"
+    "SYSTEM\ttry Heat\t\t\n"
+    "USER\t  \t\t3,3,3\n"
+    "USER\tnice, thanks\t\t4,4,5\n"
+    "USER\tOVERALL\t\t3,4,3\n"
+)
+
+
+def test_empty_utterances_are_kept_for_labels_and_left_out_of_conversations() -> None:
+    (dialogue,) = parse_uss(WITH_EMPTY, source="R")
+    assert len(dialogue.turns) == 6 and dialogue.empty_turns == 3
+    assert [t.empty for t in dialogue.turns] == [False, True, True, False, True, False]
+    # the rated empty user turn still sets the label (mean 2.33: DSAT), the SAT turn at position 5 cuts
+    assert conversation_label(dialogue) == ("DSAT", 5) and dialogue.dissatisfied
+    full = dialogue.to_conversation()
+    assert [(t.index, t.role, t.text) for t in full.turns] == [
+        (0, "user", "hi, any thrillers?"), (1, "assistant", "try Heat"), (2, "user", "nice, thanks")]
+    assert [t.text for t in dialogue.to_conversation(cut=True).turns] == ["hi, any thrillers?", "try Heat"]
+    prefixes = rated_prefixes(dialogue)  # one per rated user turn with text
+    assert [(c.conversation_id, len(c.turns), t.rating) for c, t in prefixes] == [("R-0000#0", 1, 3),
+                                                                                  ("R-0000#5", 3, 4)]
+
+
+def test_dialogue_of_empty_utterances_only_is_an_error() -> None:
+    with pytest.raises(UssFormatError, match=r"<string>:2: dialogue without a non-empty utterance"):
+        parse_uss("\nUSER\t\t\t3\nSYSTEM\t \t\t\nUSER\tOVERALL\t\t3\n")
+
+
+def test_cut_before_any_text_is_an_error() -> None:
+    text = "\nUSER\t\t\t1,1,1\nUSER\tgreat\t\t5,5,5\nUSER\tOVERALL\t\t3\n"
+    (dialogue,) = parse_uss(text)
+    with pytest.raises(ConfigError, match="uss-0000: no non-empty utterance before its contradiction cut"):
+        dialogue.to_conversation(cut=True)
+    assert [t.text for t in dialogue.to_conversation().turns] == ["great"]

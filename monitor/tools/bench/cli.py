@@ -22,6 +22,9 @@ app = typer.Typer(help="Benchmarks: USE accuracy (SPUR Table 1), throughput, dis
                   no_args_is_help=True)
 console = Console(stderr=True)
 
+# monitor.tools.bench.use.DEFAULT_MODELS, spelled out so `convmon --help` does not import scikit-learn
+USE_MODELS = ("majority,stratified,hashing@char3-5,hashing,minilm,hashing+minilm,hashing+shape,hashing+minilm+shape,"
+              "appendix-d")
 AsJson = Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout.")]
 Out = Annotated[Path | None, typer.Option(help="Also write the JSON results to this file.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.")]
@@ -61,9 +64,9 @@ def _run(fn: Any) -> Any:
 @app.command()
 def use(
     data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) or the uss/ folder.")] = DEFAULT_DATA,
-    datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD",
-    models: Annotated[str, typer.Option(help="Featurizer specs and/or appendix-d.")] = "hashing,minilm,"
-                                                                                        "hashing+minilm,appendix-d",
+    datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD,CCPE",
+    models: Annotated[str, typer.Option(help="Featurizer specs, appendix-d and/or the baselines majority, "
+                                             "stratified.")] = USE_MODELS,
     splits: Annotated[int, typer.Option(help="Random splits (SPUR: 5).")] = 5,
     curve: Annotated[str, typer.Option(help="Learning-curve training fractions ('' for none).")]
     = "0.05,0.1,0.2,0.4,0.8",
@@ -87,6 +90,14 @@ def distill(
     featurizers: Annotated[str, typer.Option(help="Featurizer specs.")] = "hashing,minilm",
     test_size: Annotated[int, typer.Option(help="Held-out teacher-labelled conversations.")] = 2000,
     rubric: Annotated[str, typer.Option(help="Rubric set the simulator speaks.")] = "spur-copilot",
+    uss: Annotated[bool, typer.Option("--uss/--no-uss", help="Also the USS human teacher (dissatisfied turn).")]
+    = True,
+    data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) for --uss.")] = DEFAULT_DATA,
+    uss_labels: Annotated[str, typer.Option(help="Teacher-label counts of the USS teacher.")] = "100,300,1000",
+    uss_test_size: Annotated[int, typer.Option(min=10, help="Held-out USS dialogues.")] = 1000,
+    uss_featurizers: Annotated[str | None, typer.Option(
+        help="Featurizer specs for the USS teacher (default: --featurizers). MiniLM on 2,000 real dialogues "
+             "takes tens of minutes on 2 busy cores.")] = None,
     seed: int = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
@@ -95,7 +106,9 @@ def distill(
     from monitor.tools.bench.doc import distill_table
 
     config = FidelityConfig(labels=[int(v) for v in _csv(labels)], featurizers=_csv(featurizers),
-                            test_size=test_size, rubric=rubric, seed=seed)
+                            test_size=test_size, rubric=rubric, seed=seed, uss=uss, data_dir=data,
+                            uss_labels=[int(v) for v in _csv(uss_labels)], uss_test_size=uss_test_size,
+                            uss_featurizers=None if uss_featurizers is None else _csv(uss_featurizers))
     _emit(_run(lambda: run_fidelity(config, _progress(quiet))), as_json, out, distill_table)
 
 

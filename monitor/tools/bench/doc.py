@@ -54,6 +54,9 @@ def distill_table(result: dict[str, Any]) -> Table:
     for s in result.get("summary", []):
         table.add_row(s["featurizer"], str(s["labels"]), _fmt(s["macro_auc"], 3), str(s["items"]),
                       str(s["untrained"]))
+    for s in (result.get("uss") or {}).get("summary", []):
+        table.add_row(f"{s['featurizer']} (USS human teacher)", str(s["labels"]), _fmt(s["macro_auc"], 3),
+                      str(s["items"]), str(s["untrained"]))
     return table
 
 
@@ -85,14 +88,19 @@ def _md(headers: list[str], rows: list[list[str]]) -> str:
 
 def use_markdown(result: dict[str, Any]) -> str:
     rows = [r for r in result["results"] if r.get("protocol") == "table1"]
+    baselines = {"majority", "stratified"}
     body = [[r["dataset"], r["model"], _fmt(r["precision"]), _fmt(r["recall"]),
-             f"{_fmt(r['weighted_f1'])} ± {_fmt(r.get('weighted_f1_std'))}", "measured"] for r in rows]
+             f"{_fmt(r['weighted_f1'])} ± {_fmt(r.get('weighted_f1_std'))}",
+             "baseline (measured)" if r["model"] in baselines else "measured"] for r in rows]
     body += [[p["dataset"], p["model"], "-", "-", _fmt(p["weighted_f1"]), "**paper** (SPUR Table 1)"]
              for p in result.get("paper", [])]
     out = ["Train 5 %, test 80 %, 5 random splits, weighted precision / recall / F1 in percent (mean ± std over "
-           "splits). Paper rows are SPUR's published numbers, copied, not rerun.", "",
+           "splits). Baselines (`majority`, `stratified`) run on the same splits and read no text. Paper rows are "
+           "SPUR's published numbers, copied, not rerun (the paper has no CCPE row).", "",
            _md(["dataset", "model", "precision", "recall", "weighted F1", "source"], body)]
     curve = [r for r in result["results"] if r.get("protocol") == "curve"]
+    if not curve:
+        out += ["", "Learning curve: not in these results (run without `--curve ''` to measure it)."]
     if curve:
         fractions = sorted({r["train_fraction"] for r in curve})
         grid: dict[tuple[str, str], dict[float, float]] = defaultdict(dict)
@@ -102,10 +110,40 @@ def use_markdown(result: dict[str, Any]) -> str:
                 "share of the other 80 %.", "",
                 _md(["dataset", "model", *[f"{int(f * 100)} %" for f in fractions]],
                     [[d, m, *[_fmt(v.get(f)) for f in fractions]] for (d, m), v in grid.items()])]
-    models = result.get("models", {})
+    out += _use_checks(rows)
+    from monitor.tools.bench.use import MODEL_NOTES  # notes added since the results were saved, for names they use
+
+    used = {"other", *(part for r in result["results"] for part in [r["model"], *r["model"].split("+")])}
+    models = {**{k: v for k, v in MODEL_NOTES.items() if k in used}, **result.get("models", {})}
     if models:
         out += ["", *[f"- `{k}`: {v}" for k, v in models.items()]]
     return "\n".join(out)
+
+
+def _use_checks(rows: list[dict[str, Any]]) -> list[str]:
+    """The bars of issue #22 (ASAP, SPUR) and the char n-gram change of issue #18, from the table-1 rows."""
+    f1 = {(r["dataset"], r["model"]): r["weighted_f1"] for r in rows}
+    out = []
+    bars = {"MWOZ": (52.5, 59.0), "SGD": (66.3, 72.6)}
+    lines = []
+    for dataset, (asap, spur) in bars.items():
+        models = {m: v for (d, m), v in f1.items() if d == dataset and m not in ("majority", "stratified")}
+        if models:
+            best = max(models, key=lambda m: models[m])
+            lines.append(f"{dataset} best `{best}` {_fmt(models[best])} (ASAP {asap}: "
+                         f"{'met' if models[best] >= asap else 'not met'}; SPUR {spur}: "
+                         f"{'met' if models[best] >= spur else 'not met'})")
+    if lines:
+        out += ["", "Bars of issue #22 at 5 % (mean over splits; the spread is in the table): "
+                + "; ".join(lines) + "."]
+    pairs = [(d, f1[(d, "hashing@char3-5")], f1[(d, "hashing")]) for d in dict.fromkeys(r["dataset"] for r in rows)
+             if (d, "hashing@char3-5") in f1 and (d, "hashing") in f1]
+    if pairs:
+        worst = max(before - after for _, before, after in pairs)
+        out += ["", "Hashing char n-grams (issue #18), weighted F1 before (char_wb 3-5-grams, `hashing@char3-5`) / "
+                "after (4-grams, `hashing`): " + ", ".join(f"{d} {_fmt(b)} / {_fmt(a)}" for d, b, a in pairs)
+                + f"; largest loss {_fmt(worst)} points (bar: <= 0.5)."]
+    return out
 
 
 def distill_markdown(result: dict[str, Any]) -> str:
@@ -115,6 +153,18 @@ def distill_markdown(result: dict[str, Any]) -> str:
            _md(["featurizer", "teacher labels", "macro AUC", "min item AUC", "items trained", "untrained"],
                [[s["featurizer"], str(s["labels"]), _fmt(s["macro_auc"], 3), _fmt(s.get("min_auc"), 3),
                  str(s["items"]), str(s["untrained"])] for s in summary])]
+    uss = result.get("uss")
+    if uss:
+        rows = {(r["featurizer"], r["labels"]): r for r in uss.get("results", [])}
+        out += ["", f"A harder teacher on real text: {uss['teacher']}. Whole dialogues of "
+                f"{', '.join(uss.get('files', []))}; held-out set: {uss.get('test_size')} dialogues "
+                f"({100 * uss.get('test_positive_rate', 0):.1f} % positive), training sets nested in the other "
+                "dialogues.", "",
+                _md(["featurizer", "teacher labels", "positives", "AUC", "status"],
+                    [[s["featurizer"], str(s["labels"]),
+                      str(rows.get((s["featurizer"], s["labels"]), {}).get("train_positives", "-")),
+                      _fmt(s["macro_auc"], 3), rows.get((s["featurizer"], s["labels"]), {}).get("status", "-")]
+                     for s in uss.get("summary", [])])]
     return "\n".join(out)
 
 

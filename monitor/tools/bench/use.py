@@ -12,6 +12,9 @@ regression per class, C chosen by stratified CV on the training split, as
 and ``appendix-d``: the SPUR paper's distilled classifier as we read its Appendix D, an
 off-the-shelf logistic regression on sentence embeddings (MiniLM stands in for ada-002, which
 needs the network). Features are stateless, so each conversation is featurized once per run.
+Baselines on the same splits, so a reader sees what the models add: ``majority`` (always the
+training split's most frequent label) and ``stratified`` (a label drawn at random with the
+training split's label frequencies).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.dummy import DummyClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import precision_recall_fscore_support
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
@@ -32,6 +36,7 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.pipeline import Pipeline
 
 from distill.datasets import load_uss
+from distill.featurizers.hashing import HashingFeaturizer
 from distill.featurizers.spec import make_featurizer
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
@@ -45,14 +50,22 @@ PAPER_ROWS: tuple[dict[str, Any], ...] = tuple(
     for model, scores in (("Lin-ada", (29.1, 39.4)), ("ASAP", (52.5, 66.3)), ("SPUR", (59.0, 72.6)))
     for dataset, f1 in zip(("MWOZ", "SGD"), scores, strict=True)
 )
-DEFAULT_MODELS = ("hashing", "minilm", "hashing+minilm", "appendix-d")
+BASELINES = {"majority": "most_frequent", "stratified": "stratified"}  # model name -> DummyClassifier strategy
+DEFAULT_MODELS = ("majority", "stratified", "hashing@char3-5", "hashing", "minilm", "hashing+minilm", "hashing+shape",
+                  "hashing+minilm+shape", "appendix-d")
+DEFAULT_DATASETS = ("MWOZ", "SGD", "CCPE")
+# Featurizer configurations that are no longer a default, kept to measure a change side by side:
+# the hashing featurizer's char n-grams before issue #18 (3-5 grams; now 4-grams).
+LEGACY_PARTS: dict[str, Callable[[], BaseEstimator]] = {
+    "hashing@char3-5": lambda: HashingFeaturizer(char_ngram_range=(3, 5)),
+}
 _APPENDIX_D_FEATURES = "minilm"
 
 
 @dataclass(frozen=True)
 class UseConfig:
     data_dir: Path
-    datasets: Sequence[str] = ("MWOZ", "SGD")
+    datasets: Sequence[str] = DEFAULT_DATASETS
     models: Sequence[str] = DEFAULT_MODELS
     splits: int = 5
     train_fraction: float = 0.05
@@ -79,11 +92,16 @@ def load_dataset(data_dir: Path, name: str, limit: int | None = None) -> tuple[l
 
 
 def _featurize(conversations: list[Conversation], spec: str, cache: dict[str, Any]) -> Any:
-    """``a+b`` is the column concatenation of the parts, as FeatureUnion builds it; parts are cached."""
+    """``a+b`` is the column concatenation of the parts, as FeatureUnion builds it; parts are cached.
+
+    The empty spec (baselines) gives one constant column: they read no text."""
+    if not spec:
+        return np.zeros((len(conversations), 1), dtype=np.float32)
     parts = []
     for name in spec.split("+"):
         if name not in cache:
-            cache[name] = make_featurizer(name).transform(conversations)
+            featurizer = LEGACY_PARTS[name]() if name in LEGACY_PARTS else make_featurizer(name)
+            cache[name] = featurizer.transform(conversations)
         parts.append(cache[name])
     if len(parts) == 1:
         return parts[0]
@@ -95,6 +113,8 @@ def _featurize(conversations: list[Conversation], spec: str, cache: dict[str, An
 def model_factory(model: str, Cs: Sequence[float], seed: int, n_jobs: int = 1
                   ) -> tuple[str, Callable[[], BaseEstimator]]:
     """(featurizer spec, estimator factory) for a model name of the benchmark."""
+    if model in BASELINES:
+        return "", lambda: DummyClassifier(strategy=BASELINES[model], random_state=seed)  # type: ignore[arg-type]
     if model == "appendix-d":
         return _APPENDIX_D_FEATURES, lambda: Pipeline([("lr", LogisticRegression(max_iter=2000))])
 
@@ -165,7 +185,16 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
                                 "n": len(y), **row})
     return {"results": results, "paper": [dict(r) for r in PAPER_ROWS if r["dataset"] in config.datasets],
             "labels": list(LABELS), "label_rule": "SPUR Appendix B (annotator means, cut at first contradiction)",
-            "models": {"appendix-d": f"plain LogisticRegression on {_APPENDIX_D_FEATURES} features (our reading of "
-                                     "SPUR Appendix D; MiniLM stands in for ada-002)",
-                       "other": "featurizer + one-vs-rest class-balanced liblinear LogisticRegression, C by "
-                                "3-fold stratified CV (convmon's distill recipe)"}}
+            "models": MODEL_NOTES}
+
+
+MODEL_NOTES: dict[str, str] = {
+    "majority": "baseline: always the training split's most frequent label",
+    "stratified": "baseline: a random label with the training split's label frequencies",
+    "hashing@char3-5": "the hashing featurizer as before issue #18 (char_wb 3-5-grams; now 4-grams), same recipe",
+    "shape": "conversation length (log turns, log user turns) as two extra columns",
+    "appendix-d": f"plain LogisticRegression on {_APPENDIX_D_FEATURES} features (our reading of SPUR Appendix D; "
+                  "MiniLM stands in for ada-002)",
+    "other": "featurizer + one-vs-rest class-balanced liblinear LogisticRegression, C by 3-fold stratified CV "
+             "(convmon's distill recipe)",
+}
