@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint install clean bench
+.PHONY: demo test lint install clean bench soak-ci
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The 10-minute soak (RSS flat after warm-up, worker keeps up); plot + JSON in var/soak-ci/.
+soak-ci: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak tests/soak
 
 # Reruns every benchmark (about 40 minutes on 2 cores) and rewrites docs/benchmarks.md.
 bench: $(STAMP)

@@ -129,11 +129,13 @@ def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL
 def soak(
     minutes: Annotated[float, typer.Option(help="How long to run.")] = 10.0,
     rate: Annotated[float, typer.Option(help="Conversations per second.")] = 10.0,
+    out: Annotated[Path | None, typer.Option(help="Directory for soak.json and soak-rss.png (default: the run's "
+                                                  "temporary directory, printed).")] = None,
 ) -> None:
-    """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time."""
+    """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time (JSON + PNG)."""
     from monitor.tools.soak import soak as run
 
-    run(minutes, rate)
+    run(minutes, rate, out_dir=out)
 
 
 @app.command()
