@@ -64,8 +64,11 @@ console = Console(stderr=True)
 
 
 def _logging(verbose: bool) -> None:
+    from monitor.judge.logsafe import install_log_safety
+
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_safety()  # no credentials from OPENAI_BASE_URL in any log line
 
 
 @app.command()

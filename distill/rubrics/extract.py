@@ -168,7 +168,7 @@ async def extract_patterns(
     on_done: Callable[[], None] | None = None,
 ) -> ExtractionResult:
     """One extraction call per conversation, concurrently (the judge client bounds concurrency)."""
-    redactor = Redactor(settings.pii_extra_patterns)
+    redactor = Redactor.from_settings(settings.judge)
     result = ExtractionResult(patterns=[])
 
     async def one(item: Labeled) -> None:

@@ -46,7 +46,7 @@ async def score_matrix(
     """(conversations x items) judge scores in [0, 10]; a row is NaN when the answer never parsed."""
     scorer_cls = {"spur": SpurScorer, "likert": LikertScorer}[mode]
     scorer = scorer_cls(settings, llm, Metrics(CollectorRegistry()), items, model=model)  # type: ignore[arg-type]
-    redactor = Redactor(settings.pii_extra_patterns)
+    redactor = Redactor.from_settings(settings.judge)
     out = np.full((len(conversations), len(items)), np.nan)
     column = {item.id: j for j, item in enumerate(items)}
 

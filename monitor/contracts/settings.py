@@ -10,7 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Self, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -79,6 +88,9 @@ class StreamSettings(BaseModel):
     max_event_bytes: int = Field(default=1_000_000, ge=1024)
     max_turns: int = Field(default=200, ge=2)
     max_chars: int = Field(default=100_000, ge=100)
+    # Dead letters keep the original bytes only when this is set; by default they carry the redacted
+    # text, with the original size and the reason in headers.
+    dead_letter_raw: bool = False
 
 
 class JudgeSettings(BaseModel):
@@ -93,8 +105,8 @@ class JudgeSettings(BaseModel):
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("CONVMON_OPENAI_API_KEY", "OPENAI_API_KEY")
     )
-    openai_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("CONVMON_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    openai_base_url: str | None = Field(  # may carry user:pass@: never in a repr or a log
+        default=None, validation_alias=AliasChoices("CONVMON_OPENAI_BASE_URL", "OPENAI_BASE_URL"), repr=False
     )
     azure_api_version: str | None = None
     judge_concurrency: int = Field(default=8, ge=1)
@@ -106,6 +118,9 @@ class JudgeSettings(BaseModel):
     judge_timeout_s: float = Field(default=60.0, gt=0)
     judge_max_prompt_chars: int = Field(default=24_000, ge=1000)
     pii_extra_patterns: list[str] = Field(default_factory=list)
+    # Countries whose national-format phone numbers are redacted (phonenumbers' default regions, tried
+    # in order); international +CC numbers are redacted whatever this says.
+    pii_phone_regions: list[str] = Field(default_factory=lambda: ["US"])
     # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
     # to free text by itself on a 400), answer length cap, sampling temperature, retry backoff.
     judge_structured_output: bool = True
@@ -113,6 +128,17 @@ class JudgeSettings(BaseModel):
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     judge_backoff_base_s: float = Field(default=0.5, ge=0.0)
     judge_backoff_max_s: float = Field(default=30.0, ge=0.0)
+
+    @field_validator("pii_phone_regions")
+    @classmethod
+    def _check_phone_regions(cls, regions: list[str]) -> list[str]:
+        import phonenumbers  # here, not at import: settings load must stay light
+
+        out = [r.strip().upper() for r in regions]
+        unknown = [r for r in out if r not in phonenumbers.SUPPORTED_REGIONS]
+        if unknown:
+            raise ValueError(f"unknown region codes {unknown}: use ISO 3166 alpha-2 codes such as US, GB, DE")
+        return out
 
     @property
     def judge_configured(self) -> bool:

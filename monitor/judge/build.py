@@ -38,7 +38,7 @@ def build_judge(
     """The judge the settings ask for; see the module docstring for the cases."""
     if not settings.judge_configured:
         return SimulatedJudge(rubric)
-    redactor = Redactor(settings.pii_extra_patterns)
+    redactor = Redactor.from_settings(settings.judge)
     client = JudgeClient(settings, metrics, http_client=http_client)
     models = list(settings.judge_models) or [settings.judge_model]
     size = max(len(models), settings.judge_jury_size)

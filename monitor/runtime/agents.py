@@ -30,7 +30,7 @@ TOPIC_CHECK_INTERVAL_S = 10.0
 def register_agents(app: faust.App, topics: Topics, p: Pipeline) -> None:
     s = p.settings
     limits = ses.Limits(max_turns=s.max_turns, max_chars=s.max_chars)
-    dlq = DeadLetters(topics.dead_letters, p.metrics)
+    dlq = DeadLetters(topics.dead_letters, p.metrics, redactor=p.redactor, keep_raw=p.settings.dead_letter_raw)
     sessions = app.Table("sessions", partitions=s.topic_partitions)
     counted = app.Table("scored", partitions=s.topic_partitions)  # dedup window: (scorer, id) -> time
 
