@@ -198,19 +198,26 @@ def register_agents(app: faust.App, topics: Topics, p: Pipeline) -> None:
 
 
 def register_lag_timer(app: faust.App, topics: Topics, p: Pipeline, interval_s: float = 5.0) -> None:
-    from monitor.stages.export import update_consumer_lag
+    from monitor.stages.export import update_consumer_lag, update_partition_progress
 
     names = [t.get_topic_name() for t in (topics.events, topics.conversations, topics.judge, topics.scores,
                                           topics.labels)]
 
+    owned: set[tuple[str, int]] = set()
+
     @app.timer(interval_s)
     async def consumer_lag() -> None:
+        nonlocal owned
         lags = dict.fromkeys(names, 0)
+        progress: dict[tuple[str, int], tuple[int, int]] = {}
         read = app.consumer._read_offset  # faust keeps no public accessor for the read position
         for tp in app.consumer.assignment():
             high = app.consumer.highwater(tp)
             if tp.topic in lags and high is not None:
                 position = read.get(tp)
-                lags[tp.topic] += max(0, high - (position + 1 if position is not None else 0))
+                nxt = position + 1 if position is not None else 0
+                lags[tp.topic] += max(0, high - nxt)
+                progress[(tp.topic, tp.partition)] = (high - nxt, nxt)
         for topic, lag in lags.items():
             update_consumer_lag(p.metrics, topic, lag)
+        owned = update_partition_progress(p.metrics, progress, owned)
