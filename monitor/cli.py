@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import logging
 import signal
@@ -74,13 +73,12 @@ def _logging(verbose: bool) -> None:
 @app.command()
 def broker(port: Annotated[int, typer.Option(help="Port to listen on.")] = 9092,
            host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1") -> None:
-    """Run the embedded Tansu broker until Ctrl-C (development and demos only)."""
-    from monitor.runtime.broker import EmbeddedBroker
+    """Run the embedded Tansu broker until Ctrl-C or SIGTERM, which stop it too (development and demos only)."""
+    from monitor.runtime.broker import EmbeddedBroker, serve_until_signalled
 
-    with EmbeddedBroker(host=host, port=port) as b:
-        console.print(f"broker ready on [bold]{b.url}[/bold]; Ctrl-C to stop")
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    signum = serve_until_signalled(EmbeddedBroker(host=host, port=port), on_ready=lambda b: console.print(
+        f"broker ready on [bold]{b.url}[/bold] (pid {b.pid}); Ctrl-C to stop"))
+    console.print(f"broker stopped ({signal.Signals(signum).name})")
 
 
 @app.command()
