@@ -181,6 +181,10 @@ def test_dead_letters_are_redacted_unless_raw_is_allowed() -> None:
     raw = b'{"type":"turn","text":"card 4111.1111.1111.1111, mail bob@example.com"} \xff\xfe'
     redacted = redact_dead_letter(raw, Redactor())
     assert redacted == b'{"type":"turn","text":"card [CARD], mail [EMAIL]"} \xff\xfe'  # invalid UTF-8 kept
+    # JSON: ids survive (this one passes Luhn), text and metadata do not
+    event = b'{"conversation_id": "4111111111111111", "text": "call 415 555 0123", "metadata": {"u": "a@b.io"}}'
+    assert redact_dead_letter(event, Redactor()) == (
+        b'{"conversation_id":"4111111111111111","text":"call [PHONE]","metadata":{"u":"[EMAIL]"}}')
     assert redact_dead_letter(raw, Redactor(), keep_raw=True) == raw
     clean = b'{"type":"turn","text":"nothing to hide"}'
     assert redact_dead_letter(clean, Redactor()) == clean

@@ -21,6 +21,7 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
 
+import orjson
 import phonenumbers
 
 from monitor.contracts.errors import ConfigError
@@ -207,11 +208,35 @@ def redact_conversation(conversation: Conversation, redactor: Redactor | None = 
     return (redactor or Redactor()).redact_conversation(conversation)
 
 
+# Fields of convmon's event and conversation JSON that identify a record rather than carry user text:
+# a dead letter keeps them, so it can still be traced and replayed (a numeric id may pass Luhn).
+ID_FIELDS = frozenset({"type", "conversation_id", "turn_index", "index", "role", "timestamp", "ended_at"})
+JSONValue = dict[str, "JSONValue"] | list["JSONValue"] | str | int | float | bool | None
+
+
+def _redact_json(value: JSONValue, redactor: Redactor) -> JSONValue:
+    if isinstance(value, str):
+        return redactor.redact(value)
+    if isinstance(value, list):
+        return [_redact_json(v, redactor) for v in value]
+    if isinstance(value, dict):
+        return {k: v if k in ID_FIELDS else _redact_json(v, redactor) for k, v in value.items()}
+    return value
+
+
 def redact_dead_letter(raw: bytes, redactor: Redactor, *, keep_raw: bool = False) -> bytes:
     """What a dead letter carries: the original bytes only when ``dead_letter_raw`` allows it, else the
-    redacted text. Bytes that are not UTF-8 pass through unchanged (surrogateescape), so the record keeps
-    its shape and any ASCII PII inside a binary or Latin-1 payload is still found."""
+    redacted record. A record with nothing to redact stays byte for byte; a JSON record is redacted
+    field by field (ids kept); anything else as text, with bytes that are not UTF-8 passed through
+    (surrogateescape) so ASCII PII inside a binary or Latin-1 payload is still found."""
     if keep_raw:
         return raw
     text = raw.decode("utf-8", "surrogateescape")
-    return redactor.redact(text).encode("utf-8", "surrogateescape")
+    redacted = redactor.redact(text)
+    if redacted == text:
+        return raw
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return redacted.encode("utf-8", "surrogateescape")
+    return orjson.dumps(_redact_json(document, redactor))

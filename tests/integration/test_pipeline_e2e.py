@@ -43,8 +43,9 @@ MALFORMED: list[tuple[bytes, str]] = [
     (PII_EVENT := b'{"conversation_id": "m6", "turn_index": 0, "role": "robot", "text": "card 4111.1111.1111.1111, '
                   b'mail bob@example.com", "timestamp": 1}', "invalid_schema"),
 ]
-PII_REDACTED = b'{"conversation_id": "m6", "turn_index": 0, "role": "robot", "text": "card [CARD], mail [EMAIL]", ' \
-               b'"timestamp": 1}'
+# a JSON record is redacted field by field (ids kept) and re-encoded compactly
+PII_REDACTED = (b'{"conversation_id":"m6","turn_index":0,"role":"robot","text":"card [CARD], mail [EMAIL]",'
+                b'"timestamp":1}')
 
 
 def collect_dead_letters(bootstrap: str, topic: str, expected: int, timeout: float = 30.0) -> list:
