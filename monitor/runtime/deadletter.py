@@ -3,6 +3,7 @@ headers, so nothing is ever lost silently and no PII is kept where it is not all
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import faust
@@ -41,8 +42,9 @@ class DeadLetters:
         log.warning("dead letter from %s: %s", stage, reason)
         log.debug("dead letter detail: %s", detail)
         raw = raw or b""
-        value = redact_dead_letter(raw, self.redactor, keep_raw=self.keep_raw)
+        # off the event loop: redacting a record near the size limit takes a good part of a second
+        value = await asyncio.to_thread(redact_dead_letter, raw, self.redactor, keep_raw=self.keep_raw)
         if not self.keep_raw:
-            detail = self.redactor.redact(detail)
+            detail = self.redactor.redact(detail[:MAX_DETAIL])
         headers = dead_letter_headers(reason, detail, stage, size=len(raw), redacted=not self.keep_raw)
         await self.topic.send(key=key, value=value, headers=headers)
