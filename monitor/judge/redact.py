@@ -34,14 +34,15 @@ _EMAIL = re.compile(r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]++@[A-Za-z0-9\-]+(?
 # Obfuscated e-mails: "john[at]example[.]com", "john (at) example (dot) com", "john @ example.com",
 # "john dot doe at example dot com". A bracketed or spaced "@" is deliberate, so any alphabetic TLD
 # counts; the bare word " at " also occurs in prose, so it needs a spelled-out or bracketed dot in the
-# domain and a common or country TLD ("look at example.com" stays).
-_LABEL = r"[A-Za-z0-9%+\-_]+"
+# domain and a common or country TLD ("look at example.com" stays). At most 9 labels a side, taken
+# possessively: every word of "a dot b dot c ..." is a possible start, so the chains must be bounded.
+_LABEL = r"[A-Za-z0-9%+\-_]++"  # possessive: no separator is a label character, so nothing to give back
 _B_AT, _W_AT = r"\s*[\[({<]\s*(?:at|@)\s*[\])}>]\s*", r"\s+at\s+"
 _B_DOT, _W_DOT = r"\s*[\[({<]\s*(?:dot|\.)\s*[\])}>]\s*", r"\s+dot\s+"
 _DOT = rf"(?:{_B_DOT}|{_W_DOT}|\.)"
 _OBFUSCATED_EMAIL = re.compile(
-    rf"(?<![\w.@]){_LABEL}(?:{_DOT}{_LABEL})*(?P<at>{_B_AT}|{_W_AT}|\s+@\s*|\s*@\s+)"
-    rf"(?P<domain>{_LABEL}(?:{_DOT}{_LABEL})+)",
+    rf"(?<![\w.@%+\-]){_LABEL}(?:{_DOT}{_LABEL}){{0,8}}+(?P<at>{_B_AT}|{_W_AT}|\s+@\s*|\s*@\s+)"
+    rf"(?P<domain>{_LABEL}(?:{_DOT}{_LABEL}){{1,8}}+)",
     re.IGNORECASE,
 )
 _COMMON_TLD = re.compile(r"com|org|net|edu|gov|mil|info|biz|io|co|me|app|dev|ai|[a-z]{2}", re.IGNORECASE)
