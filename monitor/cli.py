@@ -132,11 +132,13 @@ def soak(
     rate: Annotated[float, typer.Option(help="Conversations per second.")] = 10.0,
     out: Annotated[Path | None, typer.Option(help="Directory for soak.json and soak-rss.png (default: the run's "
                                                   "temporary directory, printed).")] = None,
+    retrain_interval: Annotated[float, typer.Option(help="Seconds between retrainings in the worker (a large "
+                                                          "value isolates the stream's own memory).")] = 60.0,
 ) -> None:
     """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time (JSON + PNG)."""
     from monitor.tools.soak import soak as run
 
-    run(minutes, rate, out_dir=out)
+    run(minutes, rate, out_dir=out, retrain_interval_s=retrain_interval)
 
 
 @app.command()

@@ -113,7 +113,7 @@ def write_report(samples: list[Sample], summary: dict[str, Any], out_dir: Path, 
     return {"json": report, "plot": plot_rss(samples, out_dir / "soak-rss.png", title=title)}
 
 
-def _worker_env(broker_url: str, workdir: Path, port: int) -> dict[str, str]:
+def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: float) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
     env.update({
         "CONVMON_BROKER_URL": broker_url,
@@ -122,7 +122,7 @@ def _worker_env(broker_url: str, workdir: Path, port: int) -> dict[str, str]:
         "CONVMON_LABEL_STORE_URL": f"sqlite:///{workdir / 'labels.db'}",
         "CONVMON_METRICS_PORT": str(port),
         "CONVMON_SAMPLE_RATE": "0.2",
-        "CONVMON_RETRAIN_INTERVAL_S": "60",
+        "CONVMON_RETRAIN_INTERVAL_S": str(retrain_interval_s),
         "CONVMON_RETRAIN_MIN_LABELS": "50",
         "CONVMON_REGISTRY_POLL_S": "5",
         "CONVMON_IDLE_TIMEOUT_S": "10",
@@ -174,7 +174,8 @@ async def _load(settings: Settings, rate: float, duration_s: float, url: str, in
     return samples
 
 
-def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path | None = None) -> dict[str, Any]:
+def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path | None = None,
+         retrain_interval_s: float = 60.0) -> dict[str, Any]:
     """Run the soak; print a table of samples and the JSON summary, write the report, return the summary."""
     workdir = Path(tempfile.mkdtemp(prefix="convmon-soak-"))
     out_dir = out_dir or workdir
@@ -184,7 +185,7 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
         settings = Settings(broker_url=broker.url, topic_prefix="convmon.")
         log = (workdir / "worker.log").open("wb")
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
-                                env=_worker_env(broker.url, workdir, port))
+                                env=_worker_env(broker.url, workdir, port, retrain_interval_s))
         try:
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
             samples = asyncio.run(_load(settings, rate, minutes * 60, url, interval_s))
