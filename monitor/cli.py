@@ -134,11 +134,13 @@ def soak(
                                                   "temporary directory, printed).")] = None,
     retrain_interval: Annotated[float, typer.Option(help="Seconds between retrainings in the worker (a large "
                                                           "value isolates the stream's own memory).")] = 60.0,
+    retention: Annotated[float | None, typer.Option(help="Seconds for closed_retention_s and dedup_window_s "
+                                                         "(default: the settings' 1 h and 2 days).")] = None,
 ) -> None:
     """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time (JSON + PNG)."""
     from monitor.tools.soak import soak as run
 
-    run(minutes, rate, out_dir=out, retrain_interval_s=retrain_interval)
+    run(minutes, rate, out_dir=out, retrain_interval_s=retrain_interval, retention_s=retention)
 
 
 @app.command()

@@ -113,7 +113,8 @@ def write_report(samples: list[Sample], summary: dict[str, Any], out_dir: Path, 
     return {"json": report, "plot": plot_rss(samples, out_dir / "soak-rss.png", title=title)}
 
 
-def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: float) -> dict[str, str]:
+def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: float,
+                retention_s: float | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
     env.update({
         "CONVMON_BROKER_URL": broker_url,
@@ -127,6 +128,8 @@ def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: f
         "CONVMON_REGISTRY_POLL_S": "5",
         "CONVMON_IDLE_TIMEOUT_S": "10",
     })
+    if retention_s is not None:  # tombstones and dedup entries expire this soon: their state's steady size
+        env["CONVMON_CLOSED_RETENTION_S"] = env["CONVMON_DEDUP_WINDOW_S"] = str(retention_s)
     return env
 
 
@@ -175,8 +178,13 @@ async def _load(settings: Settings, rate: float, duration_s: float, url: str, in
 
 
 def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path | None = None,
-         retrain_interval_s: float = 60.0) -> dict[str, Any]:
-    """Run the soak; print a table of samples and the JSON summary, write the report, return the summary."""
+         retrain_interval_s: float = 60.0, retention_s: float | None = None) -> dict[str, Any]:
+    """Run the soak; print a table of samples and the JSON summary, write the report, return the summary.
+
+    ``retention_s`` shortens ``closed_retention_s`` and ``dedup_window_s`` (1 hour and 2 days by default):
+    state kept for a window grows until the window is full, so a short soak is only flat after warm-up
+    when its windows are shorter than the run.
+    """
     workdir = Path(tempfile.mkdtemp(prefix="convmon-soak-"))
     out_dir = out_dir or workdir
     port = free_port()
@@ -185,7 +193,7 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
         settings = Settings(broker_url=broker.url, topic_prefix="convmon.")
         log = (workdir / "worker.log").open("wb")
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
-                                env=_worker_env(broker.url, workdir, port, retrain_interval_s))
+                                env=_worker_env(broker.url, workdir, port, retrain_interval_s, retention_s))
         try:
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
             samples = asyncio.run(_load(settings, rate, minutes * 60, url, interval_s))
