@@ -217,7 +217,8 @@ def register_lag_timer(app: faust.App, topics: Topics, p: Pipeline, interval_s: 
                 position = read.get(tp)
                 nxt = position + 1 if position is not None else 0
                 lags[tp.topic] += max(0, high - nxt)
-                progress[(tp.topic, tp.partition)] = (high - nxt, nxt)
+                if position is not None:  # nothing read since assignment: no position to judge a stall by
+                    progress[(tp.topic, tp.partition)] = (high - nxt, nxt)
         for topic, lag in lags.items():
             update_consumer_lag(p.metrics, topic, lag)
         owned = update_partition_progress(p.metrics, progress, owned)
