@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test faults lint typecheck install clean bench
+.PHONY: demo test faults soak-ci lint typecheck install clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,10 +25,14 @@ demo: $(STAMP)
 # which .ci/run also runs); the fast subset: .venv/bin/python -m pytest -m "not integration and not faults".
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not faults"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not faults and not soak"
 
 faults: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m faults
+
+# The 10-minute soak (RSS flat after warm-up, worker keeps up); plot + JSON in var/soak-ci/.
+soak-ci: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak tests/soak
 
 # Reruns every benchmark (about 40 minutes on 2 cores) and rewrites docs/benchmarks.md.
 bench: $(STAMP)

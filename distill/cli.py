@@ -27,6 +27,7 @@ from distill.train import dataset_from_records, read_jsonl
 from monitor.contracts.errors import ConvmonError
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
+from monitor.judge.logsafe import install_log_safety
 
 app = typer.Typer(help="Distilled per-rubric classifiers: train, evaluate, publish.", no_args_is_help=True)
 EXIT = {"promoted": 0, "rejected": 2, "skipped": 3}
@@ -71,6 +72,7 @@ def train(
     console = Console(stderr=schedule)
     if schedule:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        install_log_safety()  # the openai featurizer's base URL may carry credentials
     try:
         settings = _settings(ctx, {"label_store_url": store_url, "rubric_set": rubric, "featurizer": featurizer,
                                    "model_registry": registry, "distill_report_dir": report_dir})

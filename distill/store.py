@@ -88,7 +88,8 @@ class LabelRecord(BaseModel):
             rubric_version=score.rubric_version, judge=score.judge, model_version=score.model_version,
             turns=[t.model_copy(update={"text": redact(t.text) or "[redacted]"}) for t in conversation.turns],
             items=score.items, R=score.R, thumbs=feedback.thumbs if feedback else None,
-            csat=feedback.csat if feedback else None, metadata=conversation.metadata, labelled_at=score.scored_at,
+            csat=feedback.csat if feedback else None, labelled_at=score.scored_at,
+            metadata={key: redact(value) for key, value in conversation.metadata.items()},
             ended_at=conversation.ended_at,
         )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import logging
 import signal
@@ -61,20 +60,22 @@ console = Console(stderr=True)
 
 
 def _logging(verbose: bool) -> None:
+    from monitor.judge.logsafe import install_log_safety
+
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_safety()  # no credentials from OPENAI_BASE_URL in any log line
 
 
 @app.command()
 def broker(port: Annotated[int, typer.Option(help="Port to listen on.")] = 9092,
            host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1") -> None:
-    """Run the embedded Tansu broker until Ctrl-C (development and demos only)."""
-    from monitor.runtime.broker import EmbeddedBroker
+    """Run the embedded Tansu broker until Ctrl-C or SIGTERM, which stop it too (development and demos only)."""
+    from monitor.runtime.broker import EmbeddedBroker, serve_until_signalled
 
-    with EmbeddedBroker(host=host, port=port) as b:
-        console.print(f"broker ready on [bold]{b.url}[/bold]; Ctrl-C to stop")
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    signum = serve_until_signalled(EmbeddedBroker(host=host, port=port), on_ready=lambda b: console.print(
+        f"broker ready on [bold]{b.url}[/bold] (pid {b.pid}); Ctrl-C to stop"))
+    console.print(f"broker stopped ({signal.Signals(signum).name})")
 
 
 @app.command()
@@ -127,11 +128,17 @@ def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL
 def soak(
     minutes: Annotated[float, typer.Option(help="How long to run.")] = 10.0,
     rate: Annotated[float, typer.Option(help="Conversations per second.")] = 10.0,
+    out: Annotated[Path | None, typer.Option(help="Directory for soak.json and soak-rss.png (default: the run's "
+                                                  "temporary directory, printed).")] = None,
+    retrain_interval: Annotated[float, typer.Option(help="Seconds between retrainings in the worker (a large "
+                                                          "value isolates the stream's own memory).")] = 60.0,
+    retention: Annotated[float | None, typer.Option(help="Seconds for closed_retention_s and dedup_window_s "
+                                                         "(default: the settings' 1 h and 2 days).")] = None,
 ) -> None:
-    """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time."""
+    """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time (JSON + PNG)."""
     from monitor.tools.soak import soak as run
 
-    run(minutes, rate)
+    run(minutes, rate, out_dir=out, retrain_interval_s=retrain_interval, retention_s=retention)
 
 
 @app.command()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -8,7 +10,7 @@ from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import REPO_ROOT
-from monitor.stages.export import DimensionLabels, Exporter, update_consumer_lag
+from monitor.stages.export import DimensionLabels, Exporter, update_consumer_lag, update_partition_progress
 
 DIMS = ["app", "locale", "model_version"]
 
@@ -167,3 +169,26 @@ def test_default_rubric_set_exports_every_item() -> None:
     got = {s.labels["rubric"] for f in m.registry.collect() if f.name == "convmon_rubric_verdicts"
            for s in f.samples if s.name.endswith("_total")}
     assert got == set(rubric.item_ids)
+
+
+def test_score_delay_from_the_conversation_end(rubric: RubricSet) -> None:
+    exporter, m = make_exporter(rubric)
+    exporter.observe(make_score(ended_at=time.time() - 42.0))
+    exporter.observe(make_score("llm", conversation_id="c2", ended_at=time.time() + 30))  # producer clock ahead
+    exporter.observe(make_score(conversation_id="c3"))  # no end time: not observed
+    assert sample(m, "convmon_score_delay_seconds_count", scorer="distilled") == 1
+    assert sample(m, "convmon_score_delay_seconds_bucket", scorer="distilled", le="30.0") == 0
+    assert sample(m, "convmon_score_delay_seconds_bucket", scorer="distilled", le="60.0") == 1
+    assert sample(m, "convmon_score_delay_seconds_sum", scorer="llm") == 0.0
+
+
+def test_partition_progress_drops_the_series_of_lost_partitions() -> None:
+    m = Metrics(CollectorRegistry())
+    owned = update_partition_progress(m, {("ev", 0): (5, 100), ("ev", 1): (0, 7)}, set())
+    assert sample(m, "convmon_consumer_partition_lag_messages", topic="ev", partition="0") == 5
+    assert sample(m, "convmon_consumer_partition_position", topic="ev", partition="1") == 7
+    owned = update_partition_progress(m, {("ev", 1): (-3, 9)}, owned)  # partition 0 went to another worker
+    assert owned == {("ev", 1)}
+    assert sample(m, "convmon_consumer_partition_lag_messages", topic="ev", partition="0") is None
+    assert sample(m, "convmon_consumer_partition_position", topic="ev", partition="0") is None
+    assert sample(m, "convmon_consumer_partition_lag_messages", topic="ev", partition="1") == 0

@@ -1,10 +1,18 @@
+"""PII redaction: a test per format, property tests for cards and IBANs, metadata, dead letters, settings."""
+
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
-from monitor.judge.redact import Redactor, luhn_valid, redact_conversation
+from monitor.contracts.settings import load_settings
+from monitor.judge.redact import Redactor, iban_valid, luhn_valid, redact_conversation, redact_dead_letter
 
 
 @pytest.mark.parametrize(
@@ -12,9 +20,27 @@ from monitor.judge.redact import Redactor, luhn_valid, redact_conversation
     [
         ("write to jane.doe+x@mail.example.co.uk today", "write to [EMAIL] today"),
         ("call +1 (415) 555-0100 now", "call [PHONE] now"),
-        ("tel 020 7946 0958", "tel [PHONE]"),
+        ("tel +44 20 7946 0958", "tel [PHONE]"),
         ("card 4111 1111 1111 1111.", "card [CARD]."),
         ("card 5500-0000-0000-0004", "card [CARD]"),
+        ("card 4111.1111.1111.1111 please", "card [CARD] please"),
+        ("card 4111111111111111", "card [CARD]"),
+        ("amex 3782 822463 10005", "amex [CARD]"),
+        ("ref 12 4111 1111 1111 1111 7", "ref 12 [CARD] 7"),  # neighbouring digits do not hide it
+        ("iban DE89 3704 0044 0532 0130 00 is mine", "iban [IBAN] is mine"),
+        ("iban gb82west12345698765432.", "iban [IBAN]."),
+        ("not an iban GB82 WEST 1234 5698 7654 33", "not an iban GB82 WEST 1234 5698 7654 33"),  # bad checksum
+        ("call me at 4155550100", "call me at [PHONE]"),  # a bare national number, default region US
+        ("or 415.555.0123", "or [PHONE]"),
+        ("ticket 1234567890 closed", "ticket 1234567890 closed"),  # not a valid US number
+        ("write john dot doe at example dot com", "write [EMAIL]"),
+        ("write john[at]example[.]com", "write [EMAIL]"),
+        ("write john (at) example (dot) co (dot) uk", "write [EMAIL]"),
+        ("write John {AT} Example {DOT} org", "write [EMAIL]"),
+        ("write john @ example.com", "write [EMAIL]"),
+        ("look at example.com", "look at example.com"),  # prose, not an address
+        ("meet [at] noon", "meet [at] noon"),
+        ("version 1.2.3 released", "version 1.2.3 released"),
         ("order 4111 1111 1111 1112", "order 4111 1111 1111 1112"),  # fails Luhn: not a card
         ("server 10.0.0.254 is down", "server [IP] is down"),
         ("v6 2001:db8::ff00:42:8329 ok", "v6 [IP] ok"),
@@ -66,3 +92,113 @@ def test_a_turn_that_is_all_pii_stays_valid() -> None:
     )
     redactor = Redactor([r"^x$"])
     assert redactor.redact_conversation(conversation).turns[0].text == "[REDACTED]"
+
+
+def test_national_numbers_follow_the_configured_regions() -> None:
+    assert Redactor().redact("tel 020 7946 0958") == "tel 020 7946 0958"  # not a US number
+    assert Redactor(phone_regions=["GB"]).redact("tel 020 7946 0958") == "tel [PHONE]"
+    both = Redactor(phone_regions=["US", "GB"])
+    assert both.redact("tel 020 7946 0958 or 415 555 0123") == "tel [PHONE] or [PHONE]"
+    assert Redactor(phone_regions=[]).redact("call 4155550100 or +1 415 555 0123") == "call 4155550100 or [PHONE]"
+
+
+def test_phone_regions_setting_is_validated_and_read() -> None:
+    settings = load_settings(pii_phone_regions=["gb", "DE"])
+    assert settings.pii_phone_regions == ["GB", "DE"]
+    assert Redactor.from_settings(settings.judge).phone_regions == ["GB", "DE"]
+    with pytest.raises(ConfigError, match="pii_phone_regions"):
+        load_settings(pii_phone_regions=["XX"])
+    with pytest.raises(ConfigError, match="unknown region codes"):
+        Redactor(phone_regions=["Mars"])
+
+
+def test_iban_checksum() -> None:
+    assert iban_valid("GB82WEST12345698765432") and iban_valid("de89370400440532013000")
+    assert not iban_valid("GB82WEST12345698765433") and not iban_valid("GB82")
+
+
+def _luhn_complete(body: str) -> str:
+    """The body plus the check digit that makes it Luhn-valid."""
+    return next(body + d for d in "0123456789" if luhn_valid(body + d))
+
+
+def _grouped(digits: str, sizes: list[int], separator: str) -> str:
+    groups, i = [], 0
+    for size in sizes:
+        if i >= len(digits):
+            break
+        groups.append(digits[i:i + size])
+        i += size
+    if i < len(digits):
+        groups.append(digits[i:])
+    return separator.join(groups)
+
+
+WORDS = st.lists(st.sampled_from(["card", "my", "is", "thanks", "pay", "with", "ok", "number:", "(", ")"]),
+                 max_size=4).map(" ".join)
+SEPARATORS = st.sampled_from(["", " ", "-", ".", "/", "_"])
+
+
+@given(body=st.text("0123456789", min_size=12, max_size=18), sizes=st.lists(st.integers(1, 6), max_size=8),
+       separator=SEPARATORS, before=WORDS, after=WORDS)
+def test_every_luhn_valid_number_in_any_grouping_is_redacted(body: str, sizes: list[int], separator: str,
+                                                             before: str, after: str) -> None:
+    card = _grouped(_luhn_complete(body), sizes or [4], separator)
+    redacted = Redactor().redact(f"{before} {card} {after}")
+    assert card not in redacted and "[CARD]" in redacted
+
+
+@given(digits=st.text("0123456789", min_size=13, max_size=19), before=WORDS, after=WORDS)
+def test_digit_runs_that_fail_luhn_are_left_alone(digits: str, before: str, after: str) -> None:
+    assume(not luhn_valid(digits))
+    text = f"{before} order {digits} {after}"
+    assert Redactor(phone_regions=[]).redact(text) == text
+
+
+@given(country=st.sampled_from(["DE", "GB", "FR", "NL", "ES", "IT", "CH"]),
+       bban=st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=11, max_size=26),
+       spaced=st.booleans(), lower=st.booleans())
+def test_every_checksum_valid_iban_is_redacted(country: str, bban: str, spaced: bool, lower: bool) -> None:
+    check = 98 - int("".join(str(int(ch, 36)) for ch in bban + country + "00")) % 97
+    iban = f"{country}{check:02d}{bban}"
+    assert iban_valid(iban)
+    shown = " ".join(iban[i:i + 4] for i in range(0, len(iban), 4)) if spaced else iban
+    shown = shown.lower() if lower else shown
+    redacted = Redactor().redact(f"transfer to {shown} today")
+    assert redacted == "transfer to [IBAN] today"
+
+
+def test_metadata_is_redacted_with_the_turns() -> None:
+    conversation = Conversation.model_validate({
+        "conversation_id": "c-1", "metadata": {"app": "web", "user": "bob@example.com", "note": "call 4155550100"},
+        "turns": [{"index": 0, "role": "user", "text": "hi"}],
+    })
+    assert Redactor().redact_conversation(conversation).metadata == {
+        "app": "web", "user": "[EMAIL]", "note": "call [PHONE]"}
+
+
+def test_dead_letters_are_redacted_unless_raw_is_allowed() -> None:
+    raw = b'{"type":"turn","text":"card 4111.1111.1111.1111, mail bob@example.com"} \xff\xfe'
+    redacted = redact_dead_letter(raw, Redactor())
+    assert redacted == b'{"type":"turn","text":"card [CARD], mail [EMAIL]"} \xff\xfe'  # invalid UTF-8 kept
+    # JSON: ids survive (this one passes Luhn), text and metadata do not
+    event = b'{"conversation_id": "4111111111111111", "text": "call 415 555 0123", "metadata": {"u": "a@b.io"}}'
+    assert redact_dead_letter(event, Redactor()) == (
+        b'{"conversation_id":"4111111111111111","text":"call [PHONE]","metadata":{"u":"[EMAIL]"}}')
+    assert redact_dead_letter(raw, Redactor(), keep_raw=True) == raw
+    clean = b'{"type":"turn","text":"nothing to hide"}'
+    assert redact_dead_letter(clean, Redactor()) == clean
+
+
+@pytest.mark.timeout(30)  # a hang guard, not a speed target: linear is 0.1 s, the old quadratic scan a minute
+def test_long_runs_without_pii_cost_linear_time() -> None:
+    """A 300k-character word used to take a minute (the e-mail pattern re-scanned it from every position)."""
+    assert Redactor().redact("x" * 300_000) == "x" * 300_000
+    assert Redactor().redact("a." * 100_000 + "b") == "a." * 100_000 + "b"
+    assert Redactor().redact("john dot " * 30_000) == "john dot " * 30_000
+    assert Redactor().redact("1-" * 50_000) == "1-" * 50_000
+
+
+def test_long_digit_runs_cost_linear_time() -> None:
+    text = " ".join(str(random.Random(0).randrange(10)) for _ in range(50_000))
+    assert len(re.findall(r"\[CARD\]", Redactor(phone_regions=[]).redact(text))) > 0

@@ -174,7 +174,7 @@ async def extract_patterns(
     on_done: Callable[[], None] | None = None,
 ) -> ExtractionResult:
     """One extraction call per conversation, concurrently (the judge client bounds concurrency)."""
-    redactor = Redactor(settings.pii_extra_patterns)
+    redactor = Redactor.from_settings(settings.judge)
     result = ExtractionResult(patterns=[], answers=len(data))
 
     async def one(item: Labeled) -> None:

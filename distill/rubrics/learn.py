@@ -217,7 +217,7 @@ def _cost(settings: Settings, model: str, prompt: int, output: int) -> float | N
 
 def plan_calls(settings: Settings, llm: CachingClient, data: list[Labeled], opts: LearnOptions) -> list[PlanRow]:
     """Calls and cost before running: extraction exactly, later stages as upper bounds."""
-    redactor = Redactor(settings.pii_extra_patterns)
+    redactor = Redactor.from_settings(settings.judge)
     rows, cached, prompt, conv_tokens = [], 0, 0, 0
     for item in data:
         messages = extraction_messages(settings, item, redactor, max_reasons=opts.max_reasons)

@@ -51,7 +51,7 @@ async def score_matrix(
     """
     scorer_cls = {"spur": SpurScorer, "likert": LikertScorer}[mode]
     scorer = scorer_cls(settings, llm, Metrics(CollectorRegistry()), items, model=model)  # type: ignore[arg-type]
-    redactor = Redactor(settings.pii_extra_patterns)
+    redactor = Redactor.from_settings(settings.judge)
     out = np.full((len(conversations), len(items)), np.nan)
     column = {item.id: j for j, item in enumerate(items)}
 

@@ -15,6 +15,8 @@ from monitor.contracts.rubric_set import RubricSet
 R_BUCKETS = (-60, -40, -30, -20, -10, -5, -2, 0, 2, 5, 10, 20, 30, 40, 60)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+# From a conversation's end to its score being counted: seconds (distilled) to an hour (judge backlog).
+DELAY_BUCKETS = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)
 BATCH_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -62,6 +64,14 @@ class Metrics:
             "convmon_duplicate_scores",
             "Score records dropped because that (conversation, scorer) was already counted.",
             ["scorer"],
+            registry=r,
+        )
+        self.score_delay = Histogram(
+            "convmon_score_delay_seconds",
+            "End-to-end latency: from a conversation's end (its end event's timestamp, or its last event when it "
+            "ended idle) to its score being counted, by scorer.",
+            ["scorer"],
+            buckets=DELAY_BUCKETS,
             registry=r,
         )
         self.dead_letters = Counter(
@@ -217,6 +227,18 @@ class Metrics:
         )
         self.consumer_lag = Gauge(
             "convmon_consumer_lag_messages", "Messages behind the log end, per topic.", ["topic"], registry=r
+        )
+        self.partition_lag = Gauge(
+            "convmon_consumer_partition_lag_messages",
+            "Messages behind the log end, per partition this worker owns (removed when it loses the partition).",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.partition_position = Gauge(
+            "convmon_consumer_partition_position",
+            "The next offset this worker reads, per partition it owns: flat while lag > 0 means a stalled partition.",
+            ["topic", "partition"],
+            registry=r,
         )
         # --- export (added for issue #5) -------------------------------------------------------
         self.scored_weight = Counter(

@@ -48,6 +48,7 @@ class ScoreRecord(BaseModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     feedback: dict[str, str | int] | None = None
     scored_at: float = Field(default_factory=time.time)
+    ended_at: float | None = None  # when the conversation ended (event time): convmon_score_delay_seconds
     latency_s: float = 0.0
     tokens: dict[str, int] = Field(default_factory=dict)
     cost_usd: float = 0.0
@@ -68,6 +69,7 @@ def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: 
         metadata=conversation.metadata,
         feedback=conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None,
         latency_s=latency_s,
+        ended_at=conversation.ended_at,
         **extra,
     )
 

@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_settings import (
@@ -157,6 +158,10 @@ class StreamSettings(BaseModel):
     event_batch: int = Field(default=1000, ge=1)  # events per hot-path batch (stream.take_events)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
 
+    # Dead letters keep the original bytes only when this is set; by default they carry the redacted
+    # text, with the original size and the reason in headers.
+    dead_letter_raw: bool = False
+
     @model_validator(mode="after")
     def _check_bounds(self) -> Self:
         """Every session, finished conversation and record must fit one produce request."""
@@ -182,8 +187,8 @@ class JudgeSettings(BaseModel):
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("CONVMON_OPENAI_API_KEY", "OPENAI_API_KEY")
     )
-    openai_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("CONVMON_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    openai_base_url: str | None = Field(  # may carry user:pass@: never in a repr or a log
+        default=None, validation_alias=AliasChoices("CONVMON_OPENAI_BASE_URL", "OPENAI_BASE_URL"), repr=False
     )
     azure_api_version: str | None = None
     judge_concurrency: int = Field(default=8, ge=1)
@@ -195,6 +200,9 @@ class JudgeSettings(BaseModel):
     judge_timeout_s: float = Field(default=60.0, gt=0)
     judge_max_prompt_chars: int = Field(default=24_000, ge=1000)
     pii_extra_patterns: StringList = Field(default_factory=list)
+    # Countries whose national-format phone numbers are redacted (phonenumbers' default regions, tried
+    # in order); international +CC numbers are redacted whatever this says.
+    pii_phone_regions: StringList = Field(default_factory=lambda: ["US"])
     # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
     # to free text by itself on a 400), answer length cap, sampling temperature, retry backoff.
     judge_structured_output: bool = True
@@ -206,6 +214,17 @@ class JudgeSettings(BaseModel):
     # the mode's schema; "strip_prose" also accepts one such object inside prose or a code fence (counted);
     # "lenient" = the tolerant free-text parser, for endpoints that cannot answer in JSON (counted).
     judge_answer_repair: Literal["none", "strip_prose", "lenient"] = "none"
+
+    @field_validator("pii_phone_regions")
+    @classmethod
+    def _check_phone_regions(cls, regions: list[str]) -> list[str]:
+        import phonenumbers  # here, not at import: settings load must stay light
+
+        out = [r.strip().upper() for r in regions]
+        unknown = [r for r in out if r not in phonenumbers.SUPPORTED_REGIONS]
+        if unknown:
+            raise ValueError(f"unknown region codes {unknown}: use ISO 3166 alpha-2 codes such as US, GB, DE")
+        return out
 
     @property
     def judge_configured(self) -> bool:

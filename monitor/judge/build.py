@@ -41,7 +41,7 @@ def build_judge(
     """The judge the settings ask for; see the module docstring for the cases."""
     if not settings.judge_configured:
         return SimulatedJudge(rubric)
-    redactor = Redactor(settings.pii_extra_patterns)
+    redactor = Redactor.from_settings(settings.judge)
     # the budget is booked in the label store's database: shared by every worker, kept across restarts
     client = JudgeClient(settings, metrics, http_client=http_client, ledger=SqlLedger(settings.label_store_url))
     models = list(settings.judge_models) or [settings.judge_model]

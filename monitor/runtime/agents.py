@@ -18,8 +18,9 @@ import faust
 from monitor.runtime.app import Topics
 from monitor.runtime.components import Components
 from monitor.runtime.topics import create_topics
+from monitor.stages.export import update_partition_progress
 from monitor.stages.hotpath import REKEYED, Input, Outputs, Send, is_rekeyed
-from monitor.stages.lag import lag_by_topic
+from monitor.stages.lag import lag_by_topic, partition_progress
 
 log = logging.getLogger(__name__)
 TOPIC_CHECK_INTERVAL_S = 10.0
@@ -113,12 +114,18 @@ def _headers(headers: object) -> list[tuple[str, bytes]]:
 def register_lag_timer(app: faust.App, topics: Topics, c: Components, interval_s: float = 5.0) -> None:
     names = [t.get_topic_name() for t in (topics.events, topics.judge, topics.labels)]
 
+    reported: set[tuple[str, int]] = set()
+
     @app.timer(interval_s)
     async def consumer_lag() -> None:
+        nonlocal reported
         owned = [(tp.topic, tp.partition) for tp in app.consumer.assignment()]
         high = {(tp.topic, tp.partition): app.consumer.highwater(tp) for tp in app.consumer.assignment()}
-        for topic, lag in lag_by_topic(owned, names, highwater=high, processed=processed_offsets(app)).items():
+        processed = processed_offsets(app)
+        for topic, lag in lag_by_topic(owned, names, highwater=high, processed=processed).items():
             c.pipeline.metrics.consumer_lag.labels(topic).set(lag)
+        reported = update_partition_progress(c.pipeline.metrics, partition_progress(owned, names, highwater=high,
+                                                                                    processed=processed), reported)
 
 
 def processed_offsets(app: faust.App) -> dict[tuple[str, int], int | None]:

@@ -10,10 +10,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
@@ -59,6 +62,15 @@ class EmbeddedBroker:
         self.port = port or free_port(host)
         self.log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def exit_code(self) -> int | None:
+        """None while the broker runs (or was never started)."""
+        return self._proc.poll() if self._proc is not None else None
 
     @property
     def bootstrap(self) -> str:
@@ -117,6 +129,40 @@ class EmbeddedBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _Stop(Exception):
+    """Raised by the signal handler to leave the wait loop from wherever it is."""
+
+
+def serve_until_signalled(broker: EmbeddedBroker, on_ready: Callable[[EmbeddedBroker], None]) -> int:
+    """Run ``broker`` until SIGINT or SIGTERM, then stop its Tansu child before returning the signal number.
+
+    SIGTERM's default action ends Python at once, without running ``finally`` blocks or context
+    managers, which left the child running; a handler turns both signals into an orderly stop.
+    A child that dies on its own is an error, not a silent hang.
+    """
+    received: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        raise _Stop
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        broker.start()
+        on_ready(broker)
+        while broker.exit_code is None:
+            time.sleep(0.5)
+        raise ConfigError(f"the embedded broker exited by itself with code {broker.exit_code}")
+    except _Stop:
+        return received[0]
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the stop
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        broker.stop()
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 async def _metadata_ok(bootstrap: str) -> None:

@@ -47,5 +47,6 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
                        clock=time.time)
     return Components(settings=s, pipeline=pipeline, hot=hot, judge=judge,
-                      dead_letters=DeadLetters(topics.dead_letters, pipeline.metrics, max_bytes=s.max_request_bytes),
+                      dead_letters=DeadLetters(topics.dead_letters, pipeline.metrics, max_bytes=s.max_request_bytes,
+                                               redactor=pipeline.redactor, keep_raw=s.dead_letter_raw),
                       ownership=Ownership(app, topics.events.get_topic_name()), tables=(sessions, scored))

@@ -1,22 +1,28 @@
-"""Sending dead letters (built by ``monitor.stages.deadletter``): counted, logged without their detail."""
+"""Sending dead letters (built by ``monitor.stages.deadletter``): counted, logged without their detail, and
+redacted unless ``dead_letter_raw`` allows the original bytes."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import faust
 
 from monitor.contracts.metrics import Metrics
-from monitor.stages.deadletter import DeadLetter, dead_letter
+from monitor.judge.redact import Redactor
+from monitor.stages.deadletter import DeadLetter, dead_letter, redacted
 
 log = logging.getLogger(__name__)
 
 
 class DeadLetters:
-    def __init__(self, topic: faust.TopicT, metrics: Metrics, *, max_bytes: int = 1_048_576) -> None:
+    def __init__(self, topic: faust.TopicT, metrics: Metrics, *, max_bytes: int = 1_048_576,
+                 redactor: Redactor | None = None, keep_raw: bool = False) -> None:
         self.topic = topic
         self.metrics = metrics
         self.max_bytes = max_bytes
+        self.redactor = redactor or Redactor()
+        self.keep_raw = keep_raw
 
     async def send(self, raw: bytes | None, key: bytes | None, *, reason: str, detail: str, stage: str) -> None:
         await self.send_letter(dead_letter(raw, key, reason=reason, detail=detail, stage=stage,
@@ -26,4 +32,6 @@ class DeadLetters:
         self.metrics.dead_letters.labels(letter.reason).inc()
         # The detail may quote user text: keep it out of INFO logs.
         log.warning("dead letter: %s", letter.reason)
+        if not self.keep_raw:  # off the event loop: a record near the size limit takes a good part of a second
+            letter = await asyncio.to_thread(redacted, letter, self.redactor, max_bytes=self.max_bytes)
         await self.topic.send(key=letter.key, value=letter.value, headers=letter.headers)

@@ -45,6 +45,7 @@ class Pipeline:
     store: LabelStore
     registry: ModelRegistry
     calibration: CalibrationScorer | None = None  # None: judge scores carry no satisfaction
+    redactor: Redactor | None = None  # PII redaction for the label store and dead letters
 
     def classify(self, conversations: list[Conversation]) -> list[ScoreRecord]:
         """Distilled scores for a batch; judge-sampled conversations are marked as shadows."""
@@ -137,13 +138,15 @@ def build_pipeline(
                         rubric=rubric, drift=drift, allowed_values=settings.dimension_values)
     judge = build_judge(settings, rubric, metrics, http_client=http_client)
     models = ModelRegistry(settings.model_registry)
-    store = LabelStore.from_settings(settings, redact=Redactor(settings.pii_extra_patterns).redact)
+    redactor = Redactor.from_settings(settings.judge)
+    store = LabelStore.from_settings(settings, redact=redactor.redact)
     scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s)
     labels = LabelSink(store.upsert_raw, metrics)
     calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
                                     poll_s=settings.registry_poll_s)
     pipeline = Pipeline(settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
-                        labels=labels, scorer=scorer, store=store, registry=models, calibration=calibration)
+                        labels=labels, scorer=scorer, store=store, registry=models, calibration=calibration,
+                        redactor=redactor)
     if calibration.maybe_reload(force=True):  # load (and import torch) now, not inside the first judge record
         pipeline._announce_calibration()
     for reason in ("no_model", "other_judge", "error"):

@@ -94,6 +94,6 @@ class DistilledScorer:
                 **common, "conversation_id": conversation.conversation_id, "items": items, "R": r_values[row],
                 "shadow": bool(shadow_flags[row]) if shadow_flags else False,
                 "sample_weight": float(sample_weights[row]) if sample_weights else 1.0,
-                "metadata": conversation.metadata, "feedback": feedback or None,
+                "metadata": conversation.metadata, "feedback": feedback or None, "ended_at": conversation.ended_at,
             }))
         return records

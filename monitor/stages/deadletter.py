@@ -4,12 +4,15 @@ The value is the original bytes, or a prefix of them when they would not fit one
 (``max_bytes``): the record itself must never be what crashes the agent. Headers (a public
 contract): ``convmon-reason`` (a bounded code), ``convmon-stage``, ``convmon-detail`` (may quote
 user text: never logged at INFO), ``convmon-original-bytes`` (the original size) and
-``convmon-truncated`` (``1`` when the value is a prefix).
+``convmon-truncated`` (``1`` when the value is a prefix) and, when PII redaction applies,
+``convmon-redacted``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from monitor.judge.redact import Redactor, redact_dead_letter
 
 MAX_DETAIL = 2000
 HEADROOM = 8192  # key, headers and the record batch's framing, inside the producer's max_request_size
@@ -36,5 +39,18 @@ def dead_letter(raw: bytes | None, key: bytes | None, *, reason: str, detail: st
         ("convmon-stage", stage.encode()),
         ("convmon-original-bytes", str(len(raw)).encode()),
         ("convmon-truncated", b"1" if len(value) < len(raw) else b"0"),
+        ("convmon-redacted", b"false"),
     ]
     return DeadLetter(key=key, value=value, headers=headers, reason=reason)
+
+
+def redacted(letter: DeadLetter, redactor: Redactor, *, max_bytes: int) -> DeadLetter:
+    """The letter as the topic may keep it when raw bytes are not allowed (``dead_letter_raw`` off): value
+    and detail redacted (ids kept; see ``redact_dead_letter``), still within the request limit."""
+    value = redact_dead_letter(letter.value, redactor)[: max(0, max_bytes - HEADROOM)]
+    def header(name: str, raw: bytes) -> bytes:
+        if name == "convmon-detail":
+            return redactor.redact(raw.decode("utf-8", "replace")).encode()
+        return b"true" if name == "convmon-redacted" else raw
+
+    return replace(letter, value=value, headers=[(k, header(k, v)) for k, v in letter.headers])

@@ -8,6 +8,7 @@ never blow up the series count: past the cap, new values are exported as ``other
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -157,6 +158,8 @@ class Exporter:
             m.satisfaction_sum.labels(score.scorer, *dims).inc(score.satisfaction)
             m.satisfaction_calibrated.labels(score.scorer, *dims).inc()  # the sum's denominator
         m.r_score.labels(score.scorer).observe(score.R)
+        if score.ended_at is not None:  # producer clocks may run ahead: never a negative delay
+            m.score_delay.labels(score.scorer).observe(max(0.0, time.time() - score.ended_at))
         if self.drift is not None:
             self.drift.observe(score)
 
@@ -168,3 +171,17 @@ def update_consumer_lag(metrics: Metrics, topic: str, lag: int | float) -> None:
     report 0 for a topic whose partitions were all revoked, or the old value lingers.
     """
     metrics.consumer_lag.labels(topic).set(max(0.0, float(lag)))
+
+
+def update_partition_progress(metrics: Metrics, progress: Mapping[tuple[str, int], tuple[int, int]],
+                              previous: set[tuple[str, int]]) -> set[tuple[str, int]]:
+    """Per-partition (lag, position) of the partitions this worker owns now; the series of partitions it
+    lost are removed (a lingering non-zero lag with a frozen position would look like a stall).
+    Returns the set to pass as ``previous`` next time."""
+    for topic, partition in previous - set(progress):
+        metrics.partition_lag.remove(topic, str(partition))
+        metrics.partition_position.remove(topic, str(partition))
+    for (topic, partition), (lag, position) in progress.items():
+        metrics.partition_lag.labels(topic, str(partition)).set(max(0, lag))
+        metrics.partition_position.labels(topic, str(partition)).set(position)
+    return set(progress)

@@ -4,7 +4,9 @@ It starts an embedded broker and one worker process (simulated judge, periodic r
 every agent runs), produces simulated conversations at ``rate`` per second, and every
 ``interval_s`` samples the worker's /metrics: conversations exported, consumer lag and resident
 memory. The summary says whether the worker kept up (lag back near zero at the end) and whether
-memory stayed bounded (RSS growth over the second half of the run). Not part of CI.
+memory stayed bounded (RSS growth over the second half of the run). It writes ``soak.json``
+(summary and every sample) and ``soak-rss.png`` (RSS and lag over time) to ``out_dir``. CI runs a
+10-minute version (``make soak-ci``, pytest marker ``soak``).
 """
 
 from __future__ import annotations
@@ -76,7 +78,43 @@ def summarize(samples: list[Sample], *, rate: float) -> dict[str, Any]:
     }
 
 
-def _worker_env(broker_url: str, workdir: Path, port: int) -> dict[str, str]:
+def plot_rss(samples: list[Sample], path: Path, *, title: str) -> Path:
+    """RSS (left axis) and consumer lag (right axis) over time, as a PNG: flat after warm-up is the goal."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: CI and headless servers
+    import matplotlib.pyplot as plt
+
+    minutes = [s.t / 60 for s in samples]
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    try:
+        ax.plot(minutes, [s.rss_mb for s in samples], color="tab:blue", marker=".", label="worker RSS")
+        ax.set_xlabel("minutes since the load started")
+        ax.set_ylabel("resident memory (MB)", color="tab:blue")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        lag_ax = ax.twinx()
+        lag_ax.plot(minutes, [s.lag for s in samples], color="tab:orange", alpha=0.6, label="consumer lag")
+        lag_ax.set_ylabel("consumer lag (messages)", color="tab:orange")
+        lag_ax.set_ylim(bottom=0)
+        ax.set_title(title)
+        fig.tight_layout()
+        fig.savefig(path, format="png")
+    finally:
+        plt.close(fig)
+    return path
+
+
+def write_report(samples: list[Sample], summary: dict[str, Any], out_dir: Path, *, title: str) -> dict[str, Path]:
+    """``soak.json`` (summary + samples) and ``soak-rss.png`` in ``out_dir``; returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = out_dir / "soak.json"
+    report.write_text(json.dumps({"summary": summary, "samples": [asdict(s) for s in samples]}, indent=2) + "\n")
+    return {"json": report, "plot": plot_rss(samples, out_dir / "soak-rss.png", title=title)}
+
+
+def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: float,
+                retention_s: float | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
     env.update({
         "CONVMON_BROKER_URL": broker_url,
@@ -85,11 +123,13 @@ def _worker_env(broker_url: str, workdir: Path, port: int) -> dict[str, str]:
         "CONVMON_LABEL_STORE_URL": f"sqlite:///{workdir / 'labels.db'}",
         "CONVMON_METRICS_PORT": str(port),
         "CONVMON_SAMPLE_RATE": "0.2",
-        "CONVMON_RETRAIN_INTERVAL_S": "60",
+        "CONVMON_RETRAIN_INTERVAL_S": str(retrain_interval_s),
         "CONVMON_RETRAIN_MIN_LABELS": "50",
         "CONVMON_REGISTRY_POLL_S": "5",
         "CONVMON_IDLE_TIMEOUT_S": "10",
     })
+    if retention_s is not None:  # tombstones and dedup entries expire this soon: their state's steady size
+        env["CONVMON_CLOSED_RETENTION_S"] = env["CONVMON_DEDUP_WINDOW_S"] = str(retention_s)
     return env
 
 
@@ -137,16 +177,23 @@ async def _load(settings: Settings, rate: float, duration_s: float, url: str, in
     return samples
 
 
-def soak(minutes: float, rate: float, *, interval_s: float = 10.0) -> dict[str, Any]:
-    """Run the soak; print a table of samples and the JSON summary, and return the summary."""
+def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path | None = None,
+         retrain_interval_s: float = 60.0, retention_s: float | None = None) -> dict[str, Any]:
+    """Run the soak; print a table of samples and the JSON summary, write the report, return the summary.
+
+    ``retention_s`` shortens ``closed_retention_s`` and ``dedup_window_s`` (1 hour and 2 days by default):
+    state kept for a window grows until the window is full, so a short soak is only flat after warm-up
+    when its windows are shorter than the run.
+    """
     workdir = Path(tempfile.mkdtemp(prefix="convmon-soak-"))
+    out_dir = out_dir or workdir
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         settings = Settings(broker_url=broker.url, topic_prefix="convmon.")
         log = (workdir / "worker.log").open("wb")
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
-                                env=_worker_env(broker.url, workdir, port))
+                                env=_worker_env(broker.url, workdir, port, retrain_interval_s, retention_s))
         try:
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
             samples = asyncio.run(_load(settings, rate, minutes * 60, url, interval_s))
@@ -154,8 +201,11 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0) -> dict[str, 
         finally:
             stop_process(proc)
             log.close()
-    summary = {**summarize(samples, rate=rate), "worker_alive_at_end": alive, "logs": str(workdir)}
-    table = Table(title=f"convmon soak: {rate}/s for {minutes} min")
+    title = f"convmon soak: {rate}/s for {minutes:g} min"
+    summary = {**summarize(samples, rate=rate), "worker_alive_at_end": alive, "logs": str(workdir),
+               "report": str(out_dir / "soak.json"), "plot": str(out_dir / "soak-rss.png")}
+    write_report(samples, summary, out_dir, title=title)
+    table = Table(title=title)
     for column in ("t (s)", "produced", "finished", "distilled", "llm", "lag", "RSS (MB)"):
         table.add_column(column, justify="right")
     for s in samples:

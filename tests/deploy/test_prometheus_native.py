@@ -45,6 +45,13 @@ def scale_duration(text: str) -> str:
     return f"{max(1, round(seconds * 1000 / SCALE))}ms"
 
 
+def scale_expr(expr: str) -> str:
+    """Range selectors ``[30m]``, subqueries ``[7d:5m]`` and ``offset 30m``, each divided by SCALE."""
+    expr = re.sub(r"\[(\w+)(?::(\w+))?\]", lambda m: f"[{scale_duration(m.group(1))}" + (
+        f":{scale_duration(m.group(2))}]" if m.group(2) else "]"), expr)
+    return re.sub(r"\boffset (\w+)", lambda m: f"offset {scale_duration(m.group(1))}", expr)
+
+
 def scaled_rules(out_dir: Path) -> list[Path]:
     """The real rule files with every duration divided by SCALE."""
     out = []
@@ -55,7 +62,7 @@ def scaled_rules(out_dir: Path) -> list[Path]:
             for rule in group["rules"]:
                 if "for" in rule:
                     rule["for"] = scale_duration(rule["for"])
-                rule["expr"] = re.sub(r"\[(\w+)\]", lambda m: f"[{scale_duration(m.group(1))}]", rule["expr"])
+                rule["expr"] = scale_expr(rule["expr"])
         target = out_dir / path.name
         target.write_text(yaml.safe_dump(doc, sort_keys=False))
         out.append(target)
@@ -114,6 +121,7 @@ def test_scaled_rules_keep_expressions_and_divide_durations(tmp_path: Path) -> N
     spike = rules["ConvmonDsatSpike"]
     assert spike["for"] == "15000ms" and ">= 100" in spike["expr"] and "> 3" in spike["expr"]
     assert "[30000ms]" in rules["rubric:convmon_rubric_verdicts:increase30m"]["expr"]
+    assert "[10080000ms:5000ms] offset 30000ms" in rules["rubric:convmon_rubric_verdicts:count7d"]["expr"]
 
 
 def test_two_workers_dsat_spike_fires_and_sums_across_workers(broker: str, make_settings, tmp_path: Path) -> None:

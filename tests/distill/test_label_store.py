@@ -69,6 +69,19 @@ def test_text_is_redacted_and_fields_round_trip(store: LabelStore) -> None:
     assert store.count() == 2
 
 
+def test_metadata_is_redacted_before_it_is_stored(store: LabelStore) -> None:
+    """The wiring hands the store the configured Redactor; metadata values pass through it like turns."""
+    from monitor.judge.redact import Redactor
+
+    conversation, score = pair("c1")
+    conversation = conversation.model_copy(update={"metadata": {"app": "web", "user": "bob@example.com",
+                                                                "account": "DE89 3704 0044 0532 0130 00"}})
+    store.redact = Redactor().redact
+    store.upsert([(conversation, score)])
+    [record] = store.fetch()
+    assert record.metadata == {"app": "web", "user": "[EMAIL]", "account": "[IBAN]"}
+
+
 def test_fetch_filters_and_retention(store: LabelStore) -> None:
     now = 1_700_000_000.0
     store.upsert([pair("old", at=now - 40 * DAY_S), pair("mid", at=now - 10 * DAY_S), pair("new", at=now)])

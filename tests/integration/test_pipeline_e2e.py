@@ -40,7 +40,12 @@ MALFORMED: list[tuple[bytes, str]] = [
     (b'{"type": "end", "conversation_id": "never-seen", "timestamp": 1}', "unknown_conversation"),
     (orjson.dumps({"conversation_id": "m5", "turn_index": 0, "role": "user", "text": "x" * 300_000,
                    "timestamp": 1}), "too_large"),
+    (PII_EVENT := b'{"conversation_id": "m6", "turn_index": 0, "role": "robot", "text": "card 4111.1111.1111.1111, '
+                  b'mail bob@example.com", "timestamp": 1}', "invalid_schema"),
 ]
+# a JSON record is redacted field by field (ids kept) and re-encoded compactly
+PII_REDACTED = (b'{"conversation_id":"m6","turn_index":0,"role":"robot","text":"card [CARD], mail [EMAIL]",'
+                b'"timestamp":1}')
 
 
 def collect_dead_letters(bootstrap: str, topic: str, expected: int, timeout: float = 30.0) -> list:
@@ -144,7 +149,13 @@ def test_events_to_scores_exactly_once_with_dead_letters(broker: str, make_setti
     assert got == expected_reasons
     originals = {record.value for record in letters}
     for raw, _ in MALFORMED:
-        assert raw in originals  # the original bytes, untouched
+        if raw is not PII_EVENT:
+            assert raw in originals  # nothing to redact: the original bytes, untouched
+    # dead_letter_raw is off by default: PII is redacted, the original size is a header
+    assert PII_EVENT not in originals and PII_REDACTED in originals
+    [pii] = [dict(r.headers) for r in letters if r.value == PII_REDACTED]
+    assert pii["convmon-original-bytes"] == str(len(PII_EVENT)).encode() and pii["convmon-redacted"] == b"true"
+    assert b"4111" not in pii["convmon-detail"]
 
     # The simulated judge labels itself as such: never a silent fake.
     assert SimulatedJudge.name == "simulated"

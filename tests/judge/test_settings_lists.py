@@ -11,7 +11,7 @@ from distill.rubrics.cli import app
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import Settings, load_settings, split_commas
 
-LISTS = ["judge_models", "pii_extra_patterns", "metric_dimensions"]
+LISTS = ["judge_models", "pii_extra_patterns", "pii_phone_regions", "metric_dimensions"]
 
 
 def test_every_list_setting_is_covered() -> None:
@@ -20,7 +20,15 @@ def test_every_list_setting_is_covered() -> None:
     assert sorted(listed) == sorted(LISTS)
 
 
-@pytest.mark.parametrize("name", LISTS)
+def test_phone_regions_take_the_comma_form_and_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVMON_PII_PHONE_REGIONS", "us, GB")
+    assert load_settings().pii_phone_regions in (["US", "GB"], ["us", "GB"])
+    monkeypatch.setenv("CONVMON_PII_PHONE_REGIONS", "a,b")
+    with pytest.raises(ConfigError, match="pii_phone_regions"):
+        load_settings()
+
+
+@pytest.mark.parametrize("name", [n for n in LISTS if n != "pii_phone_regions"])  # regions: real codes only
 @pytest.mark.parametrize("raw", ["a,b", " a , b ", '["a", "b"]', "a,,b,"])
 def test_comma_and_json_forms(name: str, raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(f"CONVMON_{name.upper()}", raw)

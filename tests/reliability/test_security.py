@@ -154,8 +154,17 @@ def test_dead_letter_details_with_user_text_stay_out_of_info_logs(caplog: pytest
     with caplog.at_level(logging.INFO):
         asyncio.run(dlq.send(b"raw", b"k", reason="invalid_schema", detail=f"field 'text': {PII_TEXT}", stage="x"))
     assert "bob.smith" not in caplog.text and "invalid_schema" in caplog.text
-    assert sent[0]["value"] == b"raw"  # the original bytes are kept on the topic (access-controlled), not logged
+    assert sent[0]["value"] == b"raw"  # nothing to redact: the bytes are kept on the topic, not logged
     assert metrics.registry.get_sample_value("convmon_dead_letters_total", {"reason": "invalid_schema"}) == 1
+    # PII in the record or the detail is redacted on the topic unless dead_letter_raw allows raw bytes
+    raw = PII_TEXT.encode()
+    asyncio.run(dlq.send(raw, b"k", reason="invalid_schema", detail=f"text: {PII_TEXT}", stage="x"))
+    headers = dict(sent[1]["headers"])  # type: ignore[arg-type]
+    assert b"bob.smith" not in sent[1]["value"] and b"[EMAIL]" in sent[1]["value"]  # type: ignore[operator]
+    assert b"bob.smith" not in headers["convmon-detail"] and headers["convmon-original-bytes"] == str(len(raw)).encode()
+    keep = DeadLetters(Topic(), metrics, keep_raw=True)  # type: ignore[arg-type]
+    asyncio.run(keep.send(raw, b"k", reason="invalid_schema", detail=PII_TEXT, stage="x"))
+    assert sent[2]["value"] == raw and dict(sent[2]["headers"])["convmon-redacted"] == b"false"  # type: ignore[arg-type]
 
 
 # --- model artifacts are data, never code --------------------------------------------------------
