@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -29,9 +30,9 @@ from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.runtime.broker import EmbeddedBroker, stop_process
-from monitor.runtime.scrape import scrape, total, wait_for_metrics
+from monitor.runtime.scrape import wait_for_metrics
 from monitor.tools.demo_plot import plot_rates
-from monitor.tools.demo_rates import RateHistory, counts
+from monitor.tools.demo_rates import RateHistory, scrape_counts
 from monitor.tools.demo_view import TREND_STEP_S, View, render
 from monitor.tools.shipped_alerts import (
     AlertState,
@@ -52,9 +53,9 @@ MIN_POSITIVES = 5
 @dataclass
 class DemoResult:
     history: RateHistory
-    alert_timeline: list[tuple[float, str]] = field(default_factory=list)  # (t, state) on each change
+    alert_timeline: list[tuple[float, AlertState]] = field(default_factory=list)  # every reading
     alert: AlertState | None = None  # the last state read; None when no Prometheus ran
-    fired_at: float | None = None
+    first_fired: dict[str, tuple[float, tuple[str, ...]]] = field(default_factory=dict)  # scorer -> (t, series)
     plot: Path | None = None
     simulated: SimulationStats | None = None
 
@@ -106,6 +107,9 @@ def _start_prometheus(workdir: Path, target: str, scale: float) -> tuple[LocalPr
     if exe is None:
         return None, _how_to_see_alert(rule, "prometheus is not installed")
     prom = LocalPrometheus(exe, workdir / "prometheus", [target], scale).start()
+    if ALERT not in prom.rule_names():
+        prom.stop()
+        return None, _how_to_see_alert(rule, f"Prometheus did not load {ALERT} (see {prom.log_path})")
     window = 1800 / scale
     return prom, (f"{rule} as shipped, evaluated by Prometheus ({prom.url}/alerts) with every duration / {scale:g}: "
                   f"30m = {window:.0f}s, 15m = {window / 2:.0f}s, 7d = {7 * 86400 / scale / 3600:.1f}h")
@@ -120,50 +124,62 @@ async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus
         while True:
             t = time.monotonic() - started
             with contextlib.suppress(httpx.HTTPError):
-                samples = await asyncio.to_thread(scrape, url)
-                result.history.add(counts(samples, t))
-                dead = total(samples, "convmon_dead_letters_total")
+                snapshot, dead = await asyncio.to_thread(scrape_counts, url, t)
+                result.history.add(snapshot)
             if prom is not None:
                 with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
                     alert = alert_state(await asyncio.to_thread(prom.alerts), ALERT)
-                    if not result.alert_timeline or result.alert_timeline[-1][1] != alert.state:
-                        result.alert_timeline.append((t, alert.state))
-                    if alert.state == "firing" and result.fired_at is None:
-                        result.fired_at = t
+                    result.alert_timeline.append((t, alert))
+                    for scorer in ("llm", "distilled"):
+                        mine = alert.for_scorer(scorer)
+                        if mine.state == "firing" and scorer not in result.first_fired:
+                            result.first_fired[scorer] = (t, mine.firing)
             result.alert = alert
             live.update(render(view, result.history, t, alert, dead), refresh=True)
             # a few seconds after the last events so the tail is scored; longer while the alert is pending
             tail = 20.0 if alert is not None and alert.state == "pending" else 8.0
             if sim.done() and t > duration_s + tail:
                 return
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(max(0.1, 1.0 - (time.monotonic() - started - t)))  # a scrape can take a second
 
 
 def _summary(result: DemoResult, rubric: RubricSet, view: View, workdir: Path) -> None:
-    stats = result.simulated
-    if stats is not None and view.spike_at_s is not None:
+    stats, h, spike = result.simulated, result.history, view.spike_at_s
+    if stats is not None and spike is not None:
         console.print(f"simulated {stats.conversations} conversations ({stats.spiked_conversations} after the spike "
-                      f"at t={view.spike_at_s:.0f}s), {stats.events} events")
-    dsat = [i.id for i in rubric.items if i.polarity == "dsat"]
-    base = [r.value for i in dsat if (r := result.history.baseline(i, "llm", view.window_s))]
-    recent = [r.value for i in dsat if (r := result.history.window(i, "llm", view.window_s))]
-    if base and recent:
-        console.print(f"judge DSAT share, mean over {len(dsat)} DSAT items: {sum(base) / len(base):.1%} baseline -> "
-                      f"{sum(recent) / len(recent):.1%} in the last {view.window_s:.0f}s")
+                      f"at t={spike:.0f}s), {stats.events} events")
+    if spike is not None and h.latest is not None:
+        dsat = [i.id for i in rubric.items if i.polarity == "dsat"]
+        before = [r.value for i in dsat if (r := h.between(h.at(0.0), h.at(spike), i, "llm"))]
+        after = [r.value for i in dsat if (r := h.between(h.at(spike), h.latest, i, "llm"))]
+        if before and after:
+            console.print(f"judge DSAT share per item (mean of {len(dsat)} items): {sum(before) / len(before):.1%} "
+                          f"before the spike, {sum(after) / len(after):.1%} since")
     if result.alert is None:
         console.print(f"alert {ALERT}: {view.alert_where}")
-    elif result.fired_at is not None:
-        console.print(f"alert {ALERT} fired at t={result.fired_at:.0f}s"
-                      + (f" on {', '.join(result.alert.firing)}" if result.alert.firing else ""))
-    else:
+    elif not result.first_fired:
         console.print(f"alert {ALERT} did not fire (last state: {result.alert.state})")
+    for scorer, (t, series) in sorted(result.first_fired.items(), reverse=True):
+        who = "judge" if scorer == "llm" else "distilled"
+        items = ", ".join(x.rpartition(" (")[0] for x in series)
+        console.print(f"alert {ALERT} fired at t={t:.0f}s on the {who} rates ({items})")
     models = sorted(p.name for p in (workdir / "models" / "distilled").glob("2*"))
     console.print(f"distilled models trained during the run: {len(models)}; logs in {workdir}")
     console.print(f"plot: {result.plot}")
 
 
+def _exit_on_hangup() -> None:
+    """SIGTERM or a closed terminal (SIGHUP) ends the demo like Ctrl-C: through the ``finally`` that stops
+    its processes (Prometheus takes SIGHUP as "reload" and would outlive the demo)."""
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+
 def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port: int, window_s: float = 20.0,
-             alert_scale: float = 60.0) -> DemoResult:
+             alert_scale: float = 120.0) -> DemoResult:
     workdir = settings.data_dir / "demo"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -172,6 +188,7 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
     url = f"http://127.0.0.1:{metrics_port}/metrics"
     plan = SimulationPlan(rate=rate, duration_s=duration_s, dsat_spike_at_s=duration_s / 2, spike_factor=4.0)
     result = DemoResult(history=RateHistory())
+    _exit_on_hangup()
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         sim_settings = settings.model_copy(update={"broker_url": broker.url})
         procs = start_processes(broker.url, workdir, metrics_port)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from monitor.contracts.rubric_set import RubricSet
 from monitor.tools.demo_rates import RateHistory
+from monitor.tools.shipped_alerts import AlertState
 
 STATE_COLOURS = {"pending": "#f5c542", "firing": "#d62728"}
 
@@ -24,7 +25,7 @@ def _spans(timeline: list[tuple[float, str]], end: float) -> list[tuple[float, f
 
 
 def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s: float, step_s: float,
-               spike_at_s: float | None, alert_name: str, alert_timeline: list[tuple[float, str]],
+               spike_at_s: float | None, alert_name: str, alert_timeline: list[tuple[float, AlertState]],
                judge_name: str) -> Path:
     """Write a PNG: judge DSAT items, distilled DSAT items, judge SAT items, each a windowed rate."""
     import matplotlib
@@ -36,7 +37,7 @@ def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s:
               ("dsat", "distilled", "DSAT items, distilled classifiers (expected rate)"),
               ("sat", "llm", f"SAT items, judge ({judge_name})")]
     fig, axes = plt.subplots(len(panels), 1, figsize=(12, 11), sharex=True)
-    end = history.latest.t - history.snapshots[0].t if history.latest else 0.0
+    end = history.latest.t if history.latest else 0.0
     cmap = plt.get_cmap("tab10")
     for ax, (polarity, scorer, title) in zip(axes, panels, strict=True):
         items = [i for i in rubric.items if i.polarity == polarity]
@@ -52,7 +53,8 @@ def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s:
             ts = sorted(by_time)
             ax.plot(ts, [100 * sum(by_time[t]) / len(by_time[t]) for t in ts], color="black", linewidth=2.6,
                     label=f"mean of {polarity.upper()} items")
-        for start, stop, state in _spans(alert_timeline, end):
+        states = [(t, alert.for_scorer(scorer).state) for t, alert in alert_timeline]
+        for start, stop, state in _spans(states, end):
             ax.axvspan(start, stop, color=STATE_COLOURS[state], alpha=0.18, linewidth=0)
         if spike_at_s is not None:
             ax.axvline(spike_at_s, color="black", linestyle="--", linewidth=1)
@@ -62,13 +64,13 @@ def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s:
         ax.set_ylabel(f"% of conversations\n(last {window_s:.0f}s)")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        if ax.has_data():
+        if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
         else:
             ax.text(0.5, 0.5, "no data (no model was live)", transform=ax.transAxes, ha="center", color="grey")
     axes[-1].set_xlabel("seconds since the simulator started")
-    fig.suptitle(f"convmon demo: per-item rates over a {window_s:.0f}s window; shaded: {alert_name} "
-                 "pending (yellow) / firing (red) in Prometheus", fontsize=12)
+    fig.suptitle(f"convmon demo: per-item rates over a {window_s:.0f}s window; shaded: {alert_name} pending (yellow)"
+                 " / firing (red) in Prometheus on that panel's scorer", fontsize=12)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

@@ -10,6 +10,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
 from monitor.runtime.scrape import Sample, by_label
 
 # A rate over fewer scored conversations than this is shown as "-": too noisy to read.
@@ -28,6 +31,27 @@ class Counts:
     scored_llm: float = 0.0
     scored_distilled: float = 0.0
     unscored: dict[str, float] = field(default_factory=dict)  # by reason
+
+
+# The families the demo reads; a worker exports thousands of other series it need not parse.
+FAMILIES = ("convmon_rubric_verdicts", "convmon_rubric_probability_sum", "convmon_conversations_scored",
+            "convmon_conversations_unscored", "convmon_dead_letters")
+
+
+def parse_families(text: str, families: tuple[str, ...] = FAMILIES) -> list[Sample]:
+    """The ``_total`` samples of ``families`` from a /metrics text, without parsing the rest."""
+    wanted = tuple(f"{f}_total" for f in families)
+    lines = [line for line in text.splitlines() if line.startswith(wanted)]
+    out: list[Sample] = []
+    for family in text_string_to_metric_families("\n".join(lines) + "\n"):
+        out.extend((s.name, s.labels, s.value) for s in family.samples)
+    return out
+
+
+def scrape_counts(url: str, t: float, timeout: float = 5.0) -> tuple[Counts, float]:
+    """One scrape of a worker: the demo's counters and the dead-letter total."""
+    samples = parse_families(httpx.get(url, timeout=timeout).text)
+    return counts(samples, t), sum(v for n, _, v in samples if n == "convmon_dead_letters_total")
 
 
 def counts(samples: list[Sample], t: float) -> Counts:
@@ -101,7 +125,7 @@ class RateHistory:
         return self.between(zero, self.at(self.snapshots[-1].t - window_s), item, scorer)
 
     def series(self, item: str, scorer: str, window_s: float, step_s: float) -> list[tuple[float, float | None]]:
-        """The windowed rate every ``step_s`` seconds from the first scrape: the curve of the plot."""
+        """The windowed rate every ``step_s`` seconds after the first scrape: the curve of the plot."""
         if not self.snapshots:
             return []
         start, end = self.snapshots[0].t, self.snapshots[-1].t
@@ -109,7 +133,7 @@ class RateHistory:
         t = start + step_s
         while t <= end + 1e-9:
             rate = self.window(item, scorer, window_s, t)
-            out.append((t - start, rate.value if rate else None))
+            out.append((t, rate.value if rate else None))
             t += step_s
         return out
 

@@ -15,7 +15,9 @@ from monitor.tools.shipped_alerts import AlertState
 
 TREND_STEP_S = 5.0
 TREND_WIDTH = 24  # characters: the last two minutes at one character per 5 s
-LIFT = 1.5  # colour a window rate this many times its baseline (display only; the alert is Prometheus's)
+# Highlight a change of at least this factor and this many points (display only; the alert is Prometheus's).
+LIFT = 1.5
+MIN_POINTS = 0.04
 
 
 @dataclass(frozen=True)
@@ -35,14 +37,14 @@ def _pct(rate: Rate | None) -> str:
     return "-" if rate is None else f"{rate.value:6.1%}"
 
 
-def _change(base: Rate | None, recent: Rate | None) -> Text:
-    if base is None or recent is None:
+def _change(base: Rate | None, recent: Rate | None, polarity: str) -> Text:
+    """The window over the baseline, bold when it moved by LIFT and MIN_POINTS (worse: red, better: green)."""
+    if base is None or recent is None or base.value <= 0:
         return Text("")
-    if base.value <= 0:
-        return Text("new" if recent.value > 0 else "", style="bold red" if recent.value > 0 else "")
     lift = recent.value / base.value
-    style = "bold red" if lift >= LIFT else "green" if lift <= 1 / LIFT else ""
-    return Text(f"x{lift:.1f}", style=style)
+    moved = abs(recent.value - base.value) >= MIN_POINTS and (lift >= LIFT or lift <= 1 / LIFT)
+    worse = (lift > 1) == (polarity == "dsat")
+    return Text(f"x{lift:.1f}", style=("bold red" if worse else "bold green") if moved else "dim")
 
 
 def _distilled(history: RateHistory, latest: Counts, item: str, window_s: float) -> tuple[str, str]:
@@ -53,16 +55,28 @@ def _distilled(history: RateHistory, latest: Counts, item: str, window_s: float)
     return _pct(history.baseline(item, "distilled", window_s)), _pct(history.window(item, "distilled", window_s))
 
 
+def _grouped(series: tuple[str, ...]) -> str:
+    """"dsat.x (llm)", "dsat.y (distilled)" -> "judge: x · distilled: y": the alert's series, short."""
+    groups: dict[str, list[str]] = {}
+    for name in series:
+        item, _, scorer = name.rpartition(" (")
+        label = {"llm": "judge", "distilled": "distilled"}.get(scorer.rstrip(")"), scorer.rstrip(")"))
+        groups.setdefault(label, []).append(item.removeprefix("dsat.") if item else name)
+    return " · ".join(f"{label}: {', '.join(items)}" for label, items in sorted(groups.items(), reverse=True))
+
+
 def _alert_line(view: View, alert: AlertState | None) -> Text:
     line = Text(f"alert {view.alert_name}: ", style="bold")
     if alert is None:
         line.append("not evaluated", style="yellow")
     elif alert.state == "firing":
         line.append("FIRING", style="bold white on red")
-        line.append(" on " + ", ".join(alert.firing))
+        line.append(" on " + _grouped(alert.firing))
+        if alert.pending:
+            line.append(f"; pending on {_grouped(alert.pending)}")
     elif alert.state == "pending":
         line.append("pending", style="bold yellow")
-        line.append(" (condition true, waiting out its for:) on " + ", ".join(alert.pending))
+        line.append(" (condition true, waiting out its for:) on " + _grouped(alert.pending))
     else:
         line.append("inactive", style="green")
     line.append(f"\n  {view.alert_where}", style="dim")
@@ -96,7 +110,7 @@ def render(view: View, history: RateHistory, elapsed: float, alert: AlertState |
         top = max([0.25, *(v for v in values if v is not None)])
         style = "green" if item.polarity == "sat" else "red"
         d_base, d_recent = _distilled(history, latest, item.id, w)
-        table.add_row(Text(item.id, style=style), _pct(base), _pct(recent), _change(base, recent),
+        table.add_row(Text(item.id, style=style), _pct(base), _pct(recent), _change(base, recent, item.polarity),
                       Text(sparkline(values, top), style=style), d_base, d_recent)
     note = Text(
         f"* unscored = conversations the distilled path saw before its first model ({view.retrain_note}).\n"

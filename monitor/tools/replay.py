@@ -7,7 +7,7 @@ Formats:
   ``user``, SYSTEM ``assistant``; the overall rating (most frequent, ties to the lower) becomes the
   end event's CSAT feedback.
 * **JSONL** (``*.jsonl``): one JSON object per line, each a turn event, an end event or a whole
-  conversation, exactly as on the input topic (see DESIGN.md "Contracts").
+  conversation, exactly as on the input topic (see the README, "Input events").
 
 Every line is validated before anything is produced; errors name the file, line and field.
 """

@@ -89,6 +89,14 @@ class AlertState:
     pending: tuple[str, ...] = ()
     values: dict[str, float] = field(default_factory=dict)
 
+    def for_scorer(self, scorer: str) -> AlertState:
+        """Only the series of one scorer (``llm`` or ``distilled``): the judge's view and the classifiers'."""
+        suffix = f" ({scorer})"
+        firing = tuple(x for x in self.firing if x.endswith(suffix))
+        pending = tuple(x for x in self.pending if x.endswith(suffix))
+        state = "firing" if firing else "pending" if pending else "inactive"
+        return AlertState(state, firing, pending, {k: v for k, v in self.values.items() if k.endswith(suffix)})
+
 
 def _series_name(labels: dict[str, str]) -> str:
     if "rubric" in labels:
@@ -125,7 +133,7 @@ class LocalPrometheus:
 
     def __init__(self, exe: str, workdir: Path, targets: list[str], scale: float) -> None:
         self.exe = exe
-        self.workdir = workdir
+        self.workdir = workdir.resolve()  # Prometheus resolves rule_files against its config's folder
         self.targets = targets
         self.scale = scale
         self.port = free_port()
@@ -136,6 +144,8 @@ class LocalPrometheus:
     def start(self, timeout: float = 30.0) -> LocalPrometheus:
         self.workdir.mkdir(parents=True, exist_ok=True)
         rules = scaled_rule_files(self.workdir, self.scale)
+        if not rules:
+            raise ConfigError(f"no rule files in {RULES_DIR}: run from a source checkout")
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(p) for p in rules],
@@ -159,6 +169,11 @@ class LocalPrometheus:
                 pass
             time.sleep(0.2)
         raise ConfigError(f"prometheus did not become ready in {timeout:.0f}s; see {self.log_path}")
+
+    def rule_names(self) -> set[str]:
+        """The alert and recording rules Prometheus has loaded (a rule file it cannot find is silently empty)."""
+        body = httpx.get(f"{self.url}/api/v1/rules", timeout=5).json()
+        return {r["name"] for g in body["data"]["groups"] for r in g["rules"]}
 
     def alerts(self) -> list[dict[str, Any]]:
         body = httpx.get(f"{self.url}/api/v1/alerts", timeout=2).json()

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitor.tools.demo_rates import Counts, RateHistory, counts, sparkline
+from monitor.tools.demo_plot import _spans, plot_rates
+from monitor.tools.demo_rates import Counts, RateHistory, counts, parse_families, sparkline
+from monitor.tools.demo_view import _grouped
 from monitor.tools.shipped_alerts import (
     RULES_DIR,
     alert_state,
@@ -37,6 +39,20 @@ def test_counts_reads_the_workers_counters() -> None:
     assert c.judge_yes == {"dsat.x": 5.0} and c.judge_n == {"dsat.x": 50.0}
     assert c.dist_prob == {"dsat.x": 1.5} and c.dist_n == {"dsat.x": 20.0}
     assert c.scored_llm == 50.0 and c.scored_distilled == 0.0 and c.unscored == {"no_model": 7.0}
+
+
+def test_only_the_families_the_demo_reads_are_parsed() -> None:
+    text = (
+        "# HELP convmon_rubric_verdicts_total Per-item verdicts.\n# TYPE convmon_rubric_verdicts_total counter\n"
+        'convmon_rubric_verdicts_total{rubric="dsat.x",scorer="llm",verdict="yes"} 3.0\n'
+        'convmon_rubric_verdicts_created{rubric="dsat.x",scorer="llm",verdict="yes"} 1.7e9\n'
+        'convmon_judge_requests_total{model="m",status="ok"} 9.0\n'
+        'convmon_dead_letters_total{reason="empty"} 2.0\n'
+    )
+    assert parse_families(text) == [
+        ("convmon_rubric_verdicts_total", {"rubric": "dsat.x", "scorer": "llm", "verdict": "yes"}, 3.0),
+        ("convmon_dead_letters_total", {"reason": "empty"}, 2.0),
+    ]
 
 
 def test_window_and_baseline_difference_counters_and_show_a_spike() -> None:
@@ -142,3 +158,38 @@ def test_the_shipped_alert_is_found_by_name_and_scaled_as_shipped(tmp_path: Path
     assert ours["labels"] == spike["labels"]
     with pytest.raises(Exception, match="no rule file"):
         rule_file_of("NoSuchAlert")
+
+
+def test_alert_state_per_scorer() -> None:
+    s = alert_state(ALERTS, "ConvmonDsatSpike")
+    assert s.for_scorer("llm").state == "firing"
+    assert s.for_scorer("distilled").state == "inactive" and s.for_scorer("distilled").firing == ()
+    assert alert_state(ALERTS[1:], "ConvmonDsatSpike").for_scorer("llm").pending == ("dsat.irrelevance (llm)",)
+
+
+def test_alert_spans_merge_consecutive_states() -> None:
+    timeline = [(0.0, "inactive"), (5.0, "pending"), (6.0, "pending"), (9.0, "firing"), (12.0, "inactive"),
+                (14.0, "firing")]
+    assert _spans(timeline, end=20.0) == [(5.0, 9.0, "pending"), (9.0, 12.0, "firing"), (14.0, 20.0, "firing")]
+
+
+def test_alert_series_are_grouped_by_scorer_for_the_screen() -> None:
+    assert _grouped(("dsat.a (llm)", "dsat.b (distilled)", "dsat.c (llm)")) == "judge: a, c · distilled: b"
+
+
+def test_the_plot_is_a_png_with_the_rates(tmp_path: Path) -> None:
+    from monitor.contracts.rubric_set import load_rubric_set
+    from monitor.contracts.settings import Settings
+
+    settings = Settings()
+    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
+    h = RateHistory()
+    for t in range(0, 61, 2):
+        rate = 0.05 if t < 30 else 0.2
+        h.add(Counts(t=t, judge_yes={i.id: rate * 10 * t for i in rubric.items},
+                     judge_n={i.id: 10.0 * t for i in rubric.items}))
+    firing = alert_state(ALERTS, "ConvmonDsatSpike")
+    path = plot_rates(tmp_path / "rates.png", h, rubric, window_s=10, step_s=5, spike_at_s=30,
+                      alert_name="ConvmonDsatSpike", alert_timeline=[(0.0, alert_state([], "x")), (45.0, firing)],
+                      judge_name="simulated")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
