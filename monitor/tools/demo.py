@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,6 +116,18 @@ def _start_prometheus(workdir: Path, target: str, scale: float) -> tuple[LocalPr
                   f"30m = {window:.0f}s, 15m = {window / 2:.0f}s, 7d = {7 * 86400 / scale / 3600:.1f}h")
 
 
+MAX_TAIL_S = 30.0
+
+
+def _finished(result: DemoResult, stats: SimulationStats, tail_s: float) -> bool:
+    """After the simulator: stop once the worker has taken every conversation (the hot path scored or
+    counted it unscored) and the alert is not pending, or after MAX_TAIL_S."""
+    latest = result.history.latest
+    seen = latest.scored_distilled + sum(latest.unscored.values()) if latest else 0.0
+    pending = result.alert is not None and result.alert.state == "pending"
+    return tail_s >= MAX_TAIL_S or (tail_s >= 3.0 and seen >= stats.conversations and not pending)
+
+
 async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus | None,
                  sim: asyncio.Task[SimulationStats], duration_s: float, started: float) -> None:
     """Scrape, read the alert and redraw every second until the simulator's tail is scored."""
@@ -135,10 +148,8 @@ async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus
                         if mine.state == "firing" and scorer not in result.first_fired:
                             result.first_fired[scorer] = (t, mine.firing)
             result.alert = alert
-            live.update(render(view, result.history, t, alert, dead), refresh=True)
-            # a few seconds after the last events so the tail is scored; longer while the alert is pending
-            tail = 20.0 if alert is not None and alert.state == "pending" else 8.0
-            if sim.done() and t > duration_s + tail:
+            live.update(render(view, result.history, t, alert, dead, fired=result.first_fired), refresh=True)
+            if sim.done() and _finished(result, sim.result(), t - duration_s):
                 return
             await asyncio.sleep(max(0.1, 1.0 - (time.monotonic() - started - t)))  # a scrape can take a second
 
@@ -151,10 +162,10 @@ def _summary(result: DemoResult, rubric: RubricSet, view: View, workdir: Path) -
     if spike is not None and h.latest is not None:
         dsat = [i.id for i in rubric.items if i.polarity == "dsat"]
         before = [r.value for i in dsat if (r := h.between(h.at(0.0), h.at(spike), i, "llm"))]
-        after = [r.value for i in dsat if (r := h.between(h.at(spike), h.latest, i, "llm"))]
-        if before and after:
+        recent = [r.value for i in dsat if (r := h.window(i, "llm", view.window_s))]
+        if before and recent:
             console.print(f"judge DSAT share per item (mean of {len(dsat)} items): {sum(before) / len(before):.1%} "
-                          f"before the spike, {sum(after) / len(after):.1%} since")
+                          f"before the spike, {sum(recent) / len(recent):.1%} in the last {view.window_s:.0f}s")
     if result.alert is None:
         console.print(f"alert {ALERT}: {view.alert_where}")
     elif not result.first_fired:
@@ -168,14 +179,19 @@ def _summary(result: DemoResult, rubric: RubricSet, view: View, workdir: Path) -
     console.print(f"plot: {result.plot}")
 
 
-def _exit_on_hangup() -> None:
+@contextlib.contextmanager
+def _exit_on_hangup() -> Iterator[None]:
     """SIGTERM or a closed terminal (SIGHUP) ends the demo like Ctrl-C: through the ``finally`` that stops
     its processes (Prometheus takes SIGHUP as "reload" and would outlive the demo)."""
     def stop(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, stop)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port: int, window_s: float = 20.0,
@@ -188,8 +204,7 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
     url = f"http://127.0.0.1:{metrics_port}/metrics"
     plan = SimulationPlan(rate=rate, duration_s=duration_s, dsat_spike_at_s=duration_s / 2, spike_factor=4.0)
     result = DemoResult(history=RateHistory())
-    _exit_on_hangup()
-    with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
+    with _exit_on_hangup(), EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         sim_settings = settings.model_copy(update={"broker_url": broker.url})
         procs = start_processes(broker.url, workdir, metrics_port)
         prom: LocalPrometheus | None = None

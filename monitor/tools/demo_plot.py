@@ -50,8 +50,8 @@ def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s:
                 for t, v in points:
                     by_time.setdefault(t, []).append(v)
         if by_time:
-            ts = sorted(by_time)
-            ax.plot(ts, [100 * sum(by_time[t]) / len(by_time[t]) for t in ts], color="black", linewidth=2.6,
+            times = sorted(by_time)
+            ax.plot(times, [100 * sum(by_time[t]) / len(by_time[t]) for t in times], color="black", linewidth=2.6,
                     label=f"mean of {polarity.upper()} items")
         states = [(t, alert.for_scorer(scorer).state) for t, alert in alert_timeline]
         for start, stop, state in _spans(states, end):

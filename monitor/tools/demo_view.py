@@ -3,6 +3,7 @@ the distilled classifiers' view, and the shipped DSAT-spike alert as Prometheus 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rich.console import Group
@@ -65,8 +66,12 @@ def _grouped(series: tuple[str, ...]) -> str:
     return " · ".join(f"{label}: {', '.join(items)}" for label, items in sorted(groups.items(), reverse=True))
 
 
-def _alert_line(view: View, alert: AlertState | None) -> Text:
+def _alert_line(view: View, alert: AlertState | None, fired: Mapping[str, tuple[float, tuple[str, ...]]]) -> Text:
     line = Text(f"alert {view.alert_name}: ", style="bold")
+    if fired:
+        when = ", ".join(f"{'judge' if scorer == 'llm' else scorer} at t={t:.0f}s"
+                         for scorer, (t, _) in sorted(fired.items(), key=lambda kv: kv[1][0]))
+        line.append(f"fired ({when}); now ", style="bold red")
     if alert is None:
         line.append("not evaluated", style="yellow")
     elif alert.state == "firing":
@@ -84,7 +89,7 @@ def _alert_line(view: View, alert: AlertState | None) -> Text:
 
 
 def render(view: View, history: RateHistory, elapsed: float, alert: AlertState | None,
-           dead_letters: float = 0.0) -> Group:
+           dead_letters: float = 0.0, fired: Mapping[str, tuple[float, tuple[str, ...]]] | None = None) -> Group:
     latest = history.latest or Counts(t=0.0)
     w = view.window_s
     head = Text(f"t={elapsed:4.0f}s  judged [{view.judge_name}] {latest.scored_llm:.0f}  "
@@ -117,4 +122,4 @@ def render(view: View, history: RateHistory, elapsed: float, alert: AlertState |
         f"  not trained = the live model has no classifier for that item yet (under {view.min_positives} "
         f"judge-labelled positives).  - = under {MIN_CONVERSATIONS} scored conversations in that span.",
         style="dim")
-    return Group(head, table, note, _alert_line(view, alert))
+    return Group(head, table, note, _alert_line(view, alert, fired or {}))
