@@ -69,8 +69,8 @@ def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s:
         else:
             ax.text(0.5, 0.5, "no data (no model was live)", transform=ax.transAxes, ha="center", color="grey")
     axes[-1].set_xlabel("seconds since the simulator started")
-    fig.suptitle(f"convmon demo: per-item rates over a {window_s:.0f}s window; shaded: {alert_name} pending (yellow)"
-                 " / firing (red) in Prometheus on that panel's scorer", fontsize=12)
+    fig.suptitle(f"convmon demo: per-item rates over a {window_s:.0f}s window\nshaded: {alert_name} pending (yellow) "
+                 "/ firing (red) in Prometheus, on the series of that panel's scorer", fontsize=12)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

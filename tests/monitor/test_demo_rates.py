@@ -185,9 +185,8 @@ def test_the_plot_is_a_png_with_the_rates(tmp_path: Path) -> None:
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     h = RateHistory()
     for t in range(0, 61, 2):
-        rate = 0.05 if t < 30 else 0.2
-        h.add(Counts(t=t, judge_yes={i.id: rate * 10 * t for i in rubric.items},
-                     judge_n={i.id: 10.0 * t for i in rubric.items}))
+        yes = 0.5 * t if t < 30 else 15 + 2.0 * (t - 30)  # 5 % of 10 a second, then 20 %
+        h.add(Counts(t=t, judge_yes={i.id: yes for i in rubric.items}, judge_n={i.id: 10.0 * t for i in rubric.items}))
     firing = alert_state(ALERTS, "ConvmonDsatSpike")
     path = plot_rates(tmp_path / "rates.png", h, rubric, window_s=10, step_s=5, spike_at_s=30,
                       alert_name="ConvmonDsatSpike", alert_timeline=[(0.0, alert_state([], "x")), (45.0, firing)],
