@@ -112,8 +112,8 @@ def _start_prometheus(workdir: Path, target: str, scale: float) -> tuple[LocalPr
         prom.stop()
         return None, _how_to_see_alert(rule, f"Prometheus did not load {ALERT} (see {prom.log_path})")
     window = 1800 / scale
-    return prom, (f"{rule} as shipped, evaluated by Prometheus ({prom.url}/alerts) with every duration / {scale:g}: "
-                  f"30m = {window:.0f}s, 15m = {window / 2:.0f}s, 7d = {7 * 86400 / scale / 3600:.1f}h")
+    return prom, (f"{rule} as shipped, evaluated by Prometheus ({prom.url}/alerts) with every duration divided "
+                  f"by {scale:g} (30m -> {window:.3g}s)")
 
 
 MAX_TAIL_S = 30.0
@@ -129,13 +129,19 @@ def _finished(result: DemoResult, stats: SimulationStats, tail_s: float) -> bool
 
 
 async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus | None,
-                 sim: asyncio.Task[SimulationStats], duration_s: float, started: float) -> None:
+                 sim: asyncio.Task[SimulationStats], procs: list[subprocess.Popen[bytes]], duration_s: float,
+                 started: float) -> None:
     """Scrape, read the alert and redraw every second until the simulator's tail is scored."""
     alert: AlertState | None = None
     dead = 0.0
     with Live(console=console, auto_refresh=False) as live:
         while True:
             t = time.monotonic() - started
+            for proc in procs:
+                if proc.poll() is not None:
+                    sim.cancel()
+                    raise ConfigError(f"a demo process (pid {proc.pid}: {proc.args!s}) exited with code {proc.returncode}; "
+                                      f"see the logs in {view.log_dir}")
             with contextlib.suppress(httpx.HTTPError):
                 snapshot, dead = await asyncio.to_thread(scrape_counts, url, t)
                 result.history.add(snapshot)
@@ -214,14 +220,14 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
             prom, where = _start_prometheus(workdir, f"127.0.0.1:{metrics_port}", alert_scale)
             view = View(rubric=rubric, judge_name=judge_name, window_s=window_s, spike_at_s=plan.dsat_spike_at_s,
                         spike_factor=plan.spike_factor, min_positives=MIN_POSITIVES, alert_name=ALERT,
-                        alert_where=where,
+                        alert_where=where, log_dir=workdir,
                         retrain_note=f"no distilled model yet: the worker trains one from the judge's labels "
                                      f"every {RETRAIN_INTERVAL_S}s once {RETRAIN_MIN_LABELS} exist")
             started = time.monotonic()
 
             async def main() -> None:
                 sim = asyncio.create_task(simulate(sim_settings, rubric, plan))
-                await _watch(result, view, url, prom, sim, duration_s, started)
+                await _watch(result, view, url, prom, sim, procs, duration_s, started)
                 result.simulated = await sim
 
             asyncio.run(main())

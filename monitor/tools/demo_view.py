@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Group
 from rich.table import Table
@@ -32,6 +33,7 @@ class View:
     min_positives: int
     alert_name: str
     alert_where: str  # "<rule file> via Prometheus at <url>" or how to see it when not installed
+    log_dir: Path
 
 
 def _pct(rate: Rate | None) -> str:

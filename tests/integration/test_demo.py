@@ -29,7 +29,7 @@ def test_short_demo_shows_the_spike_fires_the_shipped_alert_and_writes_the_plot(
     assert proc.returncode == 0, out[-4000:]
     # the final frame once, not twice
     assert out.count("share of scored conversations showing each pattern") == 1, out[-4000:]
-    assert "convmon-alerts.yml as shipped, evaluated by Prometheus" in out
+    assert "as shipped, evaluated by Prometheus" in out and "divided by 200 (30m -> 9s)" in out
     shares = re.search(r"judge DSAT share per item \(mean of 10 items\): ([\d.]+)% before the spike, ([\d.]+)% in "
                        r"the last 10s", out)
     assert shares, out[-3000:]

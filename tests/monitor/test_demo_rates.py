@@ -192,3 +192,15 @@ def test_the_plot_is_a_png_with_the_rates(tmp_path: Path) -> None:
                       alert_name="ConvmonDsatSpike", alert_timeline=[(0.0, alert_state([], "x")), (45.0, firing)],
                       judge_name="simulated")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+
+
+def test_without_prometheus_the_demo_says_how_to_see_the_alert(monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    from monitor.tools import demo
+
+    monkeypatch.setattr(demo, "prometheus_binary", lambda: None)
+    prom, where = demo._start_prometheus(tmp_path, "127.0.0.1:1", 120)
+    assert prom is None
+    shipped = str(rule_file_of("ConvmonDsatSpike").relative_to(RULES_DIR.parents[2]))
+    assert "prometheus is not installed" in where and shipped in where
+    assert "apt-get install prometheus" in where and "http://localhost:9090/alerts" in where
