@@ -88,3 +88,8 @@ def test_no_import_cycles() -> None:
 def test_the_walk_sees_lazy_imports() -> None:
     # cli.py imports the demo inside the command function; the graph must still have the edge
     assert "monitor.tools.demo" in GRAPH["monitor.cli"]
+
+
+def test_judge_and_drift_import_only_contracts() -> None:
+    for pkg in ("monitor.judge", "monitor.drift"):
+        assert _violations(pkg, (pkg, "monitor.contracts")) == []
