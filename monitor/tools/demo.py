@@ -39,6 +39,7 @@ from monitor.tools.shipped_alerts import (
     AlertState,
     LocalPrometheus,
     alert_state,
+    firing_episodes,
     prometheus_binary,
     rule_file_of,
 )
@@ -56,7 +57,11 @@ class DemoResult:
     history: RateHistory
     alert_timeline: list[tuple[float, AlertState]] = field(default_factory=list)  # every reading
     alert: AlertState | None = None  # the last state read; None when no Prometheus ran
-    first_fired: dict[str, tuple[float, tuple[str, ...]]] = field(default_factory=dict)  # scorer -> (t, series)
+
+    def fired(self) -> dict[str, list[tuple[float, tuple[str, ...]]]]:
+        """Per scorer with any, the starts of the alert's firing runs and their series."""
+        runs = {scorer: firing_episodes(self.alert_timeline, scorer) for scorer in ("llm", "distilled")}
+        return {scorer: episodes for scorer, episodes in runs.items() if episodes}
     plot: Path | None = None
     simulated: SimulationStats | None = None
 
@@ -140,8 +145,8 @@ async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus
             for proc in procs:
                 if proc.poll() is not None:
                     sim.cancel()
-                    raise ConfigError(f"a demo process (pid {proc.pid}: {proc.args!s}) exited with code {proc.returncode}; "
-                                      f"see the logs in {view.log_dir}")
+                    raise ConfigError(f"a demo process (pid {proc.pid}: {proc.args!s}) exited with code "
+                                      f"{proc.returncode}; see the logs in {view.log_dir}")
             with contextlib.suppress(httpx.HTTPError):
                 snapshot, dead = await asyncio.to_thread(scrape_counts, url, t)
                 result.history.add(snapshot)
@@ -149,12 +154,8 @@ async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus
                 with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
                     alert = alert_state(await asyncio.to_thread(prom.alerts), ALERT)
                     result.alert_timeline.append((t, alert))
-                    for scorer in ("llm", "distilled"):
-                        mine = alert.for_scorer(scorer)
-                        if mine.state == "firing" and scorer not in result.first_fired:
-                            result.first_fired[scorer] = (t, mine.firing)
             result.alert = alert
-            live.update(render(view, result.history, t, alert, dead, fired=result.first_fired), refresh=True)
+            live.update(render(view, result.history, t, alert, dead, fired=result.fired()), refresh=True)
             if sim.done() and _finished(result, sim.result(), t - duration_s):
                 return
             await asyncio.sleep(max(0.1, 1.0 - (time.monotonic() - started - t)))  # a scrape can take a second
@@ -174,12 +175,14 @@ def _summary(result: DemoResult, rubric: RubricSet, view: View, workdir: Path) -
                           f"before the spike, {sum(recent) / len(recent):.1%} in the last {view.window_s:.0f}s")
     if result.alert is None:
         console.print(f"alert {ALERT}: {view.alert_where}")
-    elif not result.first_fired:
+    elif not result.fired():
         console.print(f"alert {ALERT} did not fire (last state: {result.alert.state})")
-    for scorer, (t, series) in sorted(result.first_fired.items(), reverse=True):
+    for scorer, episodes in sorted(result.fired().items(), reverse=True):
         who = "judge" if scorer == "llm" else "distilled"
-        items = ", ".join(x.rpartition(" (")[0] for x in series)
-        console.print(f"alert {ALERT} fired at t={t:.0f}s on the {who} rates ({items})")
+        for t, series in episodes:
+            items = ", ".join(x.rpartition(" (")[0] for x in series)
+            early = " (before the spike: a false alarm of the rule)" if spike is not None and t < spike else ""
+            console.print(f"alert {ALERT} fired at t={t:.0f}s on the {who} rates{early} ({items})")
     models = sorted(p.name for p in (workdir / "models" / "distilled").glob("2*"))
     console.print(f"distilled models trained during the run: {len(models)}; logs in {workdir}")
     console.print(f"plot: {result.plot}")

@@ -68,11 +68,14 @@ def _grouped(series: tuple[str, ...]) -> str:
     return " · ".join(f"{label}: {', '.join(items)}" for label, items in sorted(groups.items(), reverse=True))
 
 
-def _alert_line(view: View, alert: AlertState | None, fired: Mapping[str, tuple[float, tuple[str, ...]]]) -> Text:
+Episodes = Mapping[str, list[tuple[float, tuple[str, ...]]]]  # scorer -> starts of firing runs, with series
+
+
+def _alert_line(view: View, alert: AlertState | None, fired: Episodes) -> Text:
     line = Text(f"alert {view.alert_name}: ", style="bold")
     if fired:
-        when = ", ".join(f"{'judge' if scorer == 'llm' else scorer} at t={t:.0f}s"
-                         for scorer, (t, _) in sorted(fired.items(), key=lambda kv: kv[1][0]))
+        when = "; ".join(f"{'judge' if scorer == 'llm' else scorer} at t=" + ", ".join(f"{t:.0f}s" for t, _ in runs)
+                         for scorer, runs in sorted(fired.items(), reverse=True))
         line.append(f"fired ({when}); now ", style="bold red")
     if alert is None:
         line.append("not evaluated", style="yellow")
@@ -91,7 +94,7 @@ def _alert_line(view: View, alert: AlertState | None, fired: Mapping[str, tuple[
 
 
 def render(view: View, history: RateHistory, elapsed: float, alert: AlertState | None,
-           dead_letters: float = 0.0, fired: Mapping[str, tuple[float, tuple[str, ...]]] | None = None) -> Group:
+           dead_letters: float = 0.0, fired: Episodes | None = None) -> Group:
     latest = history.latest or Counts(t=0.0)
     w = view.window_s
     head = Text(f"t={elapsed:4.0f}s  judged [{view.judge_name}] {latest.scored_llm:.0f}  "

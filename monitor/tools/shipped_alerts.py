@@ -124,6 +124,18 @@ def alert_state(alerts: list[dict[str, Any]], name: str) -> AlertState:
     return AlertState(state, tuple(sorted(firing)), tuple(sorted(pending)), values)
 
 
+def firing_episodes(timeline: list[tuple[float, AlertState]], scorer: str) -> list[tuple[float, tuple[str, ...]]]:
+    """When the alert went to firing on ``scorer``'s series (each start of a firing run) and on which series."""
+    out: list[tuple[float, tuple[str, ...]]] = []
+    was_firing = False
+    for t, alert in timeline:
+        mine = alert.for_scorer(scorer)
+        if mine.state == "firing" and not was_firing:
+            out.append((t, mine.firing))
+        was_firing = mine.state == "firing"
+    return out
+
+
 def prometheus_binary() -> str | None:
     return shutil.which("prometheus")
 

@@ -13,6 +13,7 @@ from monitor.tools.demo_view import _grouped
 from monitor.tools.shipped_alerts import (
     RULES_DIR,
     alert_state,
+    firing_episodes,
     rule_file_of,
     scale_duration,
     scale_expr,
@@ -204,3 +205,10 @@ def test_without_prometheus_the_demo_says_how_to_see_the_alert(monkeypatch: pyte
     shipped = str(rule_file_of("ConvmonDsatSpike").relative_to(RULES_DIR.parents[2]))
     assert "prometheus is not installed" in where and shipped in where
     assert "apt-get install prometheus" in where and "http://localhost:9090/alerts" in where
+
+
+def test_firing_episodes_are_the_starts_of_firing_runs() -> None:
+    quiet, firing = alert_state([], "ConvmonDsatSpike"), alert_state(ALERTS, "ConvmonDsatSpike")
+    timeline = [(0.0, quiet), (3.0, firing), (4.0, firing), (6.0, quiet), (9.0, firing)]
+    assert firing_episodes(timeline, "llm") == [(3.0, ("dsat.repetition (llm)",)), (9.0, ("dsat.repetition (llm)",))]
+    assert firing_episodes(timeline, "distilled") == []
