@@ -143,14 +143,21 @@ def soak(
 
 @app.command()
 def demo(
-    duration: Annotated[float, typer.Option(help="Seconds to run.")] = 60.0,
-    rate: Annotated[float, typer.Option(help="Conversations per second.")] = 8.0,
-    port: Annotated[int, typer.Option(help="Port for the worker's /metrics.")] = 9100,
+    duration: Annotated[float, typer.Option(help="Seconds of simulated traffic (the DSAT spike starts half-way).",
+                                            min=10)] = 100.0,
+    rate: Annotated[float, typer.Option(help="Conversations per second.", min=0.1)] = 20.0,
+    port: Annotated[int, typer.Option(help="Port for the worker's /metrics.", min=1, max=65535)] = 9100,
+    window: Annotated[float, typer.Option(help="Seconds of the recent window the rates are shown over.",
+                                          min=2)] = 20.0,
+    alert_scale: Annotated[float, typer.Option(help="Divide every duration of the shipped alert rules by this "
+                                                    "(30m -> 15s at 120).", min=1)] = 120.0,
 ) -> None:
-    """Broker + worker + simulator on one machine, with a live table of per-rubric SAT/DSAT rates."""
+    """Broker + worker + simulator on one machine: per-rubric rates over a recent window beside the run's
+    baseline, the shipped DSAT-spike alert evaluated by Prometheus (when installed), and a PNG plot at the end."""
     from monitor.tools.demo import run_demo
 
-    run_demo(load_settings(), duration_s=duration, rate=rate, metrics_port=port)
+    run_demo(load_settings(), duration_s=duration, rate=rate, metrics_port=port, window_s=window,
+             alert_scale=alert_scale)
 
 
 

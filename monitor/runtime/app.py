@@ -1,7 +1,7 @@
-"""The faust app: topics, tables and agents for the data flow in DESIGN.md.
+"""The faust app: topics, tables and agents for the data flow in docs/architecture.md.
 
-Every arrow between stages is a Kafka topic, so each stage scales out by partitions: run more
-workers with the same ``app_id`` (consumer group). Topics carry raw bytes; agents decode them
+Each topic and agent scales out by partitions: run more workers with the same ``app_id`` (consumer
+group). Topics carry raw bytes; agents decode them
 themselves, because a faust agent dies on a ValueDecodeError.
 """
 

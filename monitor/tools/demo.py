@@ -1,9 +1,12 @@
-"""`convmon demo`: the whole monitor on one machine in about a minute.
+"""`convmon demo`: the whole monitor on one machine in about two minutes.
 
-It starts the embedded broker, a worker process and the simulator (with a DSAT spike half-way),
-and renders per-rubric SAT/DSAT rates, judge vs distilled, from the worker's own /metrics, i.e.
-exactly what Prometheus would scrape. Without OPENAI_API_KEY / OPENAI_BASE_URL the judge is the
-simulator's ground truth, labelled "simulated" everywhere.
+It starts the embedded broker, a worker process and the simulator (with a DSAT spike half-way), and
+shows per-rubric rates over a recent window beside the run's baseline, read from the worker's own
+/metrics, i.e. exactly what Prometheus would scrape. When the ``prometheus`` binary is installed, a
+real Prometheus scrapes the worker with the shipped rule files (durations compressed, expressions as
+shipped) and the screen shows the DSAT-spike alert's state. At the end it writes a PNG of the rates.
+Without OPENAI_API_KEY / OPENAI_BASE_URL the judge is the simulator's ground truth, labelled
+"simulated" everywhere.
 """
 
 from __future__ import annotations
@@ -12,26 +15,58 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from rich.console import Console, Group
+from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
+from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
-from monitor.contracts.settings import Settings
+from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.runtime.broker import EmbeddedBroker, stop_process
-from monitor.runtime.scrape import Sample, by_label, scrape, total, wait_for_metrics
-from monitor.tools.simulator.run import SimulationPlan, simulate
+from monitor.runtime.scrape import wait_for_metrics
+from monitor.tools.demo_plot import plot_rates
+from monitor.tools.demo_rates import RateHistory, scrape_counts
+from monitor.tools.demo_view import TREND_STEP_S, View, render
+from monitor.tools.shipped_alerts import (
+    AlertState,
+    LocalPrometheus,
+    alert_state,
+    firing_episodes,
+    prometheus_binary,
+    rule_file_of,
+)
+from monitor.tools.simulator.run import SimulationPlan, SimulationStats, simulate
 
 console = Console()
+ALERT = "ConvmonDsatSpike"
+RETRAIN_INTERVAL_S = 8
+RETRAIN_MIN_LABELS = 40
+MIN_POSITIVES = 5
 
 
-def _worker_env(settings: Settings, broker_url: str, workdir: Path, metrics_port: int) -> dict[str, str]:
+@dataclass
+class DemoResult:
+    history: RateHistory
+    alert_timeline: list[tuple[float, AlertState]] = field(default_factory=list)  # every reading
+    alert: AlertState | None = None  # the last state read; None when no Prometheus ran
+
+    def fired(self) -> dict[str, list[tuple[float, tuple[str, ...]]]]:
+        """Per scorer with any, the starts of the alert's firing runs and their series."""
+        runs = {scorer: firing_episodes(self.alert_timeline, scorer) for scorer in ("llm", "distilled")}
+        return {scorer: episodes for scorer, episodes in runs.items() if episodes}
+    plot: Path | None = None
+    simulated: SimulationStats | None = None
+
+
+def _worker_env(broker_url: str, workdir: Path, metrics_port: int) -> dict[str, str]:
     return {
         **os.environ,
         "CONVMON_BROKER_URL": broker_url,
@@ -40,90 +75,173 @@ def _worker_env(settings: Settings, broker_url: str, workdir: Path, metrics_port
         "CONVMON_LABEL_STORE_URL": f"sqlite:///{workdir / 'labels.db'}",
         "CONVMON_METRICS_PORT": str(metrics_port),
         "CONVMON_SAMPLE_RATE": os.environ.get("CONVMON_SAMPLE_RATE", "0.5"),
-        "CONVMON_RETRAIN_INTERVAL_S": "8",
-        "CONVMON_RETRAIN_MIN_LABELS": "40",
-        "CONVMON_DISTILL_MIN_POSITIVES": "5",
+        "CONVMON_RETRAIN_INTERVAL_S": str(RETRAIN_INTERVAL_S),
+        "CONVMON_RETRAIN_MIN_LABELS": str(RETRAIN_MIN_LABELS),
+        "CONVMON_DISTILL_MIN_POSITIVES": str(MIN_POSITIVES),
         "CONVMON_REGISTRY_POLL_S": "2",
         "CONVMON_IDLE_TIMEOUT_S": "10",
     }
 
 
-def render(samples: list[Sample], rubric: RubricSet, judge_name: str, elapsed: float) -> Group:
-    scored = by_label(samples, "convmon_conversations_scored_total", "scorer")
-    n_llm, n_dist = scored.get("llm", 0.0), scored.get("distilled", 0.0)
-    head = Table.grid(padding=(0, 2))
-    head.add_row(
-        f"t={elapsed:4.0f}s",
-        f"events {total(samples, 'convmon_events_total'):.0f}",
-        f"conversations {total(samples, 'convmon_conversations_finished_total'):.0f}",
-        f"judged [{judge_name}] {n_llm:.0f}",
-        f"distilled {n_dist:.0f}",
-        f"unscored {total(samples, 'convmon_conversations_unscored_total'):.0f}",
-        f"dead letters {total(samples, 'convmon_dead_letters_total'):.0f}",
-    )
-    table = Table(title="per-rubric rates: share of conversations showing each pattern")
-    for col in ("item", "polarity", f"judge ({judge_name})", "distilled (expected)"):
-        table.add_column(col, justify="left" if col in ("item", "polarity") else "right")
-    yes = by_label(samples, "convmon_rubric_verdicts_total", "rubric", scorer="llm", verdict="yes")
-    prob = by_label(samples, "convmon_rubric_probability_sum_total", "rubric", scorer="distilled")
-    # Records carry only the items the live model was able to train; count them per item.
-    dist_n = by_label(samples, "convmon_rubric_verdicts_total", "rubric", scorer="distilled")
-    for item in rubric.items:
-        judge_rate = f"{yes.get(item.id, 0) / n_llm:6.1%}" if n_llm else "-"
-        if dist_n.get(item.id):
-            dist_rate = f"{prob.get(item.id, 0) / dist_n[item.id]:6.1%}"
-        else:
-            dist_rate = "not trained yet" if n_dist else "-"
-        style = "green" if item.polarity == "sat" else "red"
-        table.add_row(f"[{style}]{item.id}[/{style}]", item.polarity, judge_rate, dist_rate)
-    return Group(head, table)
+def start_processes(broker_url: str, workdir: Path, metrics_port: int) -> list[subprocess.Popen[bytes]]:
+    """Every convmon process the demo runs beside the simulator, the worker first (it serves /metrics).
+
+    Each writes ``<workdir>/<name>.log``. A process added here is stopped with the others.
+    """
+    env = _worker_env(broker_url, workdir, metrics_port)
+    procs = []
+    for name, argv in (("worker", ["worker"]),):
+        with (workdir / f"{name}.log").open("wb") as log:
+            procs.append(subprocess.Popen([sys.executable, "-m", "monitor.cli", *argv], stdout=log,
+                                          stderr=subprocess.STDOUT, env=env))
+    return procs
 
 
-async def _live(
-    url: str, rubric: RubricSet, judge_name: str, sim: asyncio.Task[object], duration_s: float
-) -> list[Sample]:
-    started = time.monotonic()
-    samples: list[Sample] = []
-    with Live(console=console, refresh_per_second=2) as live:
-        while time.monotonic() - started < duration_s + 15:
+def _how_to_see_alert(rule: str, reason: str) -> str:
+    return (f"{reason}, so {ALERT} ({rule}) is not evaluated here. To see it: install Prometheus (Debian/Ubuntu: "
+            f"apt-get install prometheus) and rerun, or `docker compose up -d` and open http://localhost:9090/alerts; "
+            f"`promtool test rules deploy/prometheus/tests/*.yml` runs the rules' unit tests")
+
+
+def _start_prometheus(workdir: Path, target: str, scale: float) -> tuple[LocalPrometheus | None, str]:
+    """A Prometheus on the shipped rules, or None and a sentence saying how to see the alert."""
+    try:
+        rule = str(rule_file_of(ALERT).relative_to(REPO_ROOT))
+    except ConfigError as exc:
+        return None, f"{exc} (run the demo from a source checkout to evaluate it)"
+    exe = prometheus_binary()
+    if exe is None:
+        return None, _how_to_see_alert(rule, "prometheus is not installed")
+    prom = LocalPrometheus(exe, workdir / "prometheus", [target], scale).start()
+    if ALERT not in prom.rule_names():
+        prom.stop()
+        return None, _how_to_see_alert(rule, f"Prometheus did not load {ALERT} (see {prom.log_path})")
+    window = 1800 / scale
+    return prom, (f"{rule} as shipped, evaluated by Prometheus ({prom.url}/alerts) with every duration divided "
+                  f"by {scale:g} (30m -> {window:.3g}s)")
+
+
+MAX_TAIL_S = 30.0
+
+
+def _finished(result: DemoResult, stats: SimulationStats, tail_s: float) -> bool:
+    """After the simulator: stop once the worker has taken every conversation (the hot path scored or
+    counted it unscored) and the alert is not pending, or after MAX_TAIL_S."""
+    latest = result.history.latest
+    seen = latest.scored_distilled + sum(latest.unscored.values()) if latest else 0.0
+    pending = result.alert is not None and result.alert.state == "pending"
+    return tail_s >= MAX_TAIL_S or (tail_s >= 3.0 and seen >= stats.conversations and not pending)
+
+
+async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus | None,
+                 sim: asyncio.Task[SimulationStats], procs: list[subprocess.Popen[bytes]], duration_s: float,
+                 started: float) -> None:
+    """Scrape, read the alert and redraw every second until the simulator's tail is scored."""
+    alert: AlertState | None = None
+    dead = 0.0
+    with Live(console=console, auto_refresh=False) as live:
+        while True:
+            t = time.monotonic() - started
+            for proc in procs:
+                if proc.poll() is not None:
+                    sim.cancel()
+                    raise ConfigError(f"a demo process (pid {proc.pid}: {proc.args!s}) exited with code "
+                                      f"{proc.returncode}; see the logs in {view.log_dir}")
             with contextlib.suppress(httpx.HTTPError):
-                samples = await asyncio.to_thread(scrape, url)
-            live.update(render(samples, rubric, judge_name, time.monotonic() - started))
-            if sim.done() and time.monotonic() - started > duration_s + 5:
-                break  # a few seconds after the last events, so the tail is scored
-            await asyncio.sleep(1.0)
-    return samples
+                snapshot, dead = await asyncio.to_thread(scrape_counts, url, t)
+                result.history.add(snapshot)
+            if prom is not None:
+                with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
+                    alert = alert_state(await asyncio.to_thread(prom.alerts), ALERT)
+                    result.alert_timeline.append((t, alert))
+            result.alert = alert
+            live.update(render(view, result.history, t, alert, dead, fired=result.fired()), refresh=True)
+            if sim.done() and _finished(result, sim.result(), t - duration_s):
+                return
+            await asyncio.sleep(max(0.1, 1.0 - (time.monotonic() - started - t)))  # a scrape can take a second
 
 
-def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port: int) -> None:
+def _summary(result: DemoResult, rubric: RubricSet, view: View, workdir: Path) -> None:
+    stats, h, spike = result.simulated, result.history, view.spike_at_s
+    if stats is not None and spike is not None:
+        console.print(f"simulated {stats.conversations} conversations ({stats.spiked_conversations} after the spike "
+                      f"at t={spike:.0f}s), {stats.events} events")
+    if spike is not None and h.latest is not None:
+        dsat = [i.id for i in rubric.items if i.polarity == "dsat"]
+        before = [r.value for i in dsat if (r := h.between(h.at(0.0), h.at(spike), i, "llm"))]
+        recent = [r.value for i in dsat if (r := h.window(i, "llm", view.window_s))]
+        if before and recent:
+            console.print(f"judge DSAT share per item (mean of {len(dsat)} items): {sum(before) / len(before):.1%} "
+                          f"before the spike, {sum(recent) / len(recent):.1%} in the last {view.window_s:.0f}s")
+    if result.alert is None:
+        console.print(f"alert {ALERT}: {view.alert_where}")
+    elif not result.fired():
+        console.print(f"alert {ALERT} did not fire (last state: {result.alert.state})")
+    for scorer, episodes in sorted(result.fired().items(), reverse=True):
+        who = "judge" if scorer == "llm" else "distilled"
+        for t, series in episodes:
+            items = ", ".join(x.rpartition(" (")[0] for x in series)
+            early = " (before the spike: a false alarm of the rule)" if spike is not None and t < spike else ""
+            console.print(f"alert {ALERT} fired at t={t:.0f}s on the {who} rates{early} ({items})")
+    models = sorted(p.name for p in (workdir / "models" / "distilled").glob("2*"))
+    console.print(f"distilled models trained during the run: {len(models)}; logs in {workdir}")
+    console.print(f"plot: {result.plot}")
+
+
+@contextlib.contextmanager
+def _exit_on_hangup() -> Iterator[None]:
+    """SIGTERM or a closed terminal (SIGHUP) ends the demo like Ctrl-C: through the ``finally`` that stops
+    its processes (Prometheus takes SIGHUP as "reload" and would outlive the demo)."""
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port: int, window_s: float = 20.0,
+             alert_scale: float = 120.0) -> DemoResult:
     workdir = settings.data_dir / "demo"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     judge_name = f"openai:{settings.judge_model}" if settings.judge_configured else "simulated"
     url = f"http://127.0.0.1:{metrics_port}/metrics"
-    with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
+    plan = SimulationPlan(rate=rate, duration_s=duration_s, dsat_spike_at_s=duration_s / 2, spike_factor=4.0)
+    result = DemoResult(history=RateHistory())
+    with _exit_on_hangup(), EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         sim_settings = settings.model_copy(update={"broker_url": broker.url})
-        log = (workdir / "worker.log").open("wb")
-        proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
-                                env=_worker_env(settings, broker.url, workdir, metrics_port))
+        procs = start_processes(broker.url, workdir, metrics_port)
+        prom: LocalPrometheus | None = None
         try:
-            console.print(f"broker {broker.url} · worker metrics {url} · logs in {workdir}")
-            wait_for_metrics(url, proc, log_path=workdir / "worker.log")
-            plan = SimulationPlan(rate=rate, duration_s=duration_s, dsat_spike_at_s=duration_s / 2, spike_factor=4.0)
+            console.print(f"broker {broker.url} · worker metrics {url} · logs in {workdir}; starting the worker ...")
+            wait_for_metrics(url, procs[0], log_path=workdir / "worker.log")
+            prom, where = _start_prometheus(workdir, f"127.0.0.1:{metrics_port}", alert_scale)
+            view = View(rubric=rubric, judge_name=judge_name, window_s=window_s, spike_at_s=plan.dsat_spike_at_s,
+                        spike_factor=plan.spike_factor, min_positives=MIN_POSITIVES, alert_name=ALERT,
+                        alert_where=where, log_dir=workdir,
+                        retrain_note=f"no distilled model yet: the worker trains one from the judge's labels "
+                                     f"every {RETRAIN_INTERVAL_S}s once {RETRAIN_MIN_LABELS} exist")
+            started = time.monotonic()
 
-            async def main() -> list[Sample]:
+            async def main() -> None:
                 sim = asyncio.create_task(simulate(sim_settings, rubric, plan))
-                samples = await _live(url, rubric, judge_name, sim, duration_s)
-                stats = await sim
-                console.print(f"simulated {stats.conversations} conversations, {stats.events} events; "
-                              f"DSAT spike x{plan.spike_factor} from t={plan.dsat_spike_at_s:.0f}s")
-                return samples
+                await _watch(result, view, url, prom, sim, procs, duration_s, started)
+                result.simulated = await sim
 
-            samples = asyncio.run(main())
-            console.print(render(samples, rubric, judge_name, duration_s))
-            console.print(f"models: {sorted(p.name for p in (workdir / 'models' / 'distilled').glob('2*'))}"
-                          if (workdir / "models" / "distilled").exists() else "models: none trained")
+            asyncio.run(main())
         finally:
-            stop_process(proc)
-            log.close()
+            if prom is not None:
+                prom.stop()
+            for proc in reversed(procs):
+                stop_process(proc)
+    result.plot = plot_rates(workdir / "rates.png", result.history, rubric, window_s=window_s, step_s=TREND_STEP_S,
+                             spike_at_s=plan.dsat_spike_at_s, alert_name=ALERT, alert_timeline=result.alert_timeline,
+                             judge_name=judge_name)
+    _summary(result, rubric, view, workdir)
+    return result
+

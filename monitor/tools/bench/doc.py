@@ -216,7 +216,7 @@ def throughput_markdown(result: dict[str, Any]) -> str:
     if share:
         out += ["", "Share of the framework floor (monitor rate / floor rate): "
                 + ", ".join(f"`{k}` {100 * v:.0f} %" for k, v in share.items()) + ". The floor is the ceiling of "
-                "any monitor built as DESIGN.md requires (faust agents, a Kafka topic between stages); a target "
+                "any monitor built as docs/architecture.md draws it (faust agents reading Kafka topics); a target "
                 "above the floor's share of raw consume cannot be met by making our own work faster."]
     cpu = result.get("worker_cpu_cores") or {}
     if cpu:

@@ -1,8 +1,8 @@
 """The monitor's topology with the work taken out: what faust itself costs per conversation.
 
 ``bench throughput`` compares the monitor with a bare aiokafka consumer. The gap has two parts: our
-work (decode, featurize, predict, export) and the stream framework's (every stage is a faust agent
-and every arrow a Kafka topic, as DESIGN.md requires). This app keeps the second and drops the
+work (decode, featurize, predict, export) and the stream framework's (faust agents reading Kafka
+topics, as docs/architecture.md draws them). This app keeps the second and drops the
 first: the same app settings and the same shape (one agent reading batches of events, a record
 per conversation on scores and a dedup table write per conversation), with no work in between.
 Its rate is the ceiling of any monitor built this
