@@ -1,4 +1,4 @@
-"""The router in the hot path and the judge stage: pi from the batch's distilled scores, headers, records, non-response."""
+"""The router in the hot path and the judge stage: pi from the batch's distilled scores, headers, non-response."""
 
 from __future__ import annotations
 
