@@ -115,7 +115,8 @@ def uss_source(config: CostConfig) -> Source:
     rubric = RubricSet(id="uss-cost", version="1", items=[USS_ITEM])
     uss_dir = config.data_dir / "uss" if (config.data_dir / "uss").is_dir() else config.data_dir
     rng = np.random.default_rng(config.seed)
-    train_parts, regimes = [], []
+    train_parts: list[TrainingSet] = []
+    regimes: list[TrainingSet] = []
     for name in config.uss_files:
         prefixes = [p for d in load_uss(uss_dir / f"{name}.txt") for p in rated_prefixes(d)]
         dialogues = sorted({c.metadata["dialogue_id"] for c, _ in prefixes})

@@ -64,13 +64,14 @@ def _run_seed(stream: TrainingSet, holdout: TrainingSet, config: SamplerConfig, 
     policy = InclusionPolicy(base_rate=config.rate / 2, active_rate=config.rate / 2, salt=f"bench-{seed}")
     uncertain: list[int] = []
     uniform: list[int] = []
-    model = featurizer = None
+    model: Any = None
+    featurizer: Any = None
     version = None
     for k, chunk in enumerate(chunks):
-        if model is not None:
-            p = model.predict_proba(featurizer.transform([stream.conversations[i] for i in chunk]))[:, 0]
+        p = (model.predict_proba(featurizer.transform([stream.conversations[i] for i in chunk]))[:, 0]
+             if model is not None else None)
         picks = [int(i) for j, i in enumerate(chunk) if policy.decide(
-            stream.conversations[i].conversation_id, probabilities=[float(p[j])] if model is not None else None,
+            stream.conversations[i].conversation_id, probabilities=[float(p[j])] if p is not None else None,
             model_version=version).judge]
         uncertain += picks
         uniform += rng.choice(chunk, size=len(picks), replace=False).astype(int).tolist()
