@@ -16,7 +16,7 @@ runner = CliRunner()
 def test_cost_cli_json_plot_and_markdown(shared_data: Path, tmp_path: Path) -> None:
     plot = tmp_path / "cost.png"
     result = runner.invoke(app, ["cost", "--volume", "1000", "--slices", "1,0.1", "--windows", "10",
-                                 "--sim-pool", "200", "--max-training-labels", "150", "--data", str(shared_data),
+                                 "--sim-pool", "200", "--max-training-labels", "400", "--data", str(shared_data),
                                  "--plot", str(plot), "--json", "--quiet"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)

@@ -170,8 +170,8 @@ def cost(
 
 @app.command()
 def sampler(
-    rate: Annotated[float, typer.Option(min=0.001, max=0.5, help="Judged share of the stream in both arms.")] = 0.1,
-    rounds: Annotated[int, typer.Option(min=2, help="Stream chunks (retraining after each).")] = 4,
+    rate: Annotated[float, typer.Option(min=0.001, max=0.5, help="Judged share of the stream in both arms.")] = 0.15,
+    rounds: Annotated[int, typer.Option(min=2, help="Stream chunks (retraining after each).")] = 3,
     seeds: Annotated[str, typer.Option(help="Seeds (routing salt, chunk order).")] = "0,1,2",
     data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/).")] = DEFAULT_DATA,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,

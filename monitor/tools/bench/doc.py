@@ -263,6 +263,14 @@ def cost_markdown(result: dict[str, Any]) -> str:
                    + "; ".join(f"{n}: {'none of those measured' if smallest[e] is None else f'{smallest[e]:.1%}'}"
                                for e, n in names.items()) + ". Goal (issue #22): ≤ 1 %.")
         out.append("")
+    out += ["Reading: a judge-only rate from n judged conversations has a 95 % error of about "
+            "1.96·sqrt(p(1-p)/n) points, which for rates of 10-50 % needs thousands of judged conversations per "
+            "window for ±1 point; the prediction-powered rate replaces p(1-p) by the variance of the residuals "
+            "(label − probability), which judge noise and imperfect models keep well above zero, so it gains "
+            "little per hour at small slices. The distilled-only rate has almost no variance at this volume but "
+            "carries the model's bias, which moves with the traffic mix. Lengthening the window (more judged "
+            "conversations per estimate) or estimating the prediction-powered correction over a longer window "
+            "than the distilled mean are the levers; neither is measured here.", ""]
     if result.get("plot"):
         out.append(f"![error against spend]({Path(result['plot']).name})")
     return "\n".join(out).strip()

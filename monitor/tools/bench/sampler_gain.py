@@ -8,7 +8,7 @@ gives). The stream arrives in ``rounds`` chunks; after each chunk the distilled 
 
 * uncertainty arm: the router's :class:`~monitor.stages.sampler.InclusionPolicy` with hash rate
   ``r/2`` and ``active_learning_rate`` ``r/2``, deciding each conversation of a chunk from the
-  current model's probabilities (the first chunk, with no model yet, at the hash rate alone);
+  current model's probabilities (the first chunk, with no model yet, at hash rate ``r``);
 * hash-only arm: exactly as many labels as the uncertainty arm took in the same chunk, drawn
   uniformly from that chunk, so both arms spend the same on the judge, chunk by chunk.
 
@@ -37,12 +37,12 @@ _RUBRIC = RubricSet(id="uss-cost", version="1", items=[USS_ITEM])
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    rate: float = 0.1  # judged share of the stream in both arms
-    rounds: int = 4
+    rate: float = 0.15  # judged share of the stream in both arms
+    rounds: int = 3
     seeds: Sequence[int] = (0, 1, 2)
     uss_files: Sequence[str] = ("MWOZ", "SGD")
     data_dir: Path = field(default_factory=lambda: REPO_ROOT.parent / "shared" / "data")
-    min_positives: int = 10
+    min_positives: int = 5
 
 
 def _fit(data: TrainingSet, seed: int, min_positives: int) -> tuple[Any, Any]:
@@ -62,6 +62,7 @@ def _run_seed(stream: TrainingSet, holdout: TrainingSet, config: SamplerConfig, 
     order = rng.permutation(len(stream))
     chunks = np.array_split(order, config.rounds)
     policy = InclusionPolicy(base_rate=config.rate / 2, active_rate=config.rate / 2, salt=f"bench-{seed}")
+    start = InclusionPolicy(base_rate=config.rate, salt=f"bench-{seed}")  # no model yet: nothing to boost with
     uncertain: list[int] = []
     uniform: list[int] = []
     model: Any = None
@@ -70,7 +71,8 @@ def _run_seed(stream: TrainingSet, holdout: TrainingSet, config: SamplerConfig, 
     for k, chunk in enumerate(chunks):
         p = (model.predict_proba(featurizer.transform([stream.conversations[i] for i in chunk]))[:, 0]
              if model is not None else None)
-        picks = [int(i) for j, i in enumerate(chunk) if policy.decide(
+        router = policy if model is not None else start
+        picks = [int(i) for j, i in enumerate(chunk) if router.decide(
             stream.conversations[i].conversation_id, probabilities=[float(p[j])] if p is not None else None,
             model_version=version).judge]
         uncertain += picks
