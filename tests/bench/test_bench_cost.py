@@ -38,3 +38,15 @@ def test_cost_cli_json_plot_and_markdown(shared_data: Path, tmp_path: Path) -> N
 def test_cost_cli_refuses_bad_slices() -> None:
     result = runner.invoke(app, ["cost", "--slices", "0,2", "--json", "--quiet"])
     assert result.exit_code == 2 and "--slices must be numbers in (0, 1]" in result.output
+
+
+def test_sampler_gain_spends_the_same_in_both_arms(shared_data: Path) -> None:
+    from monitor.tools.bench.doc import sampler_markdown
+    from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
+
+    out = run_sampler(SamplerConfig(rate=0.3, rounds=2, seeds=(0,), uss_files=("MWOZ",), data_dir=shared_data))
+    [run] = out["runs"]
+    assert run["labels"] > 0 and 0.5 < run["auc_hash_only"] <= 1 and 0.5 < run["auc_uncertainty"] <= 1
+    assert abs(run["gain"] - (run["auc_uncertainty"] - run["auc_hash_only"])) < 2e-4
+    assert run["positives_uncertainty"] >= run["positives_hash_only"] * 0.8  # boosted picks are not all negatives
+    assert "equal judge spend" in sampler_markdown(out)
