@@ -134,12 +134,15 @@ class RubricModel:
     thresholds: np.ndarray
     untrained: dict[str, str] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)  # training range, C, metrics, label counts
+    # item id -> out-of-fold probabilities on the hash slice of the training data: the drift reference
+    reference: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def from_items(
         cls, items: dict[str, ItemClassifier], *, rubric_key: str, featurizer: dict[str, Any],
         untrained: dict[str, str] | None = None, info: dict[str, Any] | None = None,
         columns: np.ndarray | None = None, n_features: int | None = None,
+        reference: dict[str, np.ndarray] | None = None,
     ) -> RubricModel:
         """Stack fitted items; ``columns`` maps their inputs back into ``n_features`` featurizer columns.
 
@@ -165,6 +168,7 @@ class RubricModel:
             untrained=dict(untrained or {}),
             info={"C": {i: m.C_ for i, m in items.items()}, "cv_auc": {i: m.cv_auc_ for i, m in items.items()},
                   **(info or {})},
+            reference=dict(reference or {}),
         )
 
     @property
@@ -180,8 +184,16 @@ class RubricModel:
         return sigmoid(self.platt_a * (decision + self.intercept) + self.platt_b)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"coef": self.coef, "intercept": self.intercept, "platt_a": self.platt_a, "platt_b": self.platt_b,
-                "thresholds": self.thresholds}
+        arrays = {"coef": self.coef, "intercept": self.intercept, "platt_a": self.platt_a, "platt_b": self.platt_b,
+                  "thresholds": self.thresholds}
+        if self.reference:  # one row per item in item order, NaN-padded to the longest
+            width = max(len(v) for v in self.reference.values())
+            table = np.full((len(self.item_ids), width), np.nan, dtype=np.float32)
+            for k, item_id in enumerate(self.item_ids):
+                values = self.reference.get(item_id, np.zeros(0))
+                table[k, :len(values)] = values
+            arrays["reference"] = table
+        return arrays
 
     def manifest(self) -> dict[str, Any]:
         return {"format": FORMAT_VERSION, "rubric_key": self.rubric_key, "featurizer": self.featurizer,
@@ -208,6 +220,12 @@ class RubricModel:
                                                               model.thresholds))]
         if model.coef.ndim != 2 or any(s != k for s in shapes):
             raise ModelError(f"model arrays disagree with {k} item ids: shapes {shapes}")
+        table = arrays.get("reference")
+        if table is not None:
+            if table.ndim != 2 or table.shape[0] != k:
+                raise ModelError(f"model reference has shape {table.shape}, expected ({k}, n)")
+            model.reference = {item_id: row[~np.isnan(row)].astype(np.float64)
+                               for item_id, row in zip(model.item_ids, table, strict=True) if (~np.isnan(row)).any()}
         return model
 
 

@@ -6,8 +6,10 @@ version on the same test set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from distill.featurizers.spec import featurizer_from_config
 from distill.model import RubricModel
@@ -25,6 +27,10 @@ class LoadedModel:
     featurizer: Any
     judge: str  # the featurizer name, the ``judge`` field of distilled records
     trained_at: float | None
+    # the drift reference (item -> out-of-fold probabilities on the training hash slice) and the mean uncertainty
+    # per measure there (the router's normaliser); empty for models trained before they were stored
+    reference: dict[str, np.ndarray] = field(default_factory=dict)
+    mean_uncertainty: dict[str, float] = field(default_factory=dict)
 
 
 def load_live(registry: ModelRegistry, rubric: RubricSet, version: str, *, kind: str = KIND,
@@ -41,5 +47,7 @@ def load_live(registry: ModelRegistry, rubric: RubricSet, version: str, *, kind:
     if unknown:
         raise ModelError(f"model {kind}/{version} scores items not in {rubric.key!r}: {unknown}")
     featurizer = featurizer_from_config(model.featurizer, openai_client=openai_client)
+    means = (manifest.get("reference") or {}).get("mean_uncertainty") or {}
     return LoadedModel(version=version, model=model, featurizer=featurizer, judge=str(model.featurizer["name"]),
-                       trained_at=manifest.get("created_at"))
+                       trained_at=manifest.get("created_at"), reference=model.reference,
+                       mean_uncertainty={k: float(v) for k, v in means.items() if v is not None})

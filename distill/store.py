@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.contracts.errors import LabelRejected, StoreError
 from monitor.contracts.events import Conversation, Turn
-from monitor.contracts.scores import ItemResult, ScoreRecord
+from monitor.contracts.scores import ItemResult, SampledBy, ScoreRecord
 
 log = logging.getLogger(__name__)
 Redact = Callable[[str], str]
@@ -68,6 +68,15 @@ class LabelRecord(BaseModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     labelled_at: float = Field(default_factory=time.time)
     ended_at: float | None = None
+    # the router's inclusion probability and what sampled it (issue #22); None on labels from before the sampler,
+    # which were all hash-slice picks
+    inclusion_probability: float | None = Field(default=None, gt=0, le=1)
+    sampled_by: SampledBy | None = None
+
+    @property
+    def in_hash_slice(self) -> bool:
+        """A member of the uniform hash slice: the population the holdout and drift reference must come from."""
+        return self.sampled_by in (None, "hash")
 
     @property
     def rubric_key(self) -> str:
@@ -90,7 +99,8 @@ class LabelRecord(BaseModel):
             items=score.items, R=score.R, thumbs=feedback.thumbs if feedback else None,
             csat=feedback.csat if feedback else None, labelled_at=score.scored_at,
             metadata={key: redact(value) for key, value in conversation.metadata.items()},
-            ended_at=conversation.ended_at,
+            ended_at=conversation.ended_at, inclusion_probability=score.inclusion_probability,
+            sampled_by=score.sampled_by,
         )
 
     def conversation(self) -> Conversation:
@@ -102,6 +112,11 @@ class LabelRecord(BaseModel):
 
     def verdicts(self) -> dict[str, bool | None]:
         return {item.item_id: item.verdict for item in self.items}
+
+
+def _added_columns() -> list[sa.Column[Any]]:
+    """Columns added after the table's first release: added to an existing table on start-up."""
+    return [sa.Column("inclusion_probability", sa.Float), sa.Column("sampled_by", sa.String(16))]
 
 
 def _table(metadata: sa.MetaData, prefix: str) -> sa.Table:
@@ -122,6 +137,7 @@ def _table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         sa.Column("labelled_at", sa.Float, nullable=False, index=True),
         sa.Column("ended_at", sa.Float),
         sa.Column("updated_at", sa.Float, nullable=False),
+        *_added_columns(),
         sa.UniqueConstraint(*KEY, name=f"{prefix}labels_key"),
     )
 
@@ -162,7 +178,16 @@ class LabelStore:
     def _ensure_table(self) -> None:
         if not self._created:
             self._run(lambda conn: self.metadata.create_all(conn), "create the labels table", ensure=False)
+            self._run(self._add_columns, "add new columns to the labels table", ensure=False)
             self._created = True
+
+    def _add_columns(self, conn: sa.Connection) -> None:
+        """A table created by an older release lacks the columns added since (nullable, so old rows stay valid)."""
+        present = {c["name"] for c in sa.inspect(conn).get_columns(self.table.name)}
+        for column in _added_columns():
+            if column.name not in present:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.execute(sa.text(f'ALTER TABLE "{self.table.name}" ADD COLUMN "{column.name}" {kind}'))
 
     @classmethod
     def from_settings(cls, settings: Any, *, redact: Redact = _identity) -> LabelStore:
@@ -193,6 +218,7 @@ class LabelStore:
             "r": record.R, "thumbs": sanitise(record.thumbs), "csat": record.csat,
             "metadata": sanitise(record.metadata),
             "labelled_at": record.labelled_at, "ended_at": record.ended_at, "updated_at": now,
+            "inclusion_probability": record.inclusion_probability, "sampled_by": record.sampled_by,
         }
 
     def upsert(self, records: Iterable[LabelRecord | tuple[Conversation, ScoreRecord]]) -> int:
@@ -274,7 +300,7 @@ class LabelStore:
                 conversation_id=r["conversation_id"], rubric_set=r["rubric_set"], rubric_version=r["rubric_version"],
                 judge=r["judge"], model_version=r["model_version"], turns=r["turns"], items=r["items"], R=r["r"],
                 thumbs=r["thumbs"], csat=r["csat"], metadata=r["metadata"], labelled_at=r["labelled_at"],
-                ended_at=r["ended_at"],
+                ended_at=r["ended_at"], inclusion_probability=r["inclusion_probability"], sampled_by=r["sampled_by"],
             )
             for r in rows
         ]

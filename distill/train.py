@@ -4,6 +4,12 @@ Labels come from the label store (or a JSONL export of :class:`~distill.store.La
 A label matrix holds 1/0 per (conversation, item) and NaN where the judge gave no verdict (jury
 disagreement); each item trains on its own non-missing rows. Items with fewer than
 ``min_positives`` positive (or negative) training labels are reported, not trained.
+
+Labels from the router's boosts (uncertainty, feedback; ``hash_slice`` False) train like any
+other, unweighted: uncertainty sampling exists to put them in the fit. Everything that must
+describe the traffic itself comes from the hash slice only: the held-out rows of the promotion
+gate (:func:`split_holdout`), and the drift reference and mean uncertainty stored with the model,
+from each item's cross-validated (out-of-fold) predictions on the hash-slice rows.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from distill.store import LabelRecord
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
 from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.uncertainty import mean_uncertainty
 
 Progress = Callable[[str, str], None]  # (item_id, status) after each item
 
@@ -39,15 +46,21 @@ class TrainingSet:
     item_ids: list[str]
     groups: np.ndarray
     labelled_at: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    hash_slice: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # empty: every row is
 
     def __len__(self) -> int:
         return len(self.conversations)
 
+    def hash_mask(self) -> np.ndarray:
+        """True for rows from the router's uniform hash slice (all rows when not recorded)."""
+        return self.hash_slice.astype(bool) if len(self.hash_slice) else np.ones(len(self), dtype=bool)
+
     def subset(self, index: Sequence[int] | np.ndarray) -> TrainingSet:
         index = np.asarray(index, dtype=int)
         stamps = self.labelled_at[index] if len(self.labelled_at) else self.labelled_at
+        hashed = self.hash_slice[index] if len(self.hash_slice) else self.hash_slice
         return TrainingSet([self.conversations[i] for i in index], self.labels[index], self.item_ids,
-                           self.groups[index], stamps)
+                           self.groups[index], stamps, hashed)
 
     def time_range(self) -> tuple[float, float] | None:
         return (float(self.labelled_at.min()), float(self.labelled_at.max())) if len(self.labelled_at) else None
@@ -66,6 +79,7 @@ def dataset_from_records(records: Sequence[LabelRecord], rubric: RubricSet) -> T
         conversations=[r.conversation() for r in kept], labels=labels, item_ids=rubric.item_ids,
         groups=np.array([r.conversation_id for r in kept], dtype=object),
         labelled_at=np.array([r.labelled_at for r in kept], dtype=float),
+        hash_slice=np.array([r.in_hash_slice for r in kept], dtype=bool),
     )
 
 
@@ -87,14 +101,48 @@ def read_jsonl(path: Path | str) -> list[LabelRecord]:
 
 
 def split_holdout(data: TrainingSet, *, test_size: float = 0.25, seed: int = 0) -> tuple[TrainingSet, TrainingSet]:
-    """Grouped train/held-out split: no conversation id on both sides."""
+    """Grouped train/held-out split, no conversation id on both sides; held-out rows from the hash slice only.
+
+    ``test_size`` is the share of the hash-slice conversations held out. Boosted labels all train: a
+    holdout enriched in uncertain conversations would rate every model on the hardest cases, not on
+    the traffic, and compare two models on a mix that depends on which one did the sampling.
+    """
     if not 0 < test_size < 1:
         raise ConfigError(f"test_size must be in (0, 1). Got {test_size!r} instead.")
-    if len(set(data.groups)) < 2:
-        raise ConfigError(f"cannot split {len(data)} labelled conversations into train and held-out sets")
+    hashed = np.flatnonzero(data.hash_mask())
+    if len(set(data.groups[hashed])) < 2:
+        raise ConfigError(f"cannot split {len(data)} labelled conversations into train and held-out sets: "
+                          f"{len(set(data.groups[hashed]))} from the hash slice (the held-out set comes from it)")
     splitter = GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)
-    train, test = next(splitter.split(np.zeros(len(data)), groups=data.groups))
-    return data.subset(train), data.subset(test)
+    _, test_local = next(splitter.split(np.zeros(len(hashed)), groups=data.groups[hashed]))
+    held = set(data.groups[hashed[test_local]])
+    in_test = np.array([g in held for g in data.groups], dtype=bool)
+    return data.subset(np.flatnonzero(~in_test)), data.subset(np.flatnonzero(in_test))
+
+
+REFERENCE_MAX = 5000  # CV predictions kept per item as its drift reference
+
+
+def reference_statistics(data: TrainingSet, fitted: dict[str, ItemClassifier],
+                         rows_by_item: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Each item's out-of-fold probabilities on the hash-slice rows (its drift reference), and the mean
+    uncertainty of a hash-slice conversation under them (the router's normaliser), per measure."""
+    hashed = data.hash_mask()
+    reference: dict[str, np.ndarray] = {}
+    matrix = np.full((len(data), len(fitted)), np.nan)
+    for k, (item_id, clf) in enumerate(fitted.items()):
+        rows = rows_by_item[item_id]
+        keep = hashed[rows]
+        matrix[rows, k] = clf.oof_proba_
+        values = np.asarray(clf.oof_proba_, dtype=float)[keep]
+        if len(values) > REFERENCE_MAX:
+            values = values[np.random.default_rng(0).choice(len(values), REFERENCE_MAX, replace=False)]
+        reference[item_id] = values
+    means = {m: mean_uncertainty(matrix[hashed], m) for m in ("margin", "entropy")}
+    info = {"source": "out-of-fold (cross-validated) predictions on the hash-slice training rows",
+            "n": {i: int(len(v)) for i, v in reference.items()}, "hash_rows": int(hashed.sum()),
+            "mean_uncertainty": means}
+    return reference, info
 
 
 @dataclass
@@ -126,6 +174,7 @@ def train_items(
     columns = np.flatnonzero(X_all.getnnz(axis=0)) if sp.issparse(X_all) else np.arange(X_all.shape[1])
     X = X_all[:, columns]  # always-zero hashed columns carry no weight: drop them (see RubricModel.from_items)
     fitted: dict[str, ItemClassifier] = {}
+    rows_by_item: dict[str, np.ndarray] = {}
     status: dict[str, str] = {}
     for j, item_id in enumerate(data.item_ids):
         rows = np.flatnonzero(~np.isnan(data.labels[:, j]))
@@ -138,15 +187,18 @@ def train_items(
         else:
             clf = ItemClassifier(Cs=Cs, n_splits=n_splits, random_state=random_state)
             fitted[item_id] = clf.fit(X[rows], y, groups=data.groups[rows])
+            rows_by_item[item_id] = rows
             status[item_id] = "trained"
         if progress is not None:
             progress(item_id, status[item_id])
     time_range = data.time_range()
+    reference, reference_info = reference_statistics(data, fitted, rows_by_item) if fitted else ({}, {})
     model = RubricModel.from_items(
         fitted, rubric_key=rubric.key, featurizer=featurizer_config(featurizer),
         untrained={i: s for i, s in status.items() if s != "trained"}, columns=columns, n_features=X_all.shape[1],
         info={"n_train": len(data), "training_range": list(time_range) if time_range else None,
               "positives": {i: int(np.nansum(data.labels[:, j])) for j, i in enumerate(data.item_ids)},
-              "featurizer_name": featurizer_name(featurizer), **(info or {})},
+              "featurizer_name": featurizer_name(featurizer), "reference": reference_info, **(info or {})},
+        reference=reference,
     )
     return TrainedModel(model=model, featurizer=featurizer, status=status)

@@ -51,6 +51,26 @@ class Metrics:
             ["route"],
             registry=r,
         )
+        self.judge_sampled = Counter(
+            "convmon_judge_sampled",
+            "Conversations sent to the judge, by what put them in the slice: hash (the uniform slice), uncertainty "
+            "(the distilled models' boost) or feedback (negative user feedback).",
+            ["by"],
+            registry=r,
+        )
+        self.judge_nonresponse = Counter(
+            "convmon_judge_nonresponse",
+            "Judge-topic records that produced no score (judge failure or invalid record), by reason: non-response "
+            "of the judge sample. Judge-based rates are over the respondents.",
+            ["reason"],
+            registry=r,
+        )
+        self.judge_nonresponse_weight = Counter(
+            "convmon_judge_nonresponse_weight",
+            "Sum of the importance weights 1/pi of judge non-responses: their share of the weighted judge sample is "
+            "nonresponse_weight / (nonresponse_weight + conversations_scored_weight{scorer=\"llm\"}).",
+            registry=r,
+        )
         self.scored = Counter(
             "convmon_conversations_scored", "Score records exported, by scorer.", ["scorer", *dims], registry=r
         )
@@ -244,6 +264,13 @@ class Metrics:
         self.scored_weight = Counter(
             "convmon_conversations_scored_weight",
             "Sum of routing importance weights of scored conversations: the denominator of unbiased rates.",
+            ["scorer"],
+            registry=r,
+        )
+        self.scored_weight_squared = Counter(
+            "convmon_conversations_scored_weight_squared",
+            "Sum of squared importance weights: Kish's effective sample size of a weighted rate is "
+            "scored_weight^2 / scored_weight_squared (the n a rate's confidence interval needs).",
             ["scorer"],
             registry=r,
         )

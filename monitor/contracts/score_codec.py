@@ -1,4 +1,4 @@
-"""The scores topic's wire format: a compact record (``schema_version`` 2) and the original full form.
+"""The scores topic's wire format: a compact record (``schema_version`` 2 or 3) and the original full form.
 
 A v2 record lists per-item values in the rubric set's item order instead of one object per item,
 so it stays a few hundred bytes (the full form was ~2.7 KB, more than the conversation it scores):
@@ -6,6 +6,10 @@ so it stays a few hundred bytes (the full form was ~2.7 KB, more than the conver
 scores, and bit masks ``y`` (verdict yes), ``k`` (verdict known) and ``u`` (uncertain), bit ``j``
 for the j-th rubric item. Decoding needs the rubric set the record names (id and version).
 :func:`decode_score` reads both forms: records without ``schema_version`` are the full v1 JSON.
+
+Version 3 is version 2 plus the router's inclusion probability ``pi`` and ``by`` (what sampled the
+conversation: hash, uncertainty or feedback) on judge records. Only records that carry them are written
+as version 3, so distilled records stay version 2 and readers from before version 3 keep reading them.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import orjson
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ScoreRecord
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # the newest version written; decode_score reads 1, 2 and 3
+READABLE = (2, 3)
 
 
 def _mask(flags: list[bool]) -> int:
@@ -29,12 +34,13 @@ def _r(value: float | None, digits: int) -> float | None:
 
 
 def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
-    """The compact v2 bytes of ``record``; items the rubric set does not know are not representable and dropped
+    """The compact bytes of ``record`` (v3 when it carries an inclusion probability, else v2); items the
+    rubric set does not know are not representable and dropped
     (the exporter skips and counts them before a record is encoded)."""
     by_id = {item.item_id: item for item in record.items}
     items = [by_id.get(item_id) for item_id in rubric.item_ids]
     out: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "conversation_id": record.conversation_id, "scorer": record.scorer,
+        "schema_version": 2, "conversation_id": record.conversation_id, "scorer": record.scorer,
         "judge": record.judge, "rubric_set": record.rubric_set, "rubric_version": record.rubric_version,
         "model_version": record.model_version, "R": round(record.R, 4),
         "y": _mask([bool(i and i.verdict) for i in items]),
@@ -61,6 +67,12 @@ def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
         out["shadow"] = True
     if record.sample_weight != 1.0:
         out["sample_weight"] = record.sample_weight
+    if record.inclusion_probability is not None or record.sampled_by is not None:
+        out["schema_version"] = SCHEMA_VERSION
+        if record.inclusion_probability is not None:
+            out["pi"] = record.inclusion_probability
+        if record.sampled_by is not None:
+            out["by"] = record.sampled_by
     return orjson.dumps(out)
 
 
@@ -75,8 +87,11 @@ def decode_score(raw: bytes, rubric: RubricSet) -> ScoreRecord:
     version = obj.pop("schema_version", 1)
     if version == 1:
         return ScoreRecord.model_validate(obj)
-    if version != SCHEMA_VERSION:
+    if version not in READABLE:
         raise ValueError(f"unknown schema_version {version!r}")
+    sampling = {"inclusion_probability": obj.pop("pi", None), "sampled_by": obj.pop("by", None)}
+    if version == 2 and any(v is not None for v in sampling.values()):
+        raise ValueError("pi and by appear only in schema_version 3 records")
     if (obj.get("rubric_set"), obj.get("rubric_version")) != (rubric.id, rubric.version):
         raise ValueError(f"record for rubric {obj.get('rubric_set')}@{obj.get('rubric_version')}, "
                          f"this worker reads {rubric.id}@{rubric.version}")
@@ -97,4 +112,4 @@ def decode_score(raw: bytes, rubric: RubricSet) -> ScoreRecord:
                       "verdict": bool(masks["y"] >> j & 1) if known else None,
                       "probability": lists["p"][j], "score": lists["s"][j], "mass": lists["ms"][j],
                       "uncertain": bool(masks["u"] >> j & 1)})
-    return ScoreRecord.model_validate({**obj, "items": items})
+    return ScoreRecord.model_validate({**obj, **sampling, "items": items})

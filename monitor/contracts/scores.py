@@ -16,6 +16,7 @@ from monitor.contracts.events import Conversation
 from monitor.contracts.rubric_set import Polarity, RubricSet
 
 Scorer = Literal["llm", "distilled"]
+SampledBy = Literal["hash", "uncertainty", "feedback"]
 
 
 class ItemResult(BaseModel):
@@ -44,7 +45,12 @@ class ScoreRecord(BaseModel):
     R: float
     satisfaction: float | None = None  # calibrated P(satisfied) when a calibration model is live
     shadow: bool = False  # a distilled score of a judge-sampled conversation (for agreement)
-    sample_weight: float = Field(default=1.0, gt=0)  # importance weight of the routing decision
+    sample_weight: float = Field(default=1.0, gt=0)  # importance weight of the routing decision: 1 / pi
+    # llm records routed since the sampler (issue #22): the inclusion probability pi(x) the router used, after
+    # budget throttling, and what put the conversation in the slice ("hash": its draw fell under the hash rate,
+    # so it belongs to the uniform slice whatever the boost). None on distilled records and older judge records.
+    inclusion_probability: float | None = Field(default=None, gt=0, le=1)
+    sampled_by: SampledBy | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
     feedback: dict[str, str | int] | None = None
     scored_at: float = Field(default_factory=time.time)

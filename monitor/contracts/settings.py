@@ -157,6 +157,25 @@ class StreamSettings(BaseModel):
     allowed_lateness_s: float = Field(default=5.0, ge=0)  # grace for turns after an end without turn_count
     event_batch: int = Field(default=1000, ge=1)  # events per hot-path batch (stream.take_events)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
+    # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py, issue #22): at least sample_rate,
+    # raised by the distilled models' uncertainty (active_learning_rate: the extra share of traffic to spend on
+    # average) and by negative user feedback (active_feedback_rate: pi of a thumbs-down / CSAT <= 2 conversation).
+    # A conversation goes to the judge when hash(sample_salt, id) < pi(x); the empty salt is the hash of before.
+    active_learning_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    active_feedback_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    active_uncertainty_measure: Literal["margin", "entropy"] = "margin"
+    active_budget_pacing: bool = True  # boosts pause while the day's judge spend runs ahead of the day
+    sample_salt: str = ""
+
+    @model_validator(mode="after")
+    def _check_sampler(self) -> Self:
+        if self.sample_rate == 0.0 and (self.active_learning_rate > 0.0 or self.active_feedback_rate > 0.0):
+            raise ValueError(
+                "active_learning_rate / active_feedback_rate need sample_rate > 0: the hash rate is the floor of "
+                "every conversation's inclusion probability, and a conversation the judge can never see makes "
+                "judge-based rates biased"
+            )
+        return self
 
     # Dead letters keep the original bytes only when this is set; by default they carry the redacted
     # text, with the original size and the reason in headers.
@@ -255,7 +274,6 @@ class DistillSettings(BaseModel):
     retrain_min_labels: int = Field(default=50, ge=10)
     retrain_interval_s: float | None = Field(default=None, gt=0)  # overrides retrain_cron when set
     label_buffer_max: int = Field(default=10_000, ge=1)
-    active_learning_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     distill_holdout_fraction: float = Field(default=0.25, gt=0.0, lt=1.0)
     distill_min_positives: int = Field(default=10, ge=3)
     distill_gate_tolerance: float = Field(default=0.01, ge=0.0)

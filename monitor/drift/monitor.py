@@ -11,7 +11,10 @@ hair-triggered). Distilled probabilities vary less than 0/1 verdicts, so the err
 bound and the test conservative. Batching makes one setting fit every item and every volume.
 
 Reference: :meth:`DriftMonitor.set_reference` with each item's distilled probabilities on the
-training data. Without it, each detector takes the first ``reference_size`` observations this
+training data: the worker calls it whenever a model version goes live, with the reference stored
+with that version in the registry (out-of-fold predictions on the hash slice of its training data,
+distill/train.py), so a restart reloads the same reference. Without one (no live model yet, or a
+model from before references were stored), each detector takes the first ``reference_size`` observations this
 worker sees as the reference (``convmon_drift_reference_size`` is 0 until that window is full),
 so drift is then measured against the start of the worker's life, not against training.
 
@@ -21,6 +24,7 @@ each worker's gauges are estimates of the same quantities; dashboards take ``max
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -130,6 +134,7 @@ class DriftMonitor:
         self._features: dict[str, FeatureDrift] = {}
         self._pending: OrderedDict[str, ScoreRecord] = OrderedDict()
         self._last_fired: dict[tuple[str, str, str], float] = {}
+        self._lock = threading.Lock()
         self._init_series()
 
     @classmethod
@@ -167,7 +172,15 @@ class DriftMonitor:
         yield from ((d, s) for d in CHANGE_DETECTORS for s in SCORERS)
 
     def set_reference(self, reference: Mapping[str, Iterable[float]]) -> None:
-        """Item id -> distilled probabilities on the training data: the drift baseline."""
+        """Item id -> distilled probabilities on the training data: the drift baseline.
+
+        Called from the classify thread when a model goes live; ``observe`` runs on the event loop,
+        so both hold the monitor's lock.
+        """
+        with self._lock:
+            self._set_reference(reference)
+
+    def _set_reference(self, reference: Mapping[str, Iterable[float]]) -> None:
         for item_id, values in reference.items():
             state = self._items.get(item_id)
             if state is None:
@@ -181,6 +194,10 @@ class DriftMonitor:
 
     def observe(self, score: ScoreRecord) -> None:
         """Feed one score record (called by the exporter)."""
+        with self._lock:
+            self._observe(score)
+
+    def _observe(self, score: ScoreRecord) -> None:
         if score.scorer == "distilled":
             self._observe_distilled(score)
             if score.shadow:

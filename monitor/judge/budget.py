@@ -80,6 +80,17 @@ class DailyBudget:
             self._exhausted()
         return ok
 
+    def on_pace(self, now: datetime | None = None) -> bool:
+        """Whether today's booking is within the elapsed share of the UTC day times the limit.
+
+        The router's boosts (uncertainty, feedback) pause while spend runs ahead of the day, so a
+        burst of uncertain traffic cannot exhaust the budget by noon and starve the hash slice.
+        """
+        self._rollover()
+        now = now or datetime.now(UTC)
+        elapsed = (now.hour * 3600 + now.minute * 60 + now.second) / 86400.0
+        return self._spent <= self.limit_usd * elapsed
+
     async def reserve(self, usd: float) -> Reservation:
         """Book ``usd`` for an attempt about to be sent; raise ``BudgetExhausted`` when it does not fit."""
         self._rollover()

@@ -155,6 +155,9 @@ class JudgeClient:
     def accepting(self) -> bool:
         return self.budget.accepting()
 
+    def on_pace(self) -> bool:
+        return self.budget.on_pace()
+
     async def aclose(self) -> None:
         await self._openai.close()
 

@@ -56,5 +56,8 @@ class LLMJudge:
     def accepting(self) -> bool:
         return self.client.accepting()
 
+    def on_pace(self) -> bool:
+        return self.client.on_pace()
+
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -52,5 +52,8 @@ class SimulatedJudge:
     def accepting(self) -> bool:
         return True
 
+    def on_pace(self) -> bool:
+        return True
+
     async def aclose(self) -> None:
         return None

@@ -1,9 +1,10 @@
 """Faust agents: each decodes, calls a stage (monitor/stages), sends. Nothing here decides anything.
 
 One hot-path agent per input partition reads batches of events (``take_events``) and runs
-sessionize, route, classify and count in process; the judge topic carries only the sampled slice,
-the scores topic one compact record per (conversation, scorer). The judge agent and the label
-sink are separate: they wait on an API and a database.
+sessionize, classify, route (with the batch's distilled uncertainties) and count in process; the
+judge topic carries only the sampled slice, the scores topic one compact record per
+(conversation, scorer). The judge agent and the label sink are separate: they wait on an API and a
+database.
 """
 
 from __future__ import annotations
@@ -39,10 +40,14 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
             await topics.events.send(key=key, value=raw, headers=[(REKEYED, b"1")])
         for letter in out.dead:
             await c.dead_letters.send_letter(letter)
-        await send_all(topics.judge, hot.judge_slice(out.closed, judge_accepting=p.judge.accepting()))
+        accepting = p.judge.accepting()
+        boost = hot.policy.boosted and (not s.active_budget_pacing or p.judge.on_pace())
         for start in range(0, len(out.closed), s.classify_batch):
             chunk = out.closed[start:start + s.classify_batch]
             records = await asyncio.get_running_loop().run_in_executor(None, p.classify, [cv for cv, _ in chunk])
+            judged = hot.judge_slice(chunk, judge_accepting=accepting, boost=boost, records=records)
+            await send_all(topics.judge, judged)
+            records = hot.mark_shadows(records, judged)
             await send_all(topics.scores, hot.count(records, {cv.conversation_id: n for cv, n in chunk}, time.time()))
 
     @app.agent(topics.events)

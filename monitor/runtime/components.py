@@ -42,7 +42,7 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
     dedup = DedupWindow(TableStore(scored), window_s=s.dedup_window_s, max_keys=s.dedup_max_keys)
     hot = HotPath(sessionizer, dedup, pipeline.exporter, pipeline.metrics, pipeline.rubric,
                   max_event_bytes=s.max_event_bytes, max_request_bytes=s.max_request_bytes,
-                  sample_rate=s.sample_rate)
+                  sample_rate=s.sample_rate, policy=pipeline.policy)
     judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, pipeline.exporter, pipeline.metrics,
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
                        clock=time.time)

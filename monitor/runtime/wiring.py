@@ -22,7 +22,7 @@ from monitor.judge.build import build_judge
 from monitor.judge.redact import Redactor
 from monitor.stages.export import Exporter
 from monitor.stages.labels import LabelSink
-from monitor.stages.route import in_sample
+from monitor.stages.sampler import InclusionPolicy
 
 if TYPE_CHECKING:
     from distill.registry import ModelRegistry
@@ -46,16 +46,16 @@ class Pipeline:
     registry: ModelRegistry
     calibration: CalibrationScorer | None = None  # None: judge scores carry no satisfaction
     redactor: Redactor | None = None  # PII redaction for the label store and dead letters
+    policy: InclusionPolicy | None = None  # the router's pi(x); None: the hash slice at sample_rate
 
     def classify(self, conversations: list[Conversation]) -> list[ScoreRecord]:
-        """Distilled scores for a batch; judge-sampled conversations are marked as shadows."""
+        """Distilled scores for a batch (the hot path marks the judge-sampled ones as shadows after routing)."""
         if not conversations:
             return []
         if self.scorer.maybe_reload():
             self._announce_model()
-        shadow = [in_sample(c.conversation_id, self.settings.sample_rate) for c in conversations]
         started = time.perf_counter()  # after the poll above: a model load is not a batch's service time
-        records = self.scorer.score_batch(conversations, shadow_flags=shadow)
+        records = self.scorer.score_batch(conversations)
         if records is None:
             self.metrics.unscored.labels("no_model").inc(len(conversations))
             return []
@@ -64,6 +64,18 @@ class Pipeline:
         return records
 
     def _announce_model(self) -> None:
+        """A new live model: its metrics, its mean uncertainty for the router, its drift reference.
+
+        The reference travels with the model version in the registry (cross-validated predictions on
+        the hash slice of its training data), so a restart or another worker loads the same one.
+        """
+        live = self.scorer.live
+        if live is not None:
+            if self.policy is not None:
+                self.policy.set_model(live.version, live.mean_uncertainty.get(self.policy.measure))
+            drift = self.exporter.drift
+            if drift is not None and live.reference:
+                drift.set_reference({k: v for k, v in live.reference.items() if k in self.rubric.item_ids})
         version = self.scorer.model_version
         manifest = self.registry.manifest("distilled", version)
         self.metrics.model_info.info({"version": version, "rubric": self.rubric.key,
@@ -144,9 +156,14 @@ def build_pipeline(
     labels = LabelSink(store.upsert_raw, metrics)
     calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
                                     poll_s=settings.registry_poll_s)
+    policy = InclusionPolicy(base_rate=settings.sample_rate, active_rate=settings.active_learning_rate,
+                             feedback_rate=settings.active_feedback_rate, measure=settings.active_uncertainty_measure,
+                             salt=settings.sample_salt)
     pipeline = Pipeline(settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
                         labels=labels, scorer=scorer, store=store, registry=models, calibration=calibration,
-                        redactor=redactor)
+                        redactor=redactor, policy=policy)
+    if scorer.maybe_reload(force=True):  # the live model's drift reference before the first record is counted
+        pipeline._announce_model()
     if calibration.maybe_reload(force=True):  # load (and import torch) now, not inside the first judge record
         pipeline._announce_calibration()
     for reason in ("no_model", "other_judge", "error"):

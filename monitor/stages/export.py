@@ -111,6 +111,7 @@ class Exporter:
             metrics.export_skipped.labels(reason)
         for scorer in ("llm", "distilled"):
             metrics.scored_weight.labels(scorer)
+            metrics.scored_weight_squared.labels(scorer)
             for item in rubric.items:
                 metrics.weighted_probability_sum.labels(item.id, item.polarity, scorer)
         for dim in dimensions:
@@ -139,6 +140,7 @@ class Exporter:
             m.dimension_overflow.labels(dim).inc()
         m.scored.labels(score.scorer, *dims).inc()
         m.scored_weight.labels(score.scorer).inc(score.sample_weight)
+        m.scored_weight_squared.labels(score.scorer).inc(score.sample_weight ** 2)
         series = self._series(score.scorer, dims)
         for item in score.items:
             children = series.get(item.item_id)

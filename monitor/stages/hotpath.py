@@ -1,15 +1,17 @@
 """The hot path of one input partition, without faust: a batch of raw events in, what to send out.
 
 ``ingest`` decodes each event, re-keys unkeyed ones, sessionizes the rest and reports the
-conversations that closed; ``judge_slice`` picks the sampled ones for the judge topic (with the
-router's weight); ``count`` exports the distilled records once each (dedup window) and encodes
-them compactly for the scores topic. The agent around it only moves bytes (runtime/agents.py).
+conversations that closed; ``judge_slice`` picks the ones for the judge topic by their inclusion
+probability (monitor/stages/sampler.py: the hash rate, raised by the distilled scores' uncertainty
+in the same batch and by negative feedback) and tags each with pi and its weight 1/pi; ``count``
+exports the distilled records once each (dedup window) and encodes them compactly for the scores
+topic. The agent around it only moves bytes (runtime/agents.py).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -23,11 +25,13 @@ from monitor.contracts.scores import ScoreRecord
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.route import route
+from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Closed, Sessionizer
 
 REKEYED = "convmon-rekeyed"  # header on an event re-produced under its conversation id
-WEIGHT = "convmon-sample-weight"  # header on a judge-topic record: the router's importance weight
+WEIGHT = "convmon-sample-weight"  # header on a judge-topic record: the router's importance weight 1 / pi
+PI = "convmon-inclusion-probability"  # header on a judge-topic record: pi(x) at decision time
+SAMPLED_BY = "convmon-sampled-by"  # header on a judge-topic record: hash, uncertainty or feedback
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,8 @@ class Send:
 
 class HotPath:
     def __init__(self, sessions: Sessionizer, dedup: DedupWindow, exporter: Exporter, metrics: Metrics,
-                 rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int, sample_rate: float) -> None:
+                 rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int, sample_rate: float,
+                 policy: InclusionPolicy | None = None) -> None:
         self.sessions = sessions
         self.dedup = dedup
         self.exporter = exporter
@@ -63,6 +68,9 @@ class HotPath:
         self.max_event_bytes = max_event_bytes
         self.max_request_bytes = max_request_bytes
         self.sample_rate = sample_rate
+        self.policy = policy if policy is not None else InclusionPolicy(base_rate=sample_rate)
+        for by in ("hash", "uncertainty", "feedback"):
+            metrics.judge_sampled.labels(by)
 
     def assign(self, owned: set[int], now: float) -> None:
         """Rebuild the in-memory indexes from the restored tables (after a restart or rebalance)."""
@@ -124,20 +132,48 @@ class HotPath:
         for reason, n in reasons.items():
             self.metrics.conversations.labels(reason).inc(n)
 
-    def judge_slice(self, closed: list[tuple[Conversation, int]], *, judge_accepting: bool) -> list[Send]:
-        """The sampled conversations, as judge-topic records carrying the router's weight."""
+    def judge_slice(self, closed: Sequence[tuple[Conversation, int]], *, judge_accepting: bool, boost: bool = True,
+                    records: Sequence[ScoreRecord] = ()) -> list[Send]:
+        """The conversations whose draw falls under their pi(x), as judge-topic records carrying pi and 1/pi.
+
+        ``records`` are the distilled scores of this batch (none while no model is live): their
+        uncertainty raises pi. ``boost=False`` (budget pacing) keeps pi at the hash rate, and that is the
+        pi recorded. An exhausted budget sends nothing (counted as ``budget_exhausted``).
+        """
+        scored: Mapping[str, ScoreRecord] = {r.conversation_id: r for r in records}
         sends = []
         decisions: Counter[str] = Counter()
+        sampled: Counter[str] = Counter()
         for conversation, _ in closed:
-            decision = route(conversation.conversation_id, rate=self.sample_rate, judge_accepting=judge_accepting)
-            decisions[decision.reason] += 1
-            if decision.judge:
-                raw = orjson.dumps(conversation.model_dump(mode="json", exclude_none=True))
-                sends.append(Send(conversation.conversation_id.encode(), raw,
-                                  [(WEIGHT, repr(decision.sample_weight).encode())]))
+            cid = conversation.conversation_id
+            record = scored.get(cid)
+            probabilities = [i.probability for i in record.items if i.probability is not None] if record else None
+            feedback = conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None
+            decision = self.policy.decide(cid, probabilities=probabilities, feedback=feedback, boost=boost,
+                                          model_version=record.model_version if record else None)
+            if not decision.judge:
+                decisions["not_sampled"] += 1
+                continue
+            if not judge_accepting:
+                decisions["budget_exhausted"] += 1
+                continue
+            decisions["sample"] += 1
+            sampled[decision.sampled_by] += 1
+            raw = orjson.dumps(conversation.model_dump(mode="json", exclude_none=True))
+            sends.append(Send(cid.encode(), raw, [(WEIGHT, repr(decision.weight).encode()),
+                                                  (PI, repr(decision.pi).encode()),
+                                                  (SAMPLED_BY, decision.sampled_by.encode())]))
         for reason, n in decisions.items():
             self.metrics.routed.labels(reason).inc(n)
+        for by, n in sampled.items():
+            self.metrics.judge_sampled.labels(by).inc(n)
         return sends
+
+    @staticmethod
+    def mark_shadows(records: Sequence[ScoreRecord], judged: Sequence[Send]) -> list[ScoreRecord]:
+        """Distilled records of the conversations sent to the judge become shadows (for agreement)."""
+        keys = {s.key.decode() for s in judged}
+        return [r.model_copy(update={"shadow": True}) if r.conversation_id in keys else r for r in records]
 
     def count(self, records: list[ScoreRecord], partitions: dict[str, int], now: float) -> list[Send]:
         """Export each record once (the dedup window); every record goes to the scores topic (at least once)."""

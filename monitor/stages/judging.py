@@ -3,7 +3,10 @@
 The LLM records are counted here, in the process that produced them (where Prometheus scrapes
 them), through the same dedup window as the distilled ones: a judge-topic record re-delivered
 after a crash is judged again and its score re-sent (at least once on ``scores``), but counted
-once. The importance weight is the router's (header ``convmon-sample-weight``), not recomputed.
+once. The inclusion probability pi and the weight 1/pi are the router's (headers
+``convmon-inclusion-probability``, ``convmon-sample-weight``, ``convmon-sampled-by``), recorded on
+the score and the label, never recomputed. A record that yields no score (judge failure, invalid
+conversation) is non-response: dead-lettered, counted by reason with its weight.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.score_codec import encode_score
-from monitor.contracts.scores import ScoreRecord
+from monitor.contracts.scores import SampledBy, ScoreRecord
 from monitor.judge.base import Judge
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import WEIGHT, Send
+from monitor.stages.hotpath import PI, SAMPLED_BY, WEIGHT, Send
 from monitor.stages.route import route
 
 
@@ -48,6 +51,35 @@ def sample_weight(headers: Sequence[tuple[str, bytes]], sample_rate: float) -> f
     return route("", rate=sample_rate, judge_accepting=True).sample_weight if sample_rate > 0 else 1.0
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """What the router decided for a judge-topic record."""
+
+    weight: float
+    pi: float | None
+    sampled_by: SampledBy | None
+
+
+def sampling(headers: Sequence[tuple[str, bytes]], sample_rate: float) -> Sampling:
+    """pi and 1/pi from the router's headers. Records routed before pi was sent (weight only) were all
+    hash-slice picks; records with no header at all get the router's decision at the current rate."""
+    values = dict(headers)
+    pi = _positive(values.get(PI))
+    by = (values.get(SAMPLED_BY) or b"").decode(errors="replace")
+    if pi is not None and pi <= 1.0:
+        return Sampling(1.0 / pi, pi, by if by in ("hash", "uncertainty", "feedback") else None)  # type: ignore[arg-type]
+    weight = sample_weight(headers, sample_rate)
+    return Sampling(weight, 1.0 / weight if weight >= 1.0 else None, "hash" if WEIGHT in values else None)
+
+
+def _positive(raw: bytes | None) -> float | None:
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 < value < float("inf") else None
+
+
 class JudgeStage:
     def __init__(self, judge: Judge, calibrate: Callable[[ScoreRecord], ScoreRecord], dedup: DedupWindow,
                  exporter: Exporter, metrics: Metrics, rubric: RubricSet, *, sample_rate: float,
@@ -69,12 +101,12 @@ class JudgeStage:
             conversation = Conversation.model_validate_json(raw or b"")
             score = await self.judge.score(conversation)
         except JudgeError as exc:
-            out.dead.append(self._dead(raw, key, exc.reason, str(exc)))
-            return out
+            return self._nonresponse(out, raw, key, exc.reason, str(exc), headers)
         except ValueError as exc:
-            out.dead.append(self._dead(raw, key, "invalid_schema", str(exc)))
-            return out
-        score = self.calibrate(score).model_copy(update={"sample_weight": sample_weight(headers, self.sample_rate)})
+            return self._nonresponse(out, raw, key, "invalid_schema", str(exc), headers)
+        drawn = sampling(headers, self.sample_rate)
+        score = self.calibrate(score).model_copy(update={
+            "sample_weight": drawn.weight, "inclusion_probability": drawn.pi, "sampled_by": drawn.sampled_by})
         cid = conversation.conversation_id
         if self.dedup.first(f"llm:{cid}", partition, self.clock()):
             self.exporter.observe(score)
@@ -83,6 +115,13 @@ class JudgeStage:
         out.scores.append(Send(cid.encode(), encode_score(score, self.rubric), []))
         label = {"conversation": conversation.model_dump(mode="json"), "score": score.model_dump(mode="json")}
         out.labels.append(Send(cid.encode(), orjson.dumps(label), []))
+        return out
+
+    def _nonresponse(self, out: JudgeOutputs, raw: bytes | None, key: bytes | None, reason: str, detail: str,
+                     headers: Sequence[tuple[str, bytes]]) -> JudgeOutputs:
+        self.metrics.judge_nonresponse.labels(reason).inc()
+        self.metrics.judge_nonresponse_weight.inc(sampling(headers, self.sample_rate).weight)
+        out.dead.append(self._dead(raw, key, reason, detail))
         return out
 
     def _dead(self, raw: bytes | None, key: bytes | None, reason: str, detail: str) -> DeadLetter:

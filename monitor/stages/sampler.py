@@ -1,24 +1,25 @@
-"""Active learning for the router: send the judge what the distilled models are least sure of.
+"""The judge slice's inclusion probability pi(x): a hash floor, raised by uncertainty and by complaints.
 
-The router already sends a uniform slice to the judge (``in_sample(id, r)``, probability r).
-On top of it, a distilled-scored conversation x with uncertainty u(x) is sent with probability
+Every finished conversation x gets
 
-    q(x) = min(q_max, max(q_floor, a * u(x) / mean_u))
+    pi(x) = max(r, r + (1 - r) * min(1, a * u(x) / u_bar), f * [x has negative feedback])
 
-where ``a = active_rate`` is the extra fraction of traffic to spend (on average) and ``mean_u`` a
-running mean of u, so the extra judge load stays near ``a`` whatever the models' confidence.
-The two draws are independent hashes of the conversation id, so x reaches the judge with
+with ``r = sample_rate`` (the hash slice), ``a = active_learning_rate`` (the extra share of traffic
+to spend on average), u(x) the live distilled model's uncertainty about x (the least certain item
+decides), ``u_bar`` that model's mean uncertainty on the hash slice of its training data
+(cross-validated, stored with the model in the registry), and ``f = active_feedback_rate``. The
+conversation goes to the judge when its draw ``hash(salt, id) < pi(x)``. The draw is a function of
+the id, and pi of the conversation and the model version (which every record names), so a replay,
+a re-delivery or another replica decides the same, and pi is known before the draw is compared.
 
-    pi(x) = r + (1 - r) * q(x)
+Because pi >= r and one draw decides, the conversations with ``draw < r`` form a uniform slice of
+rate r whatever the boost (``sampled_by="hash"``): the hash-only holdout the promotion gate and the
+drift reference use. When budget pacing pauses the boosts, pi = r and that pi is what is recorded.
 
-and every judged conversation (uniform or active) carries the importance weight ``1 / pi(x)``
-(``ScoreRecord.sample_weight``). Judge-based rates are then estimated without bias by
-Horvitz-Thompson, ``sum_judged(w * y) / N`` (N = all scored conversations), or by the Hajek ratio
-``sum(w * y) / sum(w)`` (consistent, lower variance, what a Prometheus ratio of weighted sums
-computes). Unweighted judge rates would over-represent uncertain conversations.
-
-pi(x) must be positive for every x: with r = 0, set ``q_floor > 0``. ``mean_u`` only moves with
-the uncertainties seen (never with the draws), so pi(x) is fixed before the coin is tossed.
+Every judged conversation carries ``pi`` and the weight ``1 / pi`` (``ScoreRecord.sample_weight``).
+Judge-based rates are the Hajek ratio ``sum(w * y) / sum(w)`` (what a Prometheus ratio of the
+weighted sums computes); Horvitz-Thompson ``sum(w * y) / N`` needs the population count N.
+Unweighted judge rates would over-represent uncertain and complaining conversations.
 
 References: Horvitz & Thompson (1952), "A generalization of sampling without replacement from a
 finite universe", JASA 47; Hajek (1971); importance-weighted active learning, Beygelzimer et al. (2009).
@@ -27,33 +28,13 @@ finite universe", JASA 47; Hajek (1971); importance-weighted active learning, Be
 from __future__ import annotations
 
 import hashlib
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from monitor.contracts.errors import ConfigError
-from monitor.contracts.scores import ScoreRecord
-
-Measure = Literal["margin", "entropy"]
-
-
-def uncertainty(probabilities: Sequence[float], *, measure: Measure = "margin") -> float:
-    """Uncertainty in [0, 1] of one conversation: the max over items (the least certain item decides).
-
-    ``margin``: 1 - |2p - 1|; ``entropy``: binary entropy in bits.
-
-    >>> uncertainty([0.99, 0.5]), round(uncertainty([0.9], measure="entropy"), 3)
-    (1.0, 0.469)
-    """
-    if not probabilities:
-        return 0.0
-    if measure == "margin":
-        return max(1.0 - abs(2.0 * p - 1.0) for p in probabilities)
-    if measure == "entropy":
-        return max(0.0 if p in (0.0, 1.0) else -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
-                   for p in probabilities)
-    raise ConfigError(f"uncertainty measure must be 'margin' or 'entropy'. Got {measure!r} instead.")
+from monitor.contracts.scores import SampledBy, ScoreRecord
+from monitor.contracts.uncertainty import Measure, uncertainty
+from monitor.stages.route import hash_unit as _hash_unit
 
 
 def record_uncertainty(record: ScoreRecord, *, measure: Measure = "margin") -> float:
@@ -66,12 +47,14 @@ def unit_uniform(conversation_id: str, salt: str) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
+
+
 @dataclass(frozen=True)
-class ActiveDecision:
-    send: bool  # send to the judge as an active-learning pick
-    q: float  # probability of the active pick
-    pi: float  # total probability of reaching the judge (uniform slice or active pick)
-    uncertainty: float
+class Inclusion:
+    judge: bool  # draw < pi
+    pi: float  # the inclusion probability the decision used (after budget throttling)
+    sampled_by: SampledBy  # hash when draw < r (the uniform slice), else what raised pi
+    uncertainty: float | None
 
     @property
     def weight(self) -> float:
@@ -79,48 +62,75 @@ class ActiveDecision:
         return 1.0 / self.pi
 
 
-class ActiveSampler:
-    """Uncertainty sampling with known inclusion probabilities, on top of a uniform judge slice."""
+def negative_feedback(feedback: Mapping[str, object] | None) -> bool:
+    """A thumbs-down or a CSAT of 1-2."""
+    if not feedback:
+        return False
+    csat = feedback.get("csat")
+    return feedback.get("thumbs") == "down" or (isinstance(csat, int) and csat <= 2)
 
-    def __init__(
-        self, *, base_rate: float, active_rate: float, measure: Measure = "margin", q_floor: float = 0.0,
-        q_max: float = 1.0, ema: float = 0.01, initial_mean: float = 0.5, salt: str = "convmon-active",
-    ) -> None:
-        for name, value in (("base_rate", base_rate), ("active_rate", active_rate), ("q_floor", q_floor),
-                            ("q_max", q_max), ("ema", ema), ("initial_mean", initial_mean)):
+
+class InclusionPolicy:
+    """pi(x) and the deterministic judge decision of the router."""
+
+    def __init__(self, *, base_rate: float, active_rate: float = 0.0, feedback_rate: float = 0.0,
+                 measure: Measure = "margin", salt: str = "", default_mean: float = 0.5) -> None:
+        for name, value in (("base_rate", base_rate), ("active_rate", active_rate), ("feedback_rate", feedback_rate),
+                            ("default_mean", default_mean)):
             if not 0.0 <= value <= 1.0:
-                raise ConfigError(f"The {name!r} parameter of ActiveSampler must be in [0, 1]. Got {value!r} instead.")
-        if base_rate == 0.0 and q_floor == 0.0 and active_rate > 0.0:
-            raise ConfigError("with base_rate=0 set q_floor > 0: every conversation needs a positive inclusion "
+                raise ConfigError(f"The {name!r} parameter of InclusionPolicy must be in [0, 1]. Got {value!r} "
+                                  "instead.")
+        if base_rate == 0.0 and (active_rate > 0.0 or feedback_rate > 0.0):
+            raise ConfigError("boosted sampling needs base_rate > 0: every conversation needs a positive inclusion "
                               "probability for unbiased judge-based rates")
-        self.base_rate, self.active_rate, self.measure = base_rate, active_rate, measure
-        self.q_floor, self.q_max, self.ema, self.salt = q_floor, q_max, ema, salt
-        self._mean_u = max(initial_mean, 1e-6)
+        self.base_rate, self.active_rate, self.feedback_rate = base_rate, active_rate, feedback_rate
+        self.measure, self.salt, self.default_mean = measure, salt, max(default_mean, 1e-6)
+        self._means: dict[str, float] = {}  # model version -> its mean uncertainty on its training hash slice
 
-    def q(self, u: float) -> float:
-        """Active-pick probability for uncertainty ``u`` at the current running mean."""
-        if self.active_rate == 0.0:
-            return 0.0
-        return min(self.q_max, max(self.q_floor, self.active_rate * u / self._mean_u))
+    @property
+    def boosted(self) -> bool:
+        return self.active_rate > 0.0 or self.feedback_rate > 0.0
 
-    def inclusion(self, u: float) -> float:
-        """pi(x) = r + (1 - r) q(x): the weight's denominator, also for uniform-slice records."""
-        return self.base_rate + (1.0 - self.base_rate) * self.q(u)
+    def set_model(self, version: str, mean_uncertainty: float | None) -> None:
+        """The normaliser u_bar of a model version (from its registry manifest); kept for every version seen."""
+        if mean_uncertainty is not None and mean_uncertainty > 0:
+            self._means[version] = float(mean_uncertainty)
 
-    def decide(self, conversation_id: str, u: float) -> ActiveDecision:
-        """Decide for a conversation *outside* the uniform slice, then update the running mean."""
-        q = self.q(u)
-        decision = ActiveDecision(send=unit_uniform(conversation_id, self.salt) < q, q=q,
-                                  pi=self.base_rate + (1.0 - self.base_rate) * q, uncertainty=u)
-        self.observe(u)
-        return decision
+    def mean_uncertainty(self, version: str | None) -> float:
+        return self._means.get(version or "", self.default_mean)
 
-    def decide_record(self, record: ScoreRecord) -> ActiveDecision:
-        return self.decide(record.conversation_id, record_uncertainty(record, measure=self.measure))
+    def draw(self, conversation_id: str) -> float:
+        return route_draw(conversation_id, self.salt)
 
-    def observe(self, u: float) -> None:
-        """Fold one uncertainty into the running mean (call for uniform-slice shadow scores too)."""
-        self._mean_u = max((1.0 - self.ema) * self._mean_u + self.ema * u, 1e-6)
+    def pi(self, *, uncertainty: float | None, model_version: str | None = None, negative: bool = False,
+           boost: bool = True) -> tuple[float, SampledBy]:
+        """pi(x) and the term that set it (``hash`` when neither boost raised it)."""
+        pi: float = self.base_rate
+        by: SampledBy = "hash"
+        if not boost or self.base_rate == 0.0:
+            return pi, by
+        if uncertainty is not None and self.active_rate > 0.0:
+            q = min(1.0, self.active_rate * uncertainty / self.mean_uncertainty(model_version))
+            boosted = self.base_rate + (1.0 - self.base_rate) * q
+            if boosted > pi:
+                pi, by = boosted, "uncertainty"
+        if negative and self.feedback_rate > pi:
+            pi, by = self.feedback_rate, "feedback"
+        return pi, by
+
+    def decide(self, conversation_id: str, *, probabilities: Sequence[float] | None = None,
+               model_version: str | None = None, feedback: Mapping[str, object] | None = None,
+               boost: bool = True) -> Inclusion:
+        u = uncertainty(probabilities, measure=self.measure) if probabilities else None
+        pi, by = self.pi(uncertainty=u, model_version=model_version, negative=negative_feedback(feedback),
+                         boost=boost)
+        draw = self.draw(conversation_id)
+        return Inclusion(judge=draw < pi, pi=pi, sampled_by="hash" if draw < self.base_rate else by, uncertainty=u)
+
+
+def route_draw(conversation_id: str, salt: str = "") -> float:
+    """The router's U[0, 1) draw: the unsalted id hash of the hash slice, or a salted one."""
+    return unit_uniform(conversation_id, salt) if salt else _hash_unit(conversation_id)
 
 
 def horvitz_thompson(values: Sequence[float], weights: Sequence[float], population: int) -> float:

@@ -139,6 +139,65 @@ def throughput(
 
 
 @app.command()
+def cost(
+    volume: Annotated[int, typer.Option(min=100, help="Conversations per hour (one window).")] = 10_000,
+    slices: Annotated[str, typer.Option(help="Judge slices to compare.")] = "1,0.1,0.02,0.01,0.005",
+    windows: Annotated[int, typer.Option(min=10, help="1-hour windows per slice (the 95 % interval is over them).")]
+    = 200,
+    judge_noise: Annotated[float, typer.Option(min=0.0, max=0.5, help="Simulator: chance the judge flips a verdict.")]
+    = 0.05,
+    sources: Annotated[str, typer.Option(help="Streams: simulator (full rubric), uss (a stand-in DSAT item).")]
+    = "simulator,uss",
+    sim_pool: Annotated[int, typer.Option(min=100, help="Simulated conversations per pool.")] = 3000,
+    max_training_labels: Annotated[int, typer.Option(min=50, help="Cap on a distilled model's training labels.")]
+    = 3000,
+    model: Annotated[str, typer.Option(help="Judge model whose DEFAULT_PRICES price the spend uses.")]
+    = "gpt-4o-mini",
+    data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/).")] = DEFAULT_DATA,
+    plot: Annotated[Path | None, typer.Option(help="Write the error-vs-spend PNG here.")] = None,
+    seed: int = 0,
+    as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
+) -> None:
+    """Per-item rate error over 1-hour windows vs judge slice and spend (judge-only, distilled, prediction-powered)."""
+    from monitor.contracts.errors import ConfigError
+    from monitor.contracts.settings import DEFAULT_PRICES
+    from monitor.tools.bench.cost import CostConfig, run_cost
+    from monitor.tools.bench.doc import cost_table
+
+    def job() -> dict[str, Any]:
+        if model not in DEFAULT_PRICES:
+            raise ConfigError(f"--model {model!r} has no price in DEFAULT_PRICES ({', '.join(DEFAULT_PRICES)})")
+        rates = _floats(slices)
+        if not rates or any(not 0 < r <= 1 for r in rates):
+            raise ConfigError(f"--slices must be numbers in (0, 1]. Got {slices!r} instead.")
+        names = _csv(sources)
+        if not names or set(names) - {"simulator", "uss"}:
+            raise ConfigError(f"--sources must name simulator and/or uss. Got {sources!r} instead.")
+        config = CostConfig(volume_per_hour=volume, slices=rates, windows=windows, judge_noise=judge_noise,
+                            sim_pool=sim_pool, max_training_labels=max_training_labels, data_dir=data, model=model,
+                            seed=seed)
+        return run_cost(config, _progress(quiet), sources=names, plot=plot)
+
+    _emit(_run(job), as_json, out, cost_table)
+
+
+@app.command()
+def sampler(
+    rate: Annotated[float, typer.Option(min=0.001, max=0.5, help="Judged share of the stream in both arms.")] = 0.15,
+    rounds: Annotated[int, typer.Option(min=2, help="Stream chunks (retraining after each).")] = 3,
+    seeds: Annotated[str, typer.Option(help="Seeds (routing salt, chunk order).")] = "0,1,2",
+    data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/).")] = DEFAULT_DATA,
+    as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
+) -> None:
+    """Teacher-AUC on a hash-only holdout at equal judge spend: hash-only vs uncertainty sampling (USS stream)."""
+    from monitor.tools.bench.doc import sampler_table
+    from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
+
+    config = SamplerConfig(rate=rate, rounds=rounds, seeds=[int(v) for v in _csv(seeds)], data_dir=data)
+    _emit(_run(lambda: run_sampler(config, _progress(quiet))), as_json, out, sampler_table)
+
+
+@app.command()
 def report(
     results: Annotated[Path, typer.Option(help="Directory of bench JSON files (use/throughput/distill.json).")]
     = Path("var/bench"),

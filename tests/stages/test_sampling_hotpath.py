@@ -1,0 +1,151 @@
+"""The router in the hot path and the judge stage: pi from the batch's distilled scores, headers, non-response."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry
+
+from monitor.contracts.errors import JudgeError
+from monitor.contracts.events import Conversation
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.score_codec import decode_score, encode_score
+from monitor.contracts.scores import ItemResult, ScoreRecord
+from monitor.judge.simulated import SimulatedJudge
+from monitor.stages.dedup import DedupWindow
+from monitor.stages.export import Exporter
+from monitor.stages.hotpath import PI, SAMPLED_BY, WEIGHT, HotPath
+from monitor.stages.judging import JudgeStage
+from monitor.stages.route import in_sample
+from monitor.stages.sampler import InclusionPolicy
+from monitor.stages.sessionize import Limits, Sessionizer
+from tests.stages.memstore import MemStore
+from tests.stages.test_hotpath import RUBRIC
+
+
+def _hot(policy: InclusionPolicy) -> tuple[HotPath, Metrics]:
+    metrics = Metrics(CollectorRegistry())
+    exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
+    sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
+    return HotPath(sessions, DedupWindow(MemStore(), window_s=100.0, max_keys=1000), exporter, metrics, RUBRIC,
+                   max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=policy.base_rate,
+                   policy=policy), metrics
+
+
+def _record(cid: str, p: float) -> ScoreRecord:
+    items = [ItemResult(item_id=i.id, polarity=i.polarity, probability=p, verdict=p >= 0.5) for i in RUBRIC.items]
+    return ScoreRecord(conversation_id=cid, scorer="distilled", judge="hashing", rubric_set=RUBRIC.id,
+                       rubric_version=RUBRIC.version, model_version="v1", items=items, R=0.0)
+
+
+def _conversation(cid: str, **kw: object) -> Conversation:
+    return Conversation.model_validate({"conversation_id": cid, "turns": [{"index": 0, "role": "user", "text": "hi"}],
+                                        "simulated_truth": ["dsat.negative_feedback"], **kw})
+
+
+def test_uncertain_and_complaining_conversations_are_boosted_with_pi_on_every_request() -> None:
+    policy = InclusionPolicy(base_rate=0.05, active_rate=0.2, feedback_rate=1.0)
+    policy.set_model("v1", 0.1)
+    hot, metrics = _hot(policy)
+    ids = [f"c{i}" for i in range(600)]
+    closed = [(_conversation(c, feedback={"thumbs": "down"} if i % 10 == 0 else None), 0) for i, c in enumerate(ids)]
+    records = [_record(c, 0.5 if i % 2 else 0.99) for i, c in enumerate(ids)]  # odd: uncertain, even: sure
+    sends = hot.judge_slice(closed, judge_accepting=True, records=records)
+    headers = {s.key.decode(): dict(s.headers) for s in sends}
+    picked = set(headers)
+    assert {c for c in ids if in_sample(c, 0.05)} <= picked  # the hash slice, whatever the boost
+    assert {c for i, c in enumerate(ids) if i % 10 == 0} <= picked  # feedback_rate 1
+    odd = sum(1 for i, c in enumerate(ids) if i % 2 and c in picked)
+    even = sum(1 for i, c in enumerate(ids) if not i % 2 and i % 10 and c in picked)
+    assert odd > 3 * even  # uncertainty raised pi
+    for cid, h in headers.items():
+        pi = float(h[PI])
+        assert float(h[WEIGHT]) == pytest.approx(1 / pi) and 0.05 <= pi <= 1.0
+        assert h[SAMPLED_BY] == (b"hash" if in_sample(cid, 0.05) else b"feedback" if int(cid[1:]) % 10 == 0
+                                 else b"uncertainty")
+    shadows = hot.mark_shadows(records, sends)
+    assert {r.conversation_id for r in shadows if r.shadow} == picked
+    sampled = {by: metrics.registry.get_sample_value("convmon_judge_sampled_total", {"by": by})
+               for by in ("hash", "uncertainty", "feedback")}
+    assert sum(sampled.values()) == len(sends) and all(v for v in sampled.values())
+    # budget pacing: boosts off, pi is the hash rate and so is what is recorded
+    paced = hot.judge_slice(closed, judge_accepting=True, boost=False, records=records)
+    assert {s.key.decode() for s in paced} == {c for c in ids if in_sample(c, 0.05)}
+    assert {dict(s.headers)[PI] for s in paced} == {b"0.05"}
+    assert hot.judge_slice(closed, judge_accepting=False, records=records) == []
+    assert metrics.registry.get_sample_value("convmon_conversations_routed_total",
+                                             {"route": "budget_exhausted"}) == len(sends)
+
+
+class _Failing:
+    name = "failing"
+
+    async def score(self, conversation: Conversation) -> ScoreRecord:
+        raise JudgeError("server said no", reason="judge_http_error")
+
+    def accepting(self) -> bool:
+        return True
+
+    def on_pace(self) -> bool:
+        return True
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _stage(judge: object) -> tuple[JudgeStage, Metrics]:
+    metrics = Metrics(CollectorRegistry())
+    exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
+    return JudgeStage(judge, lambda s: s, DedupWindow(MemStore(), window_s=100.0, max_keys=1000),  # type: ignore[arg-type]
+                      exporter, metrics, RUBRIC, sample_rate=0.05, max_request_bytes=1 << 20,
+                      clock=lambda: 1.0), metrics
+
+
+def test_the_judged_record_carries_pi_and_the_weighted_sums_are_exported_beside_raw_counts() -> None:
+    stage, metrics = _stage(SimulatedJudge(RUBRIC))
+    raw = orjson.dumps(_conversation("x1").model_dump(mode="json"))
+    headers = [(WEIGHT, b"4.0"), (PI, b"0.25"), (SAMPLED_BY, b"uncertainty")]
+    out = asyncio.run(stage.handle(raw, b"x1", 0, headers))
+    score = decode_score(out.scores[0].value, RUBRIC)
+    assert (score.inclusion_probability, score.sampled_by, score.sample_weight) == (0.25, "uncertainty", 4.0)
+    assert orjson.loads(out.scores[0].value)["schema_version"] == 3
+    label = orjson.loads(out.labels[0].value)["score"]
+    assert (label["inclusion_probability"], label["sampled_by"]) == (0.25, "uncertainty")
+    # an old request (weight only) was a hash-slice pick
+    old = asyncio.run(stage.handle(orjson.dumps(_conversation("x2").model_dump(mode="json")), b"x2", 0,
+                                   [(WEIGHT, b"20.0")]))
+    old_score = decode_score(old.scores[0].value, RUBRIC)
+    assert (old_score.inclusion_probability, old_score.sampled_by) == (0.05, "hash")
+    r = metrics.registry
+    assert r.get_sample_value("convmon_conversations_scored_total", {"scorer": "llm"}) == 2  # raw n
+    assert r.get_sample_value("convmon_conversations_scored_weight_total", {"scorer": "llm"}) == 24.0
+    assert r.get_sample_value("convmon_conversations_scored_weight_squared_total", {"scorer": "llm"}) == 416.0
+    hajek_rate = r.get_sample_value("convmon_rubric_weighted_probability_sum_total",
+                                    {"rubric": "dsat.negative_feedback", "polarity": "dsat", "scorer": "llm"}) / 24.0
+    assert hajek_rate == 1.0  # both conversations carry the item
+
+
+def test_judge_failures_are_counted_as_non_response_with_their_weight() -> None:
+    stage, metrics = _stage(_Failing())
+    out = asyncio.run(stage.handle(orjson.dumps(_conversation("f").model_dump(mode="json")), b"f", 0,
+                                   [(WEIGHT, b"2.0"), (PI, b"0.5"), (SAMPLED_BY, b"feedback")]))
+    assert out.scores == [] and [d.reason for d in out.dead] == ["judge_http_error"]
+    r = metrics.registry
+    assert r.get_sample_value("convmon_judge_nonresponse_total", {"reason": "judge_http_error"}) == 1
+    assert r.get_sample_value("convmon_judge_nonresponse_weight_total") == 2.0
+
+
+def test_codec_v3_only_for_records_with_pi_and_v2_still_reads() -> None:
+    distilled = _record("d", 0.3)
+    assert orjson.loads(encode_score(distilled, RUBRIC))["schema_version"] == 2
+    v2 = orjson.loads(encode_score(distilled, RUBRIC))
+    v2["pi"] = 0.5
+    with pytest.raises(ValueError, match="only in schema_version 3"):
+        decode_score(orjson.dumps(v2), RUBRIC)
+    judged = distilled.model_copy(update={"scorer": "llm", "inclusion_probability": 0.2, "sampled_by": "hash",
+                                          "sample_weight": 5.0})
+    assert decode_score(encode_score(judged, RUBRIC), RUBRIC) == judged.model_copy(
+        update={"items": decode_score(encode_score(judged, RUBRIC), RUBRIC).items,
+                "scored_at": round(judged.scored_at, 3)})
