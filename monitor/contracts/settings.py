@@ -274,11 +274,41 @@ class DriftSettings(BaseModel):
     agreement_window: int = Field(default=500, ge=10)
 
 
+class OtelSettings(BaseModel):
+    """OpenTelemetry: the input format of the events topic (convmon JSON or OTLP GenAI telemetry from the
+    Collector's kafka exporter) and verdicts out as ``gen_ai.evaluation.result`` log events (docs/otel.md)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_format: Literal["json", "otlp_traces", "otlp_logs"] = "json"
+    otlp_encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"  # the kafka exporter's `encoding`
+    # Attributes (span, then resource) that name the conversation when gen_ai.conversation.id is absent.
+    otlp_conversation_attributes: StringList = Field(default_factory=lambda: ["session.id"])
+    # Metric dimension -> the span/resource attribute it is read from (a dimension not listed is read from the
+    # attribute of its own name; model_version falls back to gen_ai.response.model, then gen_ai.request.model).
+    otlp_dimension_attributes: dict[str, str] = Field(default_factory=lambda: {"app": "service.name"})
+    otlp_thumbs_attribute: str | None = None  # e.g. "app.feedback.thumbs": up/down, true/false, 1/-1
+    otlp_csat_attribute: str | None = None  # e.g. "app.feedback.csat": 1..5
+    otlp_end_attribute: str | None = None  # e.g. "app.conversation.ended": a true value ends the conversation
+    # Verdicts as OTLP log events through the OpenTelemetry SDK (endpoint etc. from the standard OTEL_* variables).
+    otel_evaluation_events: bool = False
+    otel_evaluation_scorers: StringList = Field(default_factory=lambda: ["llm", "distilled"])
+
+    @model_validator(mode="after")
+    def _check_otel(self) -> Self:
+        unknown = sorted(set(self.otel_evaluation_scorers) - {"llm", "distilled"})
+        if unknown:
+            raise ValueError(f"otel_evaluation_scorers: unknown scorer(s) {unknown}; use llm and/or distilled")
+        if any(not a.strip() for a in self.otlp_conversation_attributes):
+            raise ValueError("otlp_conversation_attributes: empty attribute name")
+        return self
+
+
 S = TypeVar("S", bound=BaseModel)
 
 
 class Settings(KafkaSettings, StreamSettings, JudgeSettings, RubricSettings, DistillSettings, MetricsSettings,
-               DriftSettings, BaseSettings):
+               DriftSettings, OtelSettings, BaseSettings):
     """Every ``CONVMON_*`` setting, flat, as users set them; components receive only their section."""
 
     model_config = SettingsConfigDict(
@@ -330,6 +360,10 @@ class Settings(KafkaSettings, StreamSettings, JudgeSettings, RubricSettings, Dis
     @property
     def drift(self) -> DriftSettings:
         return self.section(DriftSettings)
+
+    @property
+    def otel(self) -> OtelSettings:
+        return self.section(OtelSettings)
 
 
 _SOURCE_FIELD = re.compile(r'field "(\w+)"')
