@@ -135,6 +135,11 @@ def build_pipeline(
     drift = DriftMonitor.from_settings(metrics, rubric, settings)
     exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
                         rubric=rubric, drift=drift, allowed_values=settings.dimension_values)
+    if settings.otel_evaluation_events:  # imports the OpenTelemetry SDK: only when asked for
+        from monitor.stages.evaluations import EvaluationEvents
+
+        exporter.evaluations = EvaluationEvents.from_environment(
+            scorers=settings.otel_evaluation_scorers, redact=Redactor(settings.pii_extra_patterns).redact).observe
     judge = build_judge(settings, rubric, metrics, http_client=http_client)
     models = ModelRegistry(settings.model_registry)
     store = LabelStore.from_settings(settings, redact=Redactor(settings.pii_extra_patterns).redact)

@@ -79,11 +79,13 @@ class GenAiApp:
         self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
         self.logger = self.logger_provider.get_logger("convmon.tests.chat_app")
 
-    def trace(self, chats: Sequence[Chat], *, logs: bool = False) -> dict[str, list[str]]:
-        """Record every call of ``chats``; returns each conversation's assistant span refs (trace-span hex)."""
+    def trace(self, chats: Sequence[Chat], *, logs: bool = False, calls: Sequence[int] | None = None
+              ) -> dict[str, list[str]]:
+        """Record the calls (all by default) of ``chats``; returns each conversation's assistant span refs
+        (trace-span hex) in call order."""
         refs: dict[str, list[str]] = {}
-        calls = max(len(c.texts) // 2 for c in chats)
-        for call in range(calls):  # interleaved, as concurrent users are
+        for call in calls if calls is not None else range(max(len(c.texts) // 2 for c in chats)):
+            # interleaved, as concurrent users are
             for chat in chats:
                 if call >= len(chat.texts) // 2:
                     continue
