@@ -234,6 +234,9 @@ class DistillSettings(BaseModel):
     retrain_min_labels: int = Field(default=50, ge=10)
     retrain_interval_s: float | None = Field(default=None, gt=0)  # overrides retrain_cron when set
     label_buffer_max: int = Field(default=10_000, ge=1)
+    # Drill-down (issue #21): a score sink writes the "yes" verdicts of every score record to <prefix>score_items
+    # in the label store's database (Grafana's table of the latest DSAT conversations, `convmon inspect`).
+    score_store: bool = False
     active_learning_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     distill_holdout_fraction: float = Field(default=0.25, gt=0.0, lt=1.0)
     distill_min_positives: int = Field(default=10, ge=3)

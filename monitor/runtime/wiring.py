@@ -45,6 +45,7 @@ class Pipeline:
     store: LabelStore
     registry: ModelRegistry
     calibration: CalibrationScorer | None = None  # None: judge scores carry no satisfaction
+    score_sink: LabelSink | None = None  # score_store: score records into the database for drill-down
 
     def classify(self, conversations: list[Conversation]) -> list[ScoreRecord]:
         """Distilled scores for a batch; judge-sampled conversations are marked as shadows."""
@@ -145,10 +146,16 @@ def build_pipeline(
     store = LabelStore.from_settings(settings, redact=Redactor(settings.pii_extra_patterns).redact)
     scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s)
     labels = LabelSink(store.upsert_raw, metrics)
+    score_sink = None
+    if settings.score_store:
+        from distill.score_store import ScoreStore
+
+        score_sink = LabelSink(ScoreStore(store, rubric).upsert_raw, metrics)
     calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
                                     poll_s=settings.registry_poll_s)
     pipeline = Pipeline(settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
-                        labels=labels, scorer=scorer, store=store, registry=models, calibration=calibration)
+                        labels=labels, scorer=scorer, store=store, registry=models, calibration=calibration,
+                        score_sink=score_sink)
     if calibration.maybe_reload(force=True):  # load (and import torch) now, not inside the first judge record
         pipeline._announce_calibration()
     for reason in ("no_model", "other_judge", "error"):
