@@ -68,9 +68,8 @@ class ForgetReport:
 
 def forget(settings: Settings, conversation_ids: list[str]) -> ForgetReport:
     """Delete the conversations from the label store; list the topics that keep them until retention."""
-    from distill.store import LabelStore
-
     from distill.score_store import ScoreStore
+    from distill.store import LabelStore
     from monitor.contracts.rubric_set import load_rubric_set
 
     store = LabelStore.from_settings(settings)

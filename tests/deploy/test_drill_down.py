@@ -46,8 +46,9 @@ def test_latest_dsat_conversations_per_item_on_postgresql() -> None:
     now = time.time()
     span = "ab" * 16 + "-" + "cd" * 8
     try:
-        written = store.upsert([record("old", "distilled", {dsat}, now - 7200), record("a", "distilled", {dsat}, now - 60),
-                                record("b", "llm", {dsat, other}, now - 30, span), record("c", "distilled", {other}, now)])
+        written = store.upsert([
+            record("old", "distilled", {dsat}, now - 7200), record("a", "distilled", {dsat}, now - 60),
+            record("b", "llm", {dsat, other}, now - 30, span), record("c", "distilled", {other}, now)])
         store.upsert([record("b", "llm", {dsat, other}, now - 30, span)])  # re-delivered: upserted, not doubled
         assert written == 5
         with labels.engine.connect() as conn:

@@ -181,7 +181,8 @@ def test_otlp_traces_to_scores_evaluation_events_and_exemplars(broker: str, make
         assert 0.0 <= attrs["gen_ai.evaluation.score.value"] <= 1.0 and attrs["convmon.scorer"] == "distilled"
     assert sorted(by_conversation) == sorted(judged)
     for records in by_conversation.values():  # one event per rubric item, once
-        names = sorted(any_value(kv.value) for r in records for kv in r.attributes if kv.key == "gen_ai.evaluation.name")
+        names = sorted(any_value(kv.value) for r in records for kv in r.attributes
+                       if kv.key == "gen_ai.evaluation.name")
         assert names == sorted(rubric.item_ids)
 
     # Exemplars: served as OpenMetrics on negotiation, stored and queryable in a real Prometheus.
