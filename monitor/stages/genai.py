@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
-from monitor.contracts.events import EndEvent, Feedback, TurnEvent
+from monitor.contracts.events import EndEvent, Feedback, Role, TurnEvent
 
 CONVERSATION = "gen_ai.conversation.id"
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
@@ -162,9 +162,19 @@ def span_ref(trace_id: bytes, span_id: bytes) -> str | None:
     return f"{trace_id.hex()}-{span_id.hex()}"
 
 
-def call_events(call: Call, cid: str, m: GenAiMapping) -> list[TurnEvent | EndEvent]:
+def _turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadata: dict[str, str],
+          span: str | None = None, response_id: str | None = None) -> TurnEvent:
+    """Built without re-validation: every field is valid by construction here (non-empty text, bounded ids,
+    a known role, finite nanosecond times), and validation was most of the decode cost."""
+    return TurnEvent.model_construct(type="turn", conversation_id=cid, turn_index=index, role=role, text=text,
+                                     timestamp=timestamp, feedback=None, metadata=metadata, span=span,
+                                     response_id=response_id)
+
+
+def call_events(call: Call, cid: str, m: GenAiMapping, seen: set[int] | None = None) -> list[TurnEvent | EndEvent]:
     """The turns of one call (history at its positions, the first answer after them) and, when the
-    configured end attribute says so, an end event counting them. Raises :class:`NoContent`."""
+    configured end attribute says so, an end event counting them. History turns whose index is in
+    ``seen`` (already taken from this message) are not built again. Raises :class:`NoContent`."""
     ended = bool(m.end_attribute and _flag(call.attributes.get(m.end_attribute)))
     feedback = _feedback(call, m)
     try:
@@ -177,24 +187,25 @@ def call_events(call: Call, cid: str, m: GenAiMapping) -> list[TurnEvent | EndEv
     out: list[TurnEvent | EndEvent] = []
     index = 0
     for message in history:
-        role, text = message.get("role"), _text(message)
-        if role in ("user", "assistant") and text:
-            out.append(TurnEvent(conversation_id=cid, turn_index=index, role=role, text=text, timestamp=call.start,
-                                 metadata=metadata))
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            continue
+        text = _text(message)
+        if text:
+            if seen is None or index not in seen:
+                out.append(_turn(cid, index, cast(Role, role), text, call.start, metadata))
             index += 1
     for message in answer:  # several choices (n > 1): the first is the one the user saw
         text = _text(message)
         if message.get("role", "assistant") == "assistant" and text:
             response = call.attributes.get(RESPONSE_ID)
-            out.append(TurnEvent(conversation_id=cid, turn_index=index, role="assistant", text=text,
-                                 timestamp=call.end, metadata=metadata,
-                                 span=span_ref(call.trace_id, call.span_id),
-                                 response_id=str(response)[:128] if response else None))
+            out.append(_turn(cid, index, "assistant", text, call.end, metadata, span_ref(call.trace_id, call.span_id),
+                             str(response)[:128] if response else None))
             index += 1
             break
-    if not out:
+    if index == 0:
         raise NoContent
-    if feedback:
+    if feedback and out:
         out[-1] = out[-1].model_copy(update={"feedback": feedback})
     if ended:
         out.append(EndEvent(type="end", conversation_id=cid, timestamp=call.end, turn_count=index))

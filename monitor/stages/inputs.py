@@ -9,7 +9,7 @@ protobuf) is imported only when the setting selects it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import Event, decode_event
@@ -50,7 +50,7 @@ class OtlpInput:
             thumbs_attribute=otel.otlp_thumbs_attribute, csat_attribute=otel.otlp_csat_attribute,
             end_attribute=otel.otlp_end_attribute,
         )
-        signal = "traces" if otel.input_format == "otlp_traces" else "logs"
+        signal: Literal["traces", "logs"] = "traces" if otel.input_format == "otlp_traces" else "logs"
         self.otlp = OtlpDecoder(signal, otel.otlp_encoding, mapping, metrics, max_event_bytes=max_event_bytes)
         self.json = JsonInput(max_event_bytes)
 

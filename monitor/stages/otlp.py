@@ -102,6 +102,7 @@ class OtlpDecoder:
         outcomes: Counter[str] = Counter()
         problems: list[str] = []
         by_turn: dict[tuple[str, int], TurnEvent] = {}  # one message often repeats a history: keep each turn once
+        seen: dict[str, set[int]] = {}
         ends: list[EndEvent] = []
         for call in self._calls(request, outcomes):
             cid = conversation_id(call, self.mapping)
@@ -109,7 +110,7 @@ class OtlpDecoder:
                 outcomes["no_conversation"] += 1
                 continue
             try:
-                events = call_events(call, cid, self.mapping)
+                events = call_events(call, cid, self.mapping, seen.setdefault(cid, set()))
             except NoContent:
                 outcomes["no_content"] += 1
                 continue
@@ -123,6 +124,7 @@ class OtlpDecoder:
                     ends.append(event)
                     continue
                 key = (event.conversation_id, event.turn_index)
+                seen[cid].add(event.turn_index)
                 kept = by_turn.get(key)
                 if kept is None or (event.span and not kept.span):
                     by_turn[key] = event

@@ -74,7 +74,7 @@ class GenAiApp:
         self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.tracer = self.tracer_provider.get_tracer("convmon.tests.chat_app")
-        self.logs = InMemoryLogRecordExporter()
+        self.logs = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
         self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
         self.logger = self.logger_provider.get_logger("convmon.tests.chat_app")
