@@ -92,6 +92,10 @@ def _string_list(value: object) -> object:
 
 # A list of strings that accepts ``a,b`` as well as a JSON list from CONVMON_* variables.
 StringList = Annotated[list[str], NoDecode, BeforeValidator(_string_list)]
+# The same forms, for a list of scorers (llm, distilled).
+ScorerName = Literal["llm", "distilled"]
+SCORERS: tuple[ScorerName, ...] = ("llm", "distilled")
+ScorerList = Annotated[list[ScorerName], NoDecode, BeforeValidator(_string_list)]
 
 
 class KafkaSettings(BaseModel):
@@ -295,13 +299,10 @@ class OtelSettings(BaseModel):
     otlp_end_attribute: str | None = None  # e.g. "app.conversation.ended": a true value ends the conversation
     # Verdicts as OTLP log events through the OpenTelemetry SDK (endpoint etc. from the standard OTEL_* variables).
     otel_evaluation_events: bool = False
-    otel_evaluation_scorers: StringList = Field(default_factory=lambda: ["llm", "distilled"])
+    otel_evaluation_scorers: ScorerList = Field(default_factory=lambda: list(SCORERS))
 
     @model_validator(mode="after")
     def _check_otel(self) -> Self:
-        unknown = sorted(set(self.otel_evaluation_scorers) - {"llm", "distilled"})
-        if unknown:
-            raise ValueError(f"otel_evaluation_scorers: unknown scorer(s) {unknown}; use llm and/or distilled")
         if any(not a.strip() for a in self.otlp_conversation_attributes):
             raise ValueError("otlp_conversation_attributes: empty attribute name")
         return self

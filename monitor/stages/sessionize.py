@@ -185,8 +185,10 @@ class Sessionizer:
         if entry is None or entry["r"] != ev.role:
             return False
         text: str = entry["x"]
-        same: bool = text == ev.text or (text.endswith(TRUNCATION_MARK) and ev.text.startswith(text[:-len(TRUNCATION_MARK)]))
-        adds = bool(ev.span and entry.get("sp") != ev.span) or bool(ev.response_id and entry.get("ri") != ev.response_id)
+        cut = text.endswith(TRUNCATION_MARK) and ev.text.startswith(text[:-len(TRUNCATION_MARK)])
+        same: bool = text == ev.text or cut
+        adds = bool(ev.span and entry.get("sp") != ev.span) or bool(
+            ev.response_id and entry.get("ri") != ev.response_id)
         return same and not adds and not ev.feedback and all(o.meta.get(k) == v for k, v in ev.metadata.items())
 
     def end(self, ev: EndEvent, partition: int, now: float, *, rekeyed: bool,

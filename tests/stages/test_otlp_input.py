@@ -180,3 +180,18 @@ def test_garbage_otlp_is_dead_lettered_with_its_bytes() -> None:
     path, _ = hot(decoder_)
     out = path.ingest([Input(None, b"\x0a\xff\xff", 0)], now=1.0)
     assert [(d.reason, d.value) for d in out.dead] == [("malformed_otlp", b"\x0a\xff\xff")]
+
+
+def test_otel_settings_are_validated_with_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.contracts.errors import ConfigError
+    from monitor.contracts.settings import load_settings
+
+    for name, value, field in (("CONVMON_INPUT_FORMAT", "otlp_metrics", "input_format"),
+                               ("CONVMON_OTLP_ENCODING", "protobuf", "otlp_encoding"),
+                               ("CONVMON_OTEL_EVALUATION_SCORERS", "llm,human", "otel_evaluation_scorers")):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ConfigError, match=field):
+            load_settings()
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("CONVMON_OTLP_CONVERSATION_ATTRIBUTES", "session.id,app.thread")
+    assert load_settings().otel.otlp_conversation_attributes == ["session.id", "app.thread"]
