@@ -285,7 +285,7 @@ class LabelStore:
     def fetch(
         self, *, rubric_set: str | None = None, rubric_version: str | None = None, judge: str | None = None,
         since: float | None = None, until: float | None = None, limit: int | None = None,
-        with_feedback: bool = False,
+        with_feedback: bool = False, conversation_id: str | None = None,
     ) -> list[LabelRecord]:
         """Labels matching the filters, newest first (``limit`` keeps the most recent).
 
@@ -293,6 +293,8 @@ class LabelStore:
         """
         query = sa.select(self.table).where(*self._where(rubric_set, rubric_version, judge, since, until,
                                                          with_feedback))
+        if conversation_id is not None:
+            query = query.where(self.table.c.conversation_id == conversation_id)
         query = query.order_by(self.table.c.labelled_at.desc(), self.table.c.id.desc()).limit(limit)
         rows = self._run(lambda conn: conn.execute(query).mappings().all(), "read labels")
         return [

@@ -209,6 +209,22 @@ def forget(conversation_ids: Annotated[list[str], typer.Argument(help="Conversat
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
+@app.command()
+def inspect(
+    item: Annotated[str, typer.Option(help="Rubric item id, e.g. a DSAT item of the rubric set.")],
+    window: Annotated[str, typer.Option(help="How far back: 30m, 6h, 2d.")] = "1h",
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Most rows to print.")] = 20,
+    scorer: Annotated[str | None, typer.Option(help="llm or distilled; both if unset.")] = None,
+) -> None:
+    """The latest conversations an item said yes for (score sink rows), with their trace ids; text redacted."""
+    from monitor.tools.inspect import inspect_rows, parse_window, print_rows
+
+    if scorer not in (None, "llm", "distilled"):
+        raise ConfigError(f"--scorer {scorer!r}: expected llm or distilled")
+    rows = inspect_rows(load_settings(), item, window_s=parse_window(window), limit=limit, scorer=scorer)
+    print_rows(rows, item, Console())
+
+
 def main() -> None:
     try:
         app()

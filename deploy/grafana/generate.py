@@ -15,6 +15,16 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DS = {"type": "prometheus", "uid": "${datasource}"}
+PG = {"type": "grafana-postgresql-datasource", "uid": "convmon-label-store"}  # provisioning/datasources
+DRILL_DOWN_TITLE = "Latest conversations with this item (score sink)"
+# The drill-down table: rows the score sink writes (CONVMON_SCORE_STORE=true, distill/score_store.py) into
+# the label store's PostgreSQL. Grafana expands $__unixEpochFilter to the dashboard's time range.
+DRILL_DOWN_SQL = """SELECT to_timestamp(scored_at) AS "scored at", conversation_id, scorer, value, r AS "R",
+       model_version, trace_id, response_id
+FROM convmon_score_items
+WHERE item_id = '$rubric' AND $__unixEpochFilter(scored_at)
+ORDER BY scored_at DESC
+LIMIT 50"""
 
 
 class Board:
@@ -36,7 +46,8 @@ class Board:
             self._x, self._y, self._row_h = 0, self._y + self._row_h, 0
 
     def panel(self, kind: str, title: str, targets: list[tuple[str, str]], *, w: int = 12, h: int = 8,
-              unit: str = "short", description: str = "", **options: Any) -> None:
+              unit: str = "short", description: str = "", links: list[dict[str, str]] | None = None,
+              exemplar: bool = False, **options: Any) -> None:
         if self._x + w > 24:
             self._newline()
         panel: dict[str, Any] = {
@@ -44,15 +55,30 @@ class Board:
             "datasource": DS, "gridPos": {"h": h, "w": w, "x": self._x, "y": self._y},
             "targets": [
                 {"refId": chr(ord("A") + i), "datasource": DS, "expr": expr, "legendFormat": legend,
-                 **({"format": "heatmap"} if kind == "heatmap" else {})}
+                 **({"format": "heatmap"} if kind == "heatmap" else {}), **({"exemplar": True} if exemplar else {})}
                 for i, (expr, legend) in enumerate(targets)
             ],
             "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
             "options": options,
+            **({"links": links} if links else {}),
         }
         self.panels.append(panel)
         self._x += w
         self._row_h = max(self._row_h, h)
+
+    def sql_table(self, title: str, sql: str, *, w: int = 24, h: int = 10, description: str = "") -> int:
+        """A PostgreSQL table panel; returns its id (for links)."""
+        self._newline()
+        panel_id = len(self.panels) + 1
+        self.panels.append({
+            "id": panel_id, "type": "table", "title": title, "description": description, "datasource": PG,
+            "gridPos": {"h": h, "w": w, "x": 0, "y": self._y},
+            "targets": [{"refId": "A", "datasource": PG, "format": "table", "rawQuery": True, "editorMode": "code",
+                         "rawSql": sql}],
+            "fieldConfig": {"defaults": {}, "overrides": []}, "options": {"showHeader": True},
+        })
+        self._y += h
+        return panel_id
 
     def json(self) -> dict[str, Any]:
         return {
@@ -135,10 +161,20 @@ def item_detail() -> Board:
     b = Board("convmon-item", "convmon / Item detail",
               "One rubric item: rate vs baseline, judge/distilled agreement, drift and calibration.", [ONE_RUBRIC])
     r = 'rubric="$rubric"'
+    drill_down = [{"title": "Latest conversations with this item",
+                   "url": "/d/convmon-item/?var-rubric=${rubric}&${__url_time_range}&viewPanel=1"}]
+    b.sql_table(DRILL_DOWN_TITLE, DRILL_DOWN_SQL, description=(
+        "The newest conversations this item said yes for, from the score sink's table in the label store "
+        "(PostgreSQL; CONVMON_SCORE_STORE=true). trace_id opens the judged call in your tracing backend."))
     b.panel(TS, "Rate vs 7-day baseline", [
         (f"rubric:convmon_rubric_yes:ratio_rate30m{{{r}}}", "30m {{scorer}}"),
         (f"rubric:convmon_rubric_yes:ratio_avg7d{{{r}}}", "7d baseline {{scorer}}"),
-    ], unit="percentunit")
+    ], unit="percentunit", links=drill_down)
+    b.panel(TS, "Yes verdicts / s (exemplars: example conversations)", [
+        (f'sum by (scorer) (rate(convmon_rubric_verdicts_total{{{r}, verdict="yes"}}[$__rate_interval]))',
+         "{{scorer}}")], links=drill_down, exemplar=True, description=(
+        "Each exemplar dot carries the conversation_id (and trace_id) of a recent yes verdict; the panel link "
+        "opens the table of the latest ones."))
     b.panel(TS, "Calibration: mean distilled probability vs judge rate", [
         (f'rubric:convmon_rubric_expected:ratio_rate5m{{{r}, scorer="distilled"}}', "distilled expected"),
         (f'rubric:convmon_rubric_yes:ratio_rate5m{{{r}, scorer="llm"}}', "judge yes rate"),

@@ -17,6 +17,10 @@ from monitor.contracts.errors import InvalidEvent
 
 Role = Literal["user", "assistant", "system"]
 ConversationId = Annotated[str, Field(min_length=1, max_length=256)]
+# The OpenTelemetry span that produced an assistant turn, ``<trace id>-<span id>`` in lower-case hex
+# (W3C trace context widths): evaluation events are parented to it (monitor/stages/evaluations.py).
+SpanRef = Annotated[str, Field(pattern=r"^[0-9a-f]{32}-[0-9a-f]{16}$")]
+ResponseId = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 def _to_epoch(value: Any) -> Any:
@@ -49,6 +53,8 @@ class TurnEvent(Record):
     timestamp: FiniteFloat
     feedback: Feedback | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
+    span: SpanRef | None = None  # optional: the producing span (OTLP input sets it on assistant turns)
+    response_id: ResponseId | None = None  # optional: gen_ai.response.id of an assistant turn
 
     _epoch = field_validator("timestamp", mode="before")(_to_epoch)
 
@@ -74,6 +80,8 @@ class Turn(Record):
     role: Role
     text: str = Field(min_length=1)
     timestamp: FiniteFloat | None = None
+    span: SpanRef | None = None
+    response_id: ResponseId | None = None
 
 
 class Conversation(Record):
@@ -95,6 +103,13 @@ class Conversation(Record):
     @property
     def user_turns(self) -> list[Turn]:
         return [t for t in self.turns if t.role == "user"]
+
+    def judged_span(self) -> tuple[str | None, str | None]:
+        """(span, response id) of the last assistant turn that has either: what a verdict is attached to."""
+        for t in reversed(self.turns):
+            if t.role == "assistant" and (t.span or t.response_id):
+                return t.span, t.response_id
+        return None, None
 
 
 Event = TurnEvent | EndEvent | Conversation

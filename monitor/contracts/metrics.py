@@ -94,6 +94,19 @@ class Metrics:
             buckets=DELAY_BUCKETS,
             registry=r,
         )
+        # --- OTLP input (issue #21, input_format otlp_traces / otlp_logs) -------------------------
+        self.otlp_records = Counter(
+            "convmon_otlp_records",
+            "Spans / log records read from OTLP input, by signal and outcome: turns (a GenAI call made turns), "
+            "no_content (content capture off), not_genai, no_conversation (no conversation id), malformed.",
+            ["signal", "outcome"],
+            registry=r,
+        )
+        self.repeated_turns = Counter(
+            "convmon_repeated_turns",
+            "Turns skipped because the session already holds them (each OTLP call repeats the chat history).",
+            registry=r,
+        )
         self.dead_letters = Counter(
             "convmon_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"], registry=r
         )

@@ -61,7 +61,7 @@ def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
         out["n"] = _mask([i is not None for i in items])
     optional = {"satisfaction": record.satisfaction, "feedback": record.feedback or None,
                 "metadata": record.metadata or None, "tokens": record.tokens or None,
-                "cost_usd": record.cost_usd or None}
+                "cost_usd": record.cost_usd or None, "span": record.span, "response_id": record.response_id}
     out.update({k: v for k, v in optional.items() if v is not None})
     if record.shadow:
         out["shadow"] = True

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from monitor.contracts.events import Conversation
+from monitor.contracts.events import Conversation, ResponseId, SpanRef
 from monitor.contracts.rubric_set import Polarity, RubricSet
 
 Scorer = Literal["llm", "distilled"]
@@ -29,6 +29,9 @@ class ItemResult(BaseModel):
     probability: float | None = Field(default=None, ge=0, le=1)  # distilled (or logprobs) P(yes)
     uncertain: bool = False
     mass: float | None = Field(default=None, ge=0, le=1)  # logprobs: raw P(yes)+P(no) before normalising
+    # llm: the judge's reason for the verdict, when its mode asks for one (may quote user text: redact on output;
+    # not on the scores topic). No judge mode asks for it yet.
+    explanation: str | None = Field(default=None, max_length=2000)
 
 
 class ScoreRecord(BaseModel):
@@ -58,11 +61,15 @@ class ScoreRecord(BaseModel):
     latency_s: float = 0.0
     tokens: dict[str, int] = Field(default_factory=dict)
     cost_usd: float = 0.0
+    # The judged call, when the input said (OTLP input): the last assistant turn's span and response id.
+    span: SpanRef | None = None
+    response_id: ResponseId | None = None
 
 
 def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: str, rubric: RubricSet,
                  model_version: str, latency_s: float, **extra: Any) -> ScoreRecord:
     """An ``llm`` record: the conversation's id, dimensions and feedback travel with the items and their R."""
+    span, response_id = conversation.judged_span()
     return ScoreRecord(
         conversation_id=conversation.conversation_id,
         scorer="llm",
@@ -76,6 +83,8 @@ def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: 
         feedback=conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None,
         latency_s=latency_s,
         ended_at=conversation.ended_at,
+        span=span,
+        response_id=response_id,
         **extra,
     )
 

@@ -95,6 +95,10 @@ def _string_list(value: object) -> object:
 
 # A list of strings that accepts ``a,b`` as well as a JSON list from CONVMON_* variables.
 StringList = Annotated[list[str], NoDecode, BeforeValidator(_string_list)]
+# The same forms, for a list of scorers (llm, distilled).
+ScorerName = Literal["llm", "distilled"]
+SCORERS: tuple[ScorerName, ...] = ("llm", "distilled")
+ScorerList = Annotated[list[ScorerName], NoDecode, BeforeValidator(_string_list)]
 
 
 class KafkaSettings(BaseModel):
@@ -274,6 +278,9 @@ class DistillSettings(BaseModel):
     retrain_min_labels: int = Field(default=50, ge=10)
     retrain_interval_s: float | None = Field(default=None, gt=0)  # overrides retrain_cron when set
     label_buffer_max: int = Field(default=10_000, ge=1)
+    # Drill-down (issue #21): a score sink writes the "yes" verdicts of every score record to <prefix>score_items
+    # in the label store's database (Grafana's table of the latest DSAT conversations, `convmon inspect`).
+    score_store: bool = False
     distill_holdout_fraction: float = Field(default=0.25, gt=0.0, lt=1.0)
     distill_min_positives: int = Field(default=10, ge=3)
     distill_gate_tolerance: float = Field(default=0.01, ge=0.0)
@@ -313,11 +320,38 @@ class DriftSettings(BaseModel):
     agreement_window: int = Field(default=500, ge=10)
 
 
+class OtelSettings(BaseModel):
+    """OpenTelemetry: the input format of the events topic (convmon JSON or OTLP GenAI telemetry from the
+    Collector's kafka exporter) and verdicts out as ``gen_ai.evaluation.result`` log events (docs/otel.md)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_format: Literal["json", "otlp_traces", "otlp_logs"] = "json"
+    otlp_encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"  # the kafka exporter's `encoding`
+    # Attributes (span, then resource) that name the conversation when gen_ai.conversation.id is absent.
+    otlp_conversation_attributes: StringList = Field(default_factory=lambda: ["session.id"])
+    # Metric dimension -> the span/resource attribute it is read from (a dimension not listed is read from the
+    # attribute of its own name; model_version falls back to gen_ai.response.model, then gen_ai.request.model).
+    otlp_dimension_attributes: dict[str, str] = Field(default_factory=lambda: {"app": "service.name"})
+    otlp_thumbs_attribute: str | None = None  # e.g. "app.feedback.thumbs": up/down, true/false, 1/-1
+    otlp_csat_attribute: str | None = None  # e.g. "app.feedback.csat": 1..5
+    otlp_end_attribute: str | None = None  # e.g. "app.conversation.ended": a true value ends the conversation
+    # Verdicts as OTLP log events through the OpenTelemetry SDK (endpoint etc. from the standard OTEL_* variables).
+    otel_evaluation_events: bool = False
+    otel_evaluation_scorers: ScorerList = Field(default_factory=lambda: list(SCORERS))
+
+    @model_validator(mode="after")
+    def _check_otel(self) -> Self:
+        if any(not a.strip() for a in self.otlp_conversation_attributes):
+            raise ValueError("otlp_conversation_attributes: empty attribute name")
+        return self
+
+
 S = TypeVar("S", bound=BaseModel)
 
 
 class Settings(KafkaSettings, StreamSettings, JudgeSettings, RubricSettings, DistillSettings, MetricsSettings,
-               DriftSettings, BaseSettings):
+               DriftSettings, OtelSettings, BaseSettings):
     """Every ``CONVMON_*`` setting, flat, as users set them; components receive only their section."""
 
     model_config = SettingsConfigDict(
@@ -369,6 +403,10 @@ class Settings(KafkaSettings, StreamSettings, JudgeSettings, RubricSettings, Dis
     @property
     def drift(self) -> DriftSettings:
         return self.section(DriftSettings)
+
+    @property
+    def otel(self) -> OtelSettings:
+        return self.section(OtelSettings)
 
 
 _SOURCE_FIELD = re.compile(r'field "(\w+)"')

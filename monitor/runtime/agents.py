@@ -90,6 +90,21 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
             for event in events:
                 await stream.ack(event)
 
+    if p.score_sink is not None:
+        sink = p.score_sink
+
+        @app.agent(topics.scores)
+        async def score_sink(stream: faust.StreamT) -> None:
+            """Score records into the database for drill-down, acknowledged once stored (as the label sink)."""
+            async for events in stream.noack_take(s.label_buffer_max, within=1.0):
+                rejected = await sink.store([(e.key, e.value) for e in events])
+                for bad in rejected:
+                    await c.dead_letters.send(bad.raw, bad.key, reason=bad.reason, detail=bad.detail, stage="scores")
+                if rejected:
+                    await app.producer.flush()
+                for event in events:
+                    await stream.ack(event)
+
     @app.timer(TOPIC_CHECK_INTERVAL_S)
     async def recreate_topics() -> None:
         """Give a broker that lost its topics (a memory-only dev broker restarted) them back, with our

@@ -15,6 +15,7 @@ from monitor.runtime.tablestore import TableStore
 from monitor.runtime.wiring import Pipeline
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.hotpath import HotPath
+from monitor.stages.inputs import build_input
 from monitor.stages.judging import JudgeStage
 from monitor.stages.sessionize import Limits, Sessionizer
 
@@ -42,7 +43,8 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
     dedup = DedupWindow(TableStore(scored), window_s=s.dedup_window_s, max_keys=s.dedup_max_keys)
     hot = HotPath(sessionizer, dedup, pipeline.exporter, pipeline.metrics, pipeline.rubric,
                   max_event_bytes=s.max_event_bytes, max_request_bytes=s.max_request_bytes,
-                  sample_rate=s.sample_rate, policy=pipeline.policy)
+                  sample_rate=s.sample_rate, policy=pipeline.policy,
+                  decoder=build_input(s.otel, s.metrics, pipeline.metrics, max_event_bytes=s.max_event_bytes))
     judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, pipeline.exporter, pipeline.metrics,
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
                        clock=time.time)

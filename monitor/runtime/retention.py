@@ -53,9 +53,11 @@ def register_retention(app: faust.App, store: object, retention_days: int) -> No
 class ForgetReport:
     deleted_labels: int
     topics: list[tuple[str, str, str]]  # (topic, what it holds, how long it keeps it)
+    deleted_scores: int = 0  # rows of <prefix>score_items (drill-down, no text)
 
     def lines(self, ids: list[str]) -> list[str]:
         out = [f"label store: deleted {self.deleted_labels} label rows for {len(ids)} conversation id(s)",
+               f"score items: deleted {self.deleted_scores} rows",
                "model registry: holds no per-conversation data (weights and manifests only); models trained "
                "on these labels forget them at the next retraining",
                "judge budget ledger: holds no per-conversation data (one row per UTC day)",
@@ -66,11 +68,15 @@ class ForgetReport:
 
 def forget(settings: Settings, conversation_ids: list[str]) -> ForgetReport:
     """Delete the conversations from the label store; list the topics that keep them until retention."""
+    from distill.score_store import ScoreStore
     from distill.store import LabelStore
+    from monitor.contracts.rubric_set import load_rubric_set
 
     store = LabelStore.from_settings(settings)
     try:
         deleted = store.delete_conversations(conversation_ids)
+        scores = ScoreStore(store, load_rubric_set(settings.rubric_set, settings.prompts_dir))
+        deleted_scores = scores.delete_conversations(conversation_ids)  # the table exists even if the sink is off
     finally:
         store.close()
     configured = {spec.name: spec.config for spec in convmon_topics(settings)}
@@ -84,4 +90,4 @@ def forget(settings: Settings, conversation_ids: list[str]) -> ForgetReport:
                    "compacted: until the conversation's tombstone is compacted away"))
     topics.append((f"{settings.app_id}-scored-changelog", "conversation ids (de-duplication window)",
                    "compacted: until the window entry is deleted"))
-    return ForgetReport(deleted, topics)
+    return ForgetReport(deleted, topics, deleted_scores)

@@ -47,6 +47,7 @@ class Pipeline:
     calibration: CalibrationScorer | None = None  # None: judge scores carry no satisfaction
     redactor: Redactor | None = None  # PII redaction for the label store and dead letters
     policy: InclusionPolicy | None = None  # the router's pi(x); None: the hash slice at sample_rate
+    score_sink: LabelSink | None = None  # score_store: score records into the database for drill-down
 
     def classify(self, conversations: list[Conversation]) -> list[ScoreRecord]:
         """Distilled scores for a batch (the hot path marks the judge-sampled ones as shadows after routing)."""
@@ -148,12 +149,22 @@ def build_pipeline(
     drift = DriftMonitor.from_settings(metrics, rubric, settings)
     exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
                         rubric=rubric, drift=drift, allowed_values=settings.dimension_values)
+    if settings.otel_evaluation_events:  # imports the OpenTelemetry SDK: only when asked for
+        from monitor.stages.evaluations import EvaluationEvents
+
+        exporter.evaluations = EvaluationEvents.from_environment(
+            scorers=settings.otel_evaluation_scorers, redact=Redactor(settings.pii_extra_patterns).redact).observe
     judge = build_judge(settings, rubric, metrics, http_client=http_client)
     models = ModelRegistry(settings.model_registry)
     redactor = Redactor.from_settings(settings.judge)
     store = LabelStore.from_settings(settings, redact=redactor.redact)
     scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s)
     labels = LabelSink(store.upsert_raw, metrics)
+    score_sink = None
+    if settings.score_store:
+        from distill.score_store import ScoreStore
+
+        score_sink = LabelSink(ScoreStore(store, rubric).upsert_raw, metrics)
     calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
                                     poll_s=settings.registry_poll_s)
     policy = InclusionPolicy(base_rate=settings.sample_rate, active_rate=settings.active_learning_rate,
@@ -161,7 +172,7 @@ def build_pipeline(
                              salt=settings.sample_salt)
     pipeline = Pipeline(settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
                         labels=labels, scorer=scorer, store=store, registry=models, calibration=calibration,
-                        redactor=redactor, policy=policy)
+                        redactor=redactor, policy=policy, score_sink=score_sink)
     if scorer.maybe_reload(force=True):  # the live model's drift reference before the first record is counted
         pipeline._announce_model()
     if calibration.maybe_reload(force=True):  # load (and import torch) now, not inside the first judge record

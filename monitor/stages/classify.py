@@ -89,11 +89,13 @@ class DistilledScorer:
             items = [{"item_id": item_id, "polarity": polarity[j], "probability": p[j], "verdict": v[j]}
                      for j, item_id in enumerate(live.model.item_ids)]
             feedback = conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None
+            span, response_id = conversation.judged_span()
             # one validation of plain dicts: a third cheaper than building 20 ItemResult objects first
             records.append(ScoreRecord.model_validate({
                 **common, "conversation_id": conversation.conversation_id, "items": items, "R": r_values[row],
                 "shadow": bool(shadow_flags[row]) if shadow_flags else False,
                 "sample_weight": float(sample_weights[row]) if sample_weights else 1.0,
                 "metadata": conversation.metadata, "feedback": feedback or None, "ended_at": conversation.ended_at,
+                "span": span, "response_id": response_id,
             }))
         return records

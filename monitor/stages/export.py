@@ -9,7 +9,7 @@ never blow up the series count: past the cap, new values are exported as ``other
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 OTHER = "other"
 UNKNOWN = "unknown"  # the record has no value for the dimension
 MAX_VALUE_CHARS = 64
+EXEMPLAR_CHARS = 128  # the OpenMetrics limit on an exemplar's label names and values together
 
 
 class DimensionLabels:
@@ -69,6 +70,16 @@ class DimensionLabels:
 
 
 
+def conversation_exemplar(score: ScoreRecord) -> dict[str, str]:
+    """OpenMetrics exemplar labels (at most 128 characters in all): the conversation id, and the judged
+    call's trace id when the input carried one and it fits (Grafana links ``trace_id`` exemplars to Tempo)."""
+    cid = score.conversation_id[:EXEMPLAR_CHARS - len("conversation_id")]
+    labels = {"conversation_id": cid}
+    if score.span and len(cid) + len("conversation_id") + len("trace_id") + 32 <= EXEMPLAR_CHARS:
+        labels["trace_id"] = score.span[:32]
+    return labels
+
+
 def item_probability(item: ItemResult) -> float:
     """P(yes) for the expected-rate sums: the probability if any, else the verdict as 1/0 (0.5 if uncertain).
 
@@ -103,6 +114,8 @@ class Exporter:
         self.metrics = metrics
         self.rubric = rubric
         self.drift = drift
+        # Called with every counted record (verdicts out as OTLP evaluation events when configured).
+        self.evaluations: Callable[[ScoreRecord], None] | None = None
         self.labels = DimensionLabels(dimensions, cap=cap, allowed=allowed_values)
         self._polarity = {item.id: item.polarity for item in rubric.items}
         self._rows: dict[tuple[str, ...], dict[str, tuple[dict[str, Counter], Counter, Counter]]] = {}
@@ -142,6 +155,7 @@ class Exporter:
         m.scored_weight.labels(score.scorer).inc(score.sample_weight)
         m.scored_weight_squared.labels(score.scorer).inc(score.sample_weight ** 2)
         series = self._series(score.scorer, dims)
+        exemplar = conversation_exemplar(score)
         for item in score.items:
             children = series.get(item.item_id)
             if children is None:  # item ids are label values: never export one the rubric does not know
@@ -153,7 +167,10 @@ class Exporter:
             if verdict not in verdicts:  # "uncertain": only some judges ever say it
                 verdicts[verdict] = m.verdicts.labels(item.item_id, self._polarity[item.item_id], score.scorer,
                                                       verdict, *dims)
-            verdicts[verdict].inc()
+            if verdict == "yes":  # the drill-down: which conversation (and trace) the last "yes" came from
+                verdicts[verdict].inc(exemplar=exemplar)
+            else:
+                verdicts[verdict].inc()
             probability_sum.inc(p)
             weighted_sum.inc(p * score.sample_weight)
         if score.satisfaction is not None:
@@ -164,6 +181,8 @@ class Exporter:
             m.score_delay.labels(score.scorer).observe(max(0.0, time.time() - score.ended_at))
         if self.drift is not None:
             self.drift.observe(score)
+        if self.evaluations is not None:
+            self.evaluations(score)
 
 
 def update_consumer_lag(metrics: Metrics, topic: str, lag: int | float) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from monitor.contracts.errors import InvalidEvent
-from monitor.contracts.events import Conversation, TurnEvent, decode_event
+from monitor.contracts.events import Conversation, TurnEvent, encode
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.score_codec import encode_score
@@ -25,6 +25,7 @@ from monitor.contracts.scores import ScoreRecord
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
+from monitor.stages.inputs import InputDecoder, JsonInput
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Closed, Sessionizer
 
@@ -59,7 +60,7 @@ class Send:
 class HotPath:
     def __init__(self, sessions: Sessionizer, dedup: DedupWindow, exporter: Exporter, metrics: Metrics,
                  rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int, sample_rate: float,
-                 policy: InclusionPolicy | None = None) -> None:
+                 policy: InclusionPolicy | None = None, decoder: InputDecoder | None = None) -> None:
         self.sessions = sessions
         self.dedup = dedup
         self.exporter = exporter
@@ -71,6 +72,8 @@ class HotPath:
         self.policy = policy if policy is not None else InclusionPolicy(base_rate=sample_rate)
         for by in ("hash", "uncertainty", "feedback"):
             metrics.judge_sampled.labels(by)
+        self.decoder = decoder or JsonInput(max_event_bytes)
+        self.repeating_input = not isinstance(self.decoder, JsonInput)  # OTLP calls repeat the chat history
 
     def assign(self, owned: set[int], now: float) -> None:
         """Rebuild the in-memory indexes from the restored tables (after a restart or rebalance)."""
@@ -85,30 +88,40 @@ class HotPath:
         kinds: Counter[str] = Counter()
         for item in batch:
             try:
-                event = decode_event(item.value or b"", max_bytes=self.max_event_bytes)
+                decoded = self.decoder.decode(item.value, rekeyed=item.rekeyed)
             except InvalidEvent as exc:
                 out.dead.append(self.dead(item.value, item.key, exc.reason, exc.detail, "sessionize"))
                 continue
-            kinds[event.type] += 1
-            cid = event.conversation_id
-            if item.key != cid.encode():  # one partition must own each conversation
-                out.rekey.append((cid.encode(), item.value or b""))
-                continue
-            if isinstance(event, Conversation):
-                out.closed.append((event, item.partition))
-                continue
-            if isinstance(event, TurnEvent):
-                outcome, closed = self.sessions.turn(event, item.partition, now)
-            else:
-                outcome, closed = self.sessions.end(event, item.partition, now, rekeyed=item.rekeyed, raw=item.value)
-            out.closed.extend((c, item.partition) for c in closed)
-            if outcome == "truncated":
-                self.metrics.truncated.inc()
-            elif outcome in ("late", "unknown_conversation"):
-                kind = "turn" if isinstance(event, TurnEvent) else "end"
-                self.metrics.late_events.labels(kind).inc()
-                reason = "late_event" if outcome == "late" else outcome
-                out.dead.append(self.dead(item.value, item.key, reason, f"{kind} event: {outcome}", "sessionize"))
+            if decoded.problem is not None:
+                out.dead.append(self.dead(item.value, item.key, decoded.problem.reason, decoded.problem.detail,
+                                          "sessionize"))
+            for event, raw in decoded.events:
+                cid = event.conversation_id
+                if item.key != cid.encode():  # one partition must own each conversation
+                    out.rekey.append((cid.encode(), raw if raw is not None else encode(event)))
+                    kinds[event.type] += 1
+                    continue
+                if isinstance(event, TurnEvent) and self.repeating_input and self.sessions.repeats(event):
+                    self.metrics.repeated_turns.inc()  # an OTLP call repeating the history
+                    continue
+                kinds[event.type] += 1
+                if isinstance(event, Conversation):
+                    out.closed.append((event, item.partition))
+                    continue
+                if isinstance(event, TurnEvent):
+                    outcome, closed = self.sessions.turn(event, item.partition, now)
+                else:
+                    outcome, closed = self.sessions.end(event, item.partition, now, rekeyed=item.rekeyed,
+                                                        raw=raw)
+                out.closed.extend((c, item.partition) for c in closed)
+                if outcome == "truncated":
+                    self.metrics.truncated.inc()
+                elif outcome in ("late", "unknown_conversation"):
+                    kind = "turn" if isinstance(event, TurnEvent) else "end"
+                    self.metrics.late_events.labels(kind).inc()
+                    reason = "late_event" if outcome == "late" else outcome
+                    out.dead.append(self.dead(raw if raw is not None else encode(event), item.key, reason,
+                                              f"{kind} event: {outcome}", "sessionize"))
         for kind, n in kinds.items():
             self.metrics.events.labels(kind).inc(n)
         self._count_finished(out.closed)

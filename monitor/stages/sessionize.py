@@ -144,7 +144,7 @@ class Sessionizer:
         if len(text) > self.limits.max_turn_chars:
             text = text[: self.limits.max_turn_chars] + TRUNCATION_MARK
             outcome = "truncated"
-        size = (len(text), _bytes(text) + TURN_OVERHEAD)
+        size = (len(text), _bytes(text) + TURN_OVERHEAD + len(ev.span or "") + len(ev.response_id or ""))
         old = o.sizes.get(ev.turn_index)
         chars = sum(c for c, _ in o.sizes.values()) - (old[0] if old else 0) + size[0]
         nbytes = sum(b for _, b in o.sizes.values()) - (old[1] if old else 0) + size[1]
@@ -162,6 +162,10 @@ class Sessionizer:
             entry["m"] = meta
         if feedback:
             entry["f"] = feedback
+        if ev.span:
+            entry["sp"] = ev.span
+        if ev.response_id:
+            entry["ri"] = ev.response_id
         self.store.put(turn_key(cid, ev.turn_index), entry, o.partition)
         o.sizes[ev.turn_index] = size
         o.dropped.discard(ev.turn_index)
@@ -170,6 +174,22 @@ class Sessionizer:
         elif old is not None:
             outcome = "replaced"
         return outcome, self._close_if_complete(cid, o, now)
+
+    def repeats(self, ev: TurnEvent) -> bool:
+        """The turn is already stored as given (same role and text) and the event adds no span or response id:
+        an OTLP call repeats the whole history, and a repeat must not rewrite (or lose the span of) a turn."""
+        o = self.open.get(ev.conversation_id)
+        if o is None or ev.turn_index not in o.sizes:
+            return False
+        entry = self.store.get(turn_key(ev.conversation_id, ev.turn_index))
+        if entry is None or entry["r"] != ev.role:
+            return False
+        text: str = entry["x"]
+        cut = text.endswith(TRUNCATION_MARK) and ev.text.startswith(text[:-len(TRUNCATION_MARK)])
+        same: bool = text == ev.text or cut
+        adds = bool(ev.span and entry.get("sp") != ev.span) or bool(
+            ev.response_id and entry.get("ri") != ev.response_id)
+        return same and not adds and not ev.feedback and all(o.meta.get(k) == v for k, v in ev.metadata.items())
 
     def end(self, ev: EndEvent, partition: int, now: float, *, rekeyed: bool,
             raw: bytes | None = None) -> tuple[Outcome, list[Conversation]]:
@@ -241,7 +261,8 @@ class Sessionizer:
                 ends[rest] = value
         for cid, o in self.open.items():
             for i, entry in sorted(turns.get(cid, [])):
-                o.sizes[i] = (len(entry["x"]), _bytes(entry["x"]) + TURN_OVERHEAD)
+                o.sizes[i] = (len(entry["x"]), _bytes(entry["x"]) + TURN_OVERHEAD + len(entry.get("sp", ""))
+                                  + len(entry.get("ri", "")))
                 o.meta.update(entry.get("m", {}))
             o.meta_bytes = _bytes(o.meta)
             if cid in ends:
@@ -299,7 +320,8 @@ class Sessionizer:
         for index in sorted(o.sizes):
             entry = self.store.get(turn_key(cid, index))
             ts = entry["ts"]
-            turns.append(Turn.model_construct(index=index, role=entry["r"], text=entry["x"], timestamp=ts))
+            turns.append(Turn.model_construct(index=index, role=entry["r"], text=entry["x"], timestamp=ts,
+                                              span=entry.get("sp"), response_id=entry.get("ri")))
             metadata.update(entry.get("m", {}))
             feedback.update(entry.get("f", {}))
             first = ts if first is None else min(first, ts)

@@ -11,13 +11,20 @@ from distill.rubrics.cli import app
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import Settings, load_settings, split_commas
 
-LISTS = ["judge_models", "pii_extra_patterns", "pii_phone_regions", "metric_dimensions"]
+LISTS = ["judge_models", "pii_extra_patterns", "pii_phone_regions", "metric_dimensions",
+         "otlp_conversation_attributes"]
 
 
 def test_every_list_setting_is_covered() -> None:
     listed = [name for name, f in Settings.model_fields.items() if getattr(f.annotation, "__origin__", None) is list
               or str(f.annotation).startswith(("list[", "StringList"))]
-    assert sorted(listed) == sorted(LISTS)
+    assert sorted(listed) == sorted([*LISTS, "otel_evaluation_scorers"])
+
+
+@pytest.mark.parametrize("raw", ["llm", '["llm"]', "llm,"])
+def test_scorer_list_forms(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVMON_OTEL_EVALUATION_SCORERS", raw)
+    assert load_settings().otel_evaluation_scorers == ["llm"]
 
 
 def test_phone_regions_take_the_comma_form_and_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:

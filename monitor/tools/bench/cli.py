@@ -212,3 +212,33 @@ def report(
 
     path = _run(lambda: regenerate(results, doc, run=run, data_dir=data, progress=_progress(quiet)))
     console.print(f"wrote {path}")
+
+
+@app.command("otlp-decode")
+def otlp_decode(
+    conversations: Annotated[int, typer.Option(min=1, help="Conversations to trace.")] = 300,
+    calls: Annotated[int, typer.Option(min=1, help="Assistant calls per conversation (2 turns each).")] = 3,
+    per_message: Annotated[int, typer.Option(min=1, help="Conversations per OTLP message.")] = 25,
+    as_json: AsJson = False,
+    out: Out = None,
+) -> None:
+    """OTLP input decode per conversation vs the JSON path's (same conversations); the bar is <= 2x."""
+    from monitor.tools.bench.otlp_decode import run_otlp_decode
+
+    result = _run(lambda: run_otlp_decode(conversations=conversations, calls=calls, per_message=per_message))
+
+    def table(r: dict[str, Any]) -> Any:
+        from rich.table import Table
+
+        t = Table(title="OTLP decode per conversation")
+        t.add_column("input")
+        t.add_column("us / conversation", justify="right")
+        t.add_column("bytes / conversation", justify="right")
+        t.add_column("vs json", justify="right")
+        t.add_row("json", str(r["json_us_per_conversation"]), str(r["json_bytes_per_conversation"]), "1.00")
+        for enc in ("otlp_proto", "otlp_json"):
+            t.add_row(enc, str(r[f"{enc}_us_per_conversation"]), str(r[f"{enc}_bytes_per_conversation"]),
+                      str(r[f"{enc}_vs_json"]))
+        return t
+
+    _emit(result, as_json, out, table)

@@ -1,0 +1,123 @@
+"""Score records for drill-down: which conversations an item said "yes" for, in the label store's database.
+
+One row per (conversation, scorer, rubric item) whose verdict was ``yes`` (judge verdicts and distilled
+verdicts at the item's threshold), with the score or probability, the model version, the configured
+dimensions and the judged call's trace and span ids: what the Grafana table of the latest DSAT
+conversations and ``convmon inspect`` read. "No" verdicts are the complement and are not stored (a
+row per item per conversation would be ~20x the volume). No conversation text: ids and numbers only.
+Written by the score sink (``score_store``) from the scores topic, at least once: rows are upserted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from distill.store import LabelStore
+from monitor.contracts.errors import LabelRejected
+from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.score_codec import decode_score
+from monitor.contracts.scores import ScoreRecord, verdict_label
+
+KEY = ("conversation_id", "scorer", "item_id")
+
+
+def score_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
+    return sa.Table(
+        f"{prefix}score_items", metadata,
+        sa.Column("conversation_id", sa.String(256), nullable=False),
+        sa.Column("scorer", sa.String(16), nullable=False),
+        sa.Column("item_id", sa.String(128), nullable=False),
+        sa.Column("polarity", sa.String(16), nullable=False),
+        sa.Column("value", sa.Float),  # judge score 0-10, or probability
+        sa.Column("r", sa.Float, nullable=False),
+        sa.Column("judge", sa.String(128), nullable=False),
+        sa.Column("model_version", sa.String(128), nullable=False),
+        sa.Column("rubric", sa.String(200), nullable=False),
+        sa.Column("trace_id", sa.String(32)),
+        sa.Column("span_id", sa.String(16)),
+        sa.Column("response_id", sa.String(128)),
+        sa.Column("metadata", sa.JSON, nullable=False),
+        sa.Column("scored_at", sa.Float, nullable=False, index=True),
+        sa.Column("updated_at", sa.Float, nullable=False),
+        sa.PrimaryKeyConstraint(*KEY, name=f"{prefix}score_items_key"),
+    )
+
+
+def rows(record: ScoreRecord, now: float) -> list[dict[str, Any]]:
+    trace_id, _, span_id = (record.span or "").partition("-")
+    out = []
+    for item in record.items:
+        if verdict_label(record.scorer, item) != "yes":
+            continue
+        out.append({
+            "conversation_id": record.conversation_id, "scorer": record.scorer, "item_id": item.item_id,
+            "polarity": item.polarity, "value": item.score if item.score is not None else item.probability,
+            "r": record.R, "judge": record.judge, "model_version": record.model_version,
+            "rubric": f"{record.rubric_set}@{record.rubric_version}", "trace_id": trace_id or None,
+            "span_id": span_id or None, "response_id": record.response_id, "metadata": record.metadata,
+            "scored_at": record.scored_at, "updated_at": now,
+        })
+    return out
+
+
+class ScoreStore:
+    """The ``<prefix>score_items`` table beside the labels (same URL, same engine rules as the label store)."""
+
+    def __init__(self, labels: LabelStore, rubric: RubricSet, *, table_prefix: str = "convmon_") -> None:
+        self.labels = labels
+        self.rubric = rubric
+        self.metadata = sa.MetaData()
+        self.table = score_table(self.metadata, table_prefix)
+        self._created = False
+
+    def _ensure(self) -> None:
+        if not self._created:
+            self.labels._run(lambda conn: self.metadata.create_all(conn), "create the score table")
+            self._created = True
+
+    def upsert(self, records: Iterable[ScoreRecord]) -> int:
+        self._ensure()
+        now = time.time()
+        keyed: dict[tuple[str, ...], dict[str, Any]] = {}
+        for record in records:
+            for row in rows(record, now):
+                keyed[tuple(row[k] for k in KEY)] = row
+        if not keyed:
+            return 0
+        dialect = sqlite if self.labels.engine.dialect.name == "sqlite" else postgresql
+        insert = dialect.insert(self.table)
+        updated = [c.name for c in self.table.columns if c.name not in KEY]
+        stmt = insert.on_conflict_do_update(index_elements=list(KEY), set_={c: insert.excluded[c] for c in updated})
+        self.labels._run(lambda conn: conn.execute(stmt, list(keyed.values())), "upsert score items")
+        return len(keyed)
+
+    def upsert_raw(self, items: Iterable[dict[str, Any]]) -> int:
+        """Scores-topic messages (decoded JSON); one the codec refuses raises LabelRejected (dead-lettered)."""
+        records = []
+        for item in items:
+            try:
+                records.append(decode_score(orjson.dumps(item), self.rubric))
+            except ValueError as exc:
+                raise LabelRejected(f"not a score record of {self.rubric.key}: {str(exc)[:300]}") from exc
+        return self.upsert(records)
+
+    def latest(self, item_id: str, *, since: float, limit: int, scorer: str | None = None) -> list[dict[str, Any]]:
+        """The newest conversations the item said yes for since ``since``: the drill-down's rows."""
+        self._ensure()
+        t = self.table.c
+        query = sa.select(self.table).where(t.item_id == item_id, t.scored_at >= since)
+        if scorer is not None:
+            query = query.where(t.scorer == scorer)
+        query = query.order_by(t.scored_at.desc()).limit(limit)
+        return [dict(r) for r in self.labels._run(lambda conn: conn.execute(query).mappings().all(), "read scores")]
+
+    def delete_conversations(self, conversation_ids: list[str]) -> int:
+        self._ensure()
+        stmt = sa.delete(self.table).where(self.table.c.conversation_id.in_(conversation_ids))
+        return int(self.labels._run(lambda conn: conn.execute(stmt).rowcount, "delete score items"))

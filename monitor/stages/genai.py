@@ -1,0 +1,212 @@
+"""OpenTelemetry GenAI semantic conventions -> convmon turn and end events, from plain attribute dicts.
+
+One GenAI call (a span, or its ``gen_ai.client.inference.operation.details`` log event) carries the
+chat history it sent (``gen_ai.input.messages``) and the answer (``gen_ai.output.messages``), both
+JSON strings of ``{"role", "parts": [{"type": "text", "content"}]}`` (or the older ``content``
+form, and the flattened ``gen_ai.prompt.<i>.content`` / ``gen_ai.completion.<i>.content``
+attributes). Every call repeats the history, so a turn's index is its position in the history,
+counting only user and assistant messages with text: the same turn gets the same index in every
+call, and the sessionizer stores it once. System and tool messages are not turns.
+
+No protobuf here: :mod:`monitor.stages.otlp` walks the OTLP payloads and hands over attribute dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import orjson
+
+from monitor.contracts.events import EndEvent, Feedback, Role, TurnEvent
+
+CONVERSATION = "gen_ai.conversation.id"
+INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
+PROMPT, COMPLETION = "gen_ai.prompt", "gen_ai.completion"  # older semconv: span events / flattened attributes
+RESPONSE_ID = "gen_ai.response.id"
+MODELS = ("gen_ai.response.model", "gen_ai.request.model")
+MAX_ID = 256
+TRUE = {"true", "1", "yes", "up", "+1", "positive"}
+FALSE = {"false", "0", "no", "down", "-1", "negative"}
+
+
+@dataclass(frozen=True)
+class GenAiMapping:
+    """What the OTLP settings say about attribute names (monitor.contracts.settings.OtelSettings)."""
+
+    dimensions: tuple[str, ...] = ("app", "locale", "model_version")
+    conversation_attributes: tuple[str, ...] = ("session.id",)
+    dimension_attributes: tuple[tuple[str, str], ...] = (("app", "service.name"),)
+    thumbs_attribute: str | None = None
+    csat_attribute: str | None = None
+    end_attribute: str | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One GenAI call's telemetry: its attributes, its resource's, and where it sits in a trace."""
+
+    attributes: Mapping[str, Any]
+    resource: Mapping[str, Any]
+    trace_id: bytes
+    span_id: bytes
+    start: float  # epoch seconds
+    end: float
+    events: Sequence[tuple[str, Mapping[str, Any]]] = ()  # span events: (name, attributes)
+
+
+class NoContent(Exception):
+    """A GenAI call whose messages were not captured (content capture is off by default)."""
+
+
+def conversation_id(call: Call, m: GenAiMapping) -> str | None:
+    for name in (CONVERSATION, *m.conversation_attributes):
+        for attrs in (call.attributes, call.resource):
+            value = attrs.get(name)
+            if value is not None and str(value).strip():
+                return str(value)[:MAX_ID]
+    return None
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        texts = [str(p.get("content", "")) for p in parts if isinstance(p, dict) and p.get("type", "text") == "text"]
+        return "\n".join(t for t in texts if t).strip()
+    content = message.get("content")
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):  # OpenAI-style content parts
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict)).strip()
+    return ""
+
+
+def _messages(value: Any, where: str) -> list[Mapping[str, Any]]:
+    if isinstance(value, str | bytes):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"{where} is not JSON: {exc}") from None
+    if isinstance(value, dict):  # a single message (old completion events)
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError(f"{where} is not a list of messages")
+    return [m for m in value if isinstance(m, dict)]
+
+
+def _flattened(attrs: Mapping[str, Any], prefix: str) -> list[Mapping[str, Any]]:
+    """``gen_ai.prompt.0.role`` / ``gen_ai.prompt.0.content`` ... as messages, in index order."""
+    found: dict[int, dict[str, Any]] = {}
+    dotted = prefix + "."
+    for key, value in attrs.items():
+        if key.startswith(dotted):
+            index, _, field = key[len(dotted):].partition(".")
+            if index.isdigit() and field in ("role", "content"):
+                found.setdefault(int(index), {})[field] = value
+    return [found[i] for i in sorted(found)]
+
+
+def history_and_answer(call: Call) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The messages sent and received, from whichever convention the instrumentation used."""
+    a = call.attributes
+    if INPUT in a or OUTPUT in a:
+        return (_messages(a[INPUT], INPUT) if INPUT in a else [],
+                _messages(a[OUTPUT], OUTPUT) if OUTPUT in a else [])
+    history, answer = _flattened(a, PROMPT), _flattened(a, COMPLETION)
+    for name, event in call.events:  # gen_ai.content.prompt / gen_ai.content.completion span events
+        if PROMPT in event:
+            history = _messages(event[PROMPT], f"span event {name} {PROMPT}")
+        if COMPLETION in event:
+            answer = _messages(event[COMPLETION], f"span event {name} {COMPLETION}")
+    if not history and not answer:
+        raise NoContent
+    return history, answer
+
+
+def _dimensions(call: Call, m: GenAiMapping) -> dict[str, str]:
+    mapped = dict(m.dimension_attributes)
+    out: dict[str, str] = {}
+    for dim in m.dimensions:
+        names = [mapped.get(dim, dim)] + (list(MODELS) if dim == "model_version" else [])
+        for name in names:
+            value = call.attributes.get(name, call.resource.get(name))
+            if value is not None and str(value):
+                out[dim] = str(value)[:MAX_ID]
+                break
+    return out
+
+
+def _flag(value: Any) -> bool | None:
+    text = str(value).strip().lower()
+    return True if text in TRUE else False if text in FALSE else None
+
+
+def _feedback(call: Call, m: GenAiMapping) -> Feedback | None:
+    thumbs = csat = None
+    if m.thumbs_attribute and m.thumbs_attribute in call.attributes:
+        vote = _flag(call.attributes[m.thumbs_attribute])
+        thumbs = None if vote is None else "up" if vote else "down"
+    if m.csat_attribute and m.csat_attribute in call.attributes:
+        try:
+            value = int(float(call.attributes[m.csat_attribute]))
+            csat = value if 1 <= value <= 5 else None
+        except (TypeError, ValueError):
+            csat = None
+    return Feedback(thumbs=thumbs, csat=csat) if thumbs or csat else None
+
+
+def span_ref(trace_id: bytes, span_id: bytes) -> str | None:
+    if len(trace_id) != 16 or len(span_id) != 8 or not any(trace_id) or not any(span_id):
+        return None
+    return f"{trace_id.hex()}-{span_id.hex()}"
+
+
+def _turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadata: dict[str, str],
+          span: str | None = None, response_id: str | None = None) -> TurnEvent:
+    """Built without re-validation: every field is valid by construction here (non-empty text, bounded ids,
+    a known role, finite nanosecond times), and validation was most of the decode cost."""
+    return TurnEvent.model_construct(type="turn", conversation_id=cid, turn_index=index, role=role, text=text,
+                                     timestamp=timestamp, feedback=None, metadata=metadata, span=span,
+                                     response_id=response_id)
+
+
+def call_events(call: Call, cid: str, m: GenAiMapping, seen: set[int] | None = None) -> list[TurnEvent | EndEvent]:
+    """The turns of one call (history at its positions, the first answer after them) and, when the
+    configured end attribute says so, an end event counting them. History turns whose index is in
+    ``seen`` (already taken from this message) are not built again. Raises :class:`NoContent`."""
+    ended = bool(m.end_attribute and _flag(call.attributes.get(m.end_attribute)))
+    feedback = _feedback(call, m)
+    try:
+        history, answer = history_and_answer(call)
+    except NoContent:
+        if ended or feedback:  # a content-less span can still end the conversation or carry its feedback
+            return [EndEvent(type="end", conversation_id=cid, timestamp=call.end, feedback=feedback)]
+        raise
+    metadata = _dimensions(call, m)
+    out: list[TurnEvent | EndEvent] = []
+    index = 0
+    for message in history:
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            continue
+        text = _text(message)
+        if text:
+            if seen is None or index not in seen:
+                out.append(_turn(cid, index, cast(Role, role), text, call.start, metadata))
+            index += 1
+    for message in answer:  # several choices (n > 1): the first is the one the user saw
+        text = _text(message)
+        if message.get("role", "assistant") == "assistant" and text:
+            response = call.attributes.get(RESPONSE_ID)
+            out.append(_turn(cid, index, "assistant", text, call.end, metadata, span_ref(call.trace_id, call.span_id),
+                             str(response)[:128] if response else None))
+            index += 1
+            break
+    if index == 0:
+        raise NoContent
+    if feedback and out:
+        out[-1] = out[-1].model_copy(update={"feedback": feedback})
+    if ended:
+        out.append(EndEvent(type="end", conversation_id=cid, timestamp=call.end, turn_count=index))
+    return out

@@ -1,0 +1,72 @@
+"""The input format of the events topic: convmon JSON events (default) or OTLP GenAI telemetry.
+
+Either way the hot path gets convmon events. Events re-produced under their conversation id
+(header ``convmon-rekeyed``) are always convmon JSON: for OTLP input that hop is where one
+message of many conversations' spans becomes one keyed event per turn. The OTLP decoder (and
+protobuf) is imported only when the setting selects it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from monitor.contracts.errors import InvalidEvent
+from monitor.contracts.events import Event, decode_event
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.settings import MetricsSettings, OtelSettings
+
+
+@dataclass
+class Decoded:
+    events: list[tuple[Event, bytes | None]] = field(default_factory=list)  # raw None: re-encode when re-produced
+    problem: InvalidEvent | None = None  # part of the message was unusable: dead-letter it, keep the rest
+
+
+class InputDecoder(Protocol):
+    def decode(self, raw: bytes | None, *, rekeyed: bool) -> Decoded:
+        """Raises :class:`InvalidEvent` when nothing in the message is usable."""
+        ...
+
+
+class JsonInput:
+    def __init__(self, max_event_bytes: int) -> None:
+        self.max_event_bytes = max_event_bytes
+
+    def decode(self, raw: bytes | None, *, rekeyed: bool) -> Decoded:
+        return Decoded([(decode_event(raw or b"", max_bytes=self.max_event_bytes), raw)])
+
+
+class OtlpInput:
+    def __init__(self, otel: OtelSettings, metrics_settings: MetricsSettings, metrics: Metrics, *,
+                 max_event_bytes: int) -> None:
+        from monitor.stages.genai import GenAiMapping
+        from monitor.stages.otlp import OtlpDecoder
+
+        mapping = GenAiMapping(
+            dimensions=tuple(metrics_settings.metric_dimensions),
+            conversation_attributes=tuple(otel.otlp_conversation_attributes),
+            dimension_attributes=tuple(otel.otlp_dimension_attributes.items()),
+            thumbs_attribute=otel.otlp_thumbs_attribute, csat_attribute=otel.otlp_csat_attribute,
+            end_attribute=otel.otlp_end_attribute,
+        )
+        signal: Literal["traces", "logs"] = "traces" if otel.input_format == "otlp_traces" else "logs"
+        self.otlp = OtlpDecoder(signal, otel.otlp_encoding, mapping, metrics, max_event_bytes=max_event_bytes)
+        self.json = JsonInput(max_event_bytes)
+
+    def decode(self, raw: bytes | None, *, rekeyed: bool) -> Decoded:
+        if rekeyed:
+            return self.json.decode(raw, rekeyed=True)
+        events, problems = self.otlp.decode(raw or b"")
+        problem = None
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            problem = InvalidEvent("invalid_genai", problems[0] + more)
+        return Decoded([(e, None) for e in events], problem)
+
+
+def build_input(otel: OtelSettings, metrics_settings: MetricsSettings, metrics: Metrics, *,
+                max_event_bytes: int) -> InputDecoder:
+    if otel.input_format == "json":
+        return JsonInput(max_event_bytes)
+    return OtlpInput(otel, metrics_settings, metrics, max_event_bytes=max_event_bytes)

@@ -1,0 +1,81 @@
+"""`convmon bench otlp-decode`: OTLP input's decode cost per conversation against the JSON path's, same conversations.
+
+The conversations are traced by the real OpenTelemetry SDK (monitor/tools/otel_traffic.py): one span per
+assistant call, each repeating the history, ``per_message`` conversations per Kafka message as the
+Collector batches them, plus the non-GenAI HTTP server span of each call. The JSON path decodes the same
+conversations as convmon turn events (one message per turn). OTLP input also pays the re-key hop (the
+decoded turns re-encoded as JSON and decoded again after the hop): reported as ``otlp_*_with_rekey``.
+The bar (issue #21): OTLP decode per conversation at most 2x the JSON path's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from prometheus_client import CollectorRegistry
+
+from monitor.contracts.events import TurnEvent, decode_event, encode
+from monitor.contracts.metrics import Metrics
+
+
+def _best(fn: Callable[[], object], repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def run_otlp_decode(*, conversations: int = 300, calls: int = 3, per_message: int = 25, repeats: int = 5
+                    ) -> dict[str, Any]:
+    from monitor.stages.genai import GenAiMapping
+    from monitor.stages.otlp import OtlpDecoder
+    from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
+
+    app = GenAiApp()
+    messages: dict[str, list[bytes]] = {"otlp_proto": [], "otlp_json": []}
+    json_events: list[bytes] = []
+    for start in range(0, conversations, per_message):
+        chats = [Chat(f"bench-{i}", conversation_texts(calls, str(i)))
+                 for i in range(start, min(start + per_message, conversations))]
+        app.trace(chats)
+        spans = app.spans.get_finished_spans()
+        for encoding in messages:
+            app.spans.clear()
+            for span in spans:
+                app.spans.export([span])
+            messages[encoding].append(app.take_traces(encoding))  # type: ignore[arg-type]
+        for chat in chats:
+            for index, text in enumerate(chat.texts):
+                json_events.append(orjson.dumps({"conversation_id": chat.conversation_id, "turn_index": index,
+                                                 "role": "user" if index % 2 == 0 else "assistant", "text": text,
+                                                 "timestamp": 1.7e9, "metadata": {"app": "chat-web"}}))
+    app.shutdown()
+    metrics = Metrics(CollectorRegistry())
+    result: dict[str, Any] = {"conversations": conversations, "calls_per_conversation": calls,
+                              "conversations_per_message": per_message, "repeats": repeats}
+    json_s = _best(lambda: [decode_event(raw) for raw in json_events], repeats)
+    result["json_us_per_conversation"] = round(json_s / conversations * 1e6, 1)
+    result["json_bytes_per_conversation"] = sum(map(len, json_events)) // conversations
+    for encoding, raws in messages.items():
+        decoder = OtlpDecoder("traces", encoding, GenAiMapping(dimensions=("app",)), metrics,  # type: ignore[arg-type]
+                              max_event_bytes=1 << 26)
+        decoded = [decoder.decode(raw)[0] for raw in raws]
+        turns = sum(len(d) for d in decoded)
+        assert turns == conversations * 2 * calls, f"{encoding}: {turns} turns decoded"
+        seconds = _best(lambda d=decoder, r=raws: [d.decode(raw) for raw in r], repeats)  # type: ignore[misc]
+        rekeyed = [encode(e) for d in decoded for e in d if isinstance(e, TurnEvent)]
+        rekey_s = _best(lambda r=rekeyed, ds=decoded: ([encode(e) for d in ds for e in d],  # type: ignore[misc]
+                                                       [decode_event(raw) for raw in r]), repeats)
+        per = seconds / conversations * 1e6
+        result[f"{encoding}_us_per_conversation"] = round(per, 1)
+        result[f"{encoding}_bytes_per_conversation"] = sum(map(len, raws)) // conversations
+        result[f"{encoding}_vs_json"] = round(per / result["json_us_per_conversation"], 2)
+        result[f"{encoding}_with_rekey_us_per_conversation"] = round((seconds + rekey_s) / conversations * 1e6, 1)
+    result["bar"] = "otlp_proto_vs_json <= 2"
+    result["meets_bar"] = result["otlp_proto_vs_json"] <= 2.0
+    return result
