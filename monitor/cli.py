@@ -87,6 +87,29 @@ def worker(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) ->
 
 
 @app.command()
+def retrain(
+    once: Annotated[bool, typer.Option("--once", help="Run one round now and exit (for a Kubernetes CronJob); "
+                                       "exit code 1 if a part of it failed.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details (failure tracebacks).")] = False,
+) -> None:
+    """Retrain the distilled models, then the calibration, on the CONVMON_RETRAIN_CRON schedule.
+
+    Run exactly one retrainer per deployment (workers never retrain): this long-running process, or
+    `retrain --once` from a scheduler. A failed round is logged, counted in convmon_retrain_rounds_total
+    and retried at the next one. Serves /metrics on CONVMON_METRICS_HOST:CONVMON_RETRAIN_METRICS_PORT.
+    CONVMON_RETRAIN_CRON=off turns retraining off. Settings come from CONVMON_* variables or convmon.toml.
+    """
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        logging.getLogger().setLevel(logging.WARNING)
+        logging.getLogger("convmon").setLevel(logging.INFO)
+    from monitor.runtime.retrainer import run_retrainer
+
+    raise typer.Exit(run_retrainer(load_settings(), once=once))
+
+
+@app.command()
 def simulate(
     rate: Annotated[float, typer.Option(help="Conversations started per second.")] = 5.0,
     duration: Annotated[float, typer.Option(help="Seconds to run.")] = 60.0,
