@@ -370,5 +370,6 @@ class RetrainMetrics:
         )
         for part in ("distilled", "calibration"):
             self.duration.labels(part)
+            self.last_success.labels(part)  # 0 until a part succeeds: alertable from the start
             for outcome in ("promoted", "rejected", "skipped", "failed"):
                 self.rounds.labels(part, outcome)

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import Settings
-from monitor.runtime.broker import EmbeddedBroker, stop_process
+from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
 from monitor.runtime.scrape import Sample, by_label, scrape, total, wait_for_metrics
 from monitor.tools.simulator.run import SimulationPlan, simulate
 
@@ -40,7 +40,9 @@ def _worker_env(settings: Settings, broker_url: str, workdir: Path, metrics_port
         "CONVMON_LABEL_STORE_URL": f"sqlite:///{workdir / 'labels.db'}",
         "CONVMON_METRICS_PORT": str(metrics_port),
         "CONVMON_SAMPLE_RATE": os.environ.get("CONVMON_SAMPLE_RATE", "0.5"),
-        "CONVMON_RETRAIN_INTERVAL_S": "8",
+        "CONVMON_RETRAIN_CRON": "* * * * * */8",  # the retrainer's schedule: every 8 s (6th field: seconds)
+        "CONVMON_RETRAIN_METRICS_PORT": str(free_port()),
+        "CONVMON_CALIBRATION_MIN_LABELS": "0",  # a calibration round takes minutes on a laptop
         "CONVMON_RETRAIN_MIN_LABELS": "40",
         "CONVMON_DISTILL_MIN_POSITIVES": "5",
         "CONVMON_REGISTRY_POLL_S": "2",
@@ -105,8 +107,13 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         sim_settings = settings.model_copy(update={"broker_url": broker.url})
         log = (workdir / "worker.log").open("wb")
+        env = _worker_env(settings, broker.url, workdir, metrics_port)
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
-                                env=_worker_env(settings, broker.url, workdir, metrics_port))
+                                env=env)
+        # the deployment's one retrainer, in its own process as in production (`convmon retrain`)
+        retrain_log = (workdir / "retrain.log").open("wb")
+        retrainer = subprocess.Popen([sys.executable, "-m", "monitor.cli", "retrain"], stdout=retrain_log,
+                                     stderr=subprocess.STDOUT, env=env)
         try:
             console.print(f"broker {broker.url} · worker metrics {url} · logs in {workdir}")
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
@@ -125,5 +132,7 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
             console.print(f"models: {sorted(p.name for p in (workdir / 'models' / 'distilled').glob('2*'))}"
                           if (workdir / "models" / "distilled").exists() else "models: none trained")
         finally:
+            stop_process(retrainer)
             stop_process(proc)
+            retrain_log.close()
             log.close()

@@ -1,10 +1,11 @@
 """`convmon soak --minutes N`: the whole monitor under a fixed load for a while, to see it stay healthy.
 
-It starts an embedded broker and one worker process (simulated judge, periodic retraining, so
-every agent runs), produces simulated conversations at ``rate`` per second, and every
-``interval_s`` samples the worker's /metrics: conversations exported, consumer lag and resident
-memory. The summary says whether the worker kept up (lag back near zero at the end) and whether
-memory stayed bounded (RSS growth over the second half of the run). Not part of CI.
+It starts an embedded broker, one worker process (simulated judge) and the retrainer process
+(`convmon retrain` every minute, so every agent runs and models hot-reload), produces simulated
+conversations at ``rate`` per second, and every ``interval_s`` samples the worker's /metrics:
+conversations exported, consumer lag and resident memory. The summary says whether the worker kept
+up (lag back near zero at the end) and whether memory stayed bounded (RSS growth over the second
+half of the run). Not part of CI.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def _worker_env(broker_url: str, workdir: Path, port: int) -> dict[str, str]:
         "CONVMON_LABEL_STORE_URL": f"sqlite:///{workdir / 'labels.db'}",
         "CONVMON_METRICS_PORT": str(port),
         "CONVMON_SAMPLE_RATE": "0.2",
-        "CONVMON_RETRAIN_INTERVAL_S": "60",
+        "CONVMON_RETRAIN_CRON": "* * * * *",  # `convmon retrain`, every minute
+        "CONVMON_RETRAIN_METRICS_PORT": str(free_port()),
         "CONVMON_RETRAIN_MIN_LABELS": "50",
         "CONVMON_REGISTRY_POLL_S": "5",
         "CONVMON_IDLE_TIMEOUT_S": "10",
@@ -145,14 +147,20 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0) -> dict[str, 
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         settings = Settings(broker_url=broker.url, topic_prefix="convmon.")
         log = (workdir / "worker.log").open("wb")
+        env = _worker_env(broker.url, workdir, port)
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
-                                env=_worker_env(broker.url, workdir, port))
+                                env=env)
+        retrain_log = (workdir / "retrain.log").open("wb")
+        retrainer = subprocess.Popen([sys.executable, "-m", "monitor.cli", "retrain"], stdout=retrain_log,
+                                     stderr=subprocess.STDOUT, env=env)
         try:
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
             samples = asyncio.run(_load(settings, rate, minutes * 60, url, interval_s))
             alive = proc.poll() is None
         finally:
+            stop_process(retrainer)
             stop_process(proc)
+            retrain_log.close()
             log.close()
     summary = {**summarize(samples, rate=rate), "worker_alive_at_end": alive, "logs": str(workdir)}
     table = Table(title=f"convmon soak: {rate}/s for {minutes} min")
