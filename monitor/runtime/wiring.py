@@ -117,7 +117,8 @@ def build_pipeline(
     metrics = Metrics(registry if registry is not None else REGISTRY, dimensions=tuple(settings.metric_dimensions))
     drift = DriftMonitor.from_settings(metrics, rubric, settings)
     exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
-                        rubric=rubric, drift=drift, allowed_values=settings.dimension_values)
+                        rubric=rubric, drift=drift, allowed_values=settings.dimension_values,
+                        series_budget=settings.metric_series_budget)
     judge = build_judge(settings, rubric, metrics, http_client=http_client)
     models = ModelRegistry(settings.model_registry)
     store = LabelStore.from_settings(settings, redact=Redactor(settings.pii_extra_patterns).redact)

@@ -43,6 +43,7 @@ def _worker_env(settings: Settings, broker_url: str, workdir: Path, metrics_port
         "CONVMON_RETRAIN_CRON": "* * * * * */8",  # the retrainer's schedule: every 8 s (6th field: seconds)
         "CONVMON_RETRAIN_METRICS_PORT": str(free_port()),
         "CONVMON_CALIBRATION_MIN_LABELS": "0",  # a calibration round takes minutes on a laptop
+        "CONVMON_DISTILL_REPORT_DIR": str(workdir / "reports"),
         "CONVMON_RETRAIN_MIN_LABELS": "40",
         "CONVMON_DISTILL_MIN_POSITIVES": "5",
         "CONVMON_REGISTRY_POLL_S": "2",
