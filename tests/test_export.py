@@ -201,11 +201,13 @@ def test_a_flood_of_dimension_values_stays_within_the_global_series_budget(rubri
 
 def test_folding_keeps_the_leading_dimensions_when_that_label_set_exists(rubric: RubricSet) -> None:
     labels = DimensionLabels(DIMS, cap=20)
-    labels.set_budget(3)
-    assert labels.within_budget(("web", "en", "g1")) == (("web", "en", "g1"), [])
-    assert labels.within_budget(("web", "en", "g2")) == (("web", "en", "g2"), [])
-    assert labels.within_budget(("web", "fr", "g1")) == (("other", "other", "other"), ["app", "locale", "model_version"])
+    labels.set_budget(4)  # three label sets, and one kept for all-other
+    for admitted in (("web", "en", "g1"), ("web", "en", "g2"), ("web", "en", "other")):
+        assert labels.within_budget(admitted) == (admitted, [])
+    assert labels.within_budget(("web", "en", "g3")) == (("web", "en", "other"), ["model_version"])
+    everything = ["app", "locale", "model_version"]
+    assert labels.within_budget(("web", "fr", "g1")) == (("other", "other", "other"), everything)
     assert labels.within_budget(("web", "en", "g2")) == (("web", "en", "g2"), [])  # admitted ones stay
-    assert labels.combinations == 3
+    assert labels.combinations == 4
     with pytest.raises(ConfigError, match="CONVMON_METRIC_SERIES_BUDGET"):
         make_exporter(rubric, series_budget=10)
