@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
@@ -63,14 +63,14 @@ class Health:
 def register_health(app: faust.App, health: Health) -> None:
     """The heartbeat timer, and the group join, on the app's own loop."""
 
-    @app.timer(HEARTBEAT_S)
+    @app.timer(HEARTBEAT_S)  # type: ignore[untyped-decorator]  # faust is untyped
     async def heartbeat() -> None:
         health.tick()
 
     async def joined(sender: object, *args: object, **kwargs: object) -> None:
         health.joined = True
 
-    app.on_rebalance_complete.connect(joined)
+    app.on_rebalance_complete.connect(joined)  # type: ignore[arg-type]  # as in ownership.py
     health.assigned = lambda: len(app.consumer.assignment())
 
 
@@ -81,7 +81,7 @@ def health_app(health: Health, registry: CollectorRegistry = REGISTRY) -> Callab
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         probe = probes.get(environ.get("PATH_INFO", ""))
         if probe is None:
-            return metrics(environ, start_response)
+            return cast("Iterable[bytes]", metrics(environ, start_response))
         ok, why = probe()
         body = (why + "\n").encode()
         start_response("200 OK" if ok else "503 Service Unavailable",
@@ -104,6 +104,6 @@ def serve_health(health: Health, host: str, port: int) -> WSGIServer:
     """Serve /metrics, /healthz and /readyz in a daemon thread; returns the server (``shutdown()`` stops it)."""
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     server_class = type("Server", (_Server,), {"address_family": family})  # "::" binds IPv6, as /metrics did
-    server = make_server(host, port, health_app(health), server_class=server_class, handler_class=_QuietHandler)
+    server: WSGIServer = make_server(host, port, health_app(health), server_class=server_class, handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="convmon-http", daemon=True).start()
     return server
