@@ -104,6 +104,7 @@ def serve_health(health: Health, host: str, port: int) -> WSGIServer:
     """Serve /metrics, /healthz and /readyz in a daemon thread; returns the server (``shutdown()`` stops it)."""
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     server_class = type("Server", (_Server,), {"address_family": family})  # "::" binds IPv6, as /metrics did
-    server: WSGIServer = make_server(host, port, health_app(health), server_class=server_class, handler_class=_QuietHandler)
+    server: WSGIServer = make_server(host, port, health_app(health), server_class=server_class,
+                                     handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="convmon-http", daemon=True).start()
     return server

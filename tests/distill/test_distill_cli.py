@@ -50,4 +50,5 @@ def test_cronjob_runs_the_one_retrainer_on_the_workers_registry_volume() -> None
     pod = spec["template"]["spec"]
     assert job["kind"] == "CronJob" and job["spec"]["concurrencyPolicy"] == "Forbid" and spec["backoffLimit"] == 0
     assert pod["containers"][0]["args"] == ["retrain", "--once"]  # the image ENTRYPOINT is convmon
-    assert {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v} <= worker_claims
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert claims <= worker_claims
