@@ -2,7 +2,7 @@
 #
 # Entry point convention: ENTRYPOINT is the `convmon` executable and everything after it is a
 # subcommand, so compose `command:` and Kubernetes `args:` name only the subcommand and its options
-# (`["worker"]`, `["simulate", "--rate", "5"]`, `["distill", "train", "--schedule"]`), never `convmon`.
+# (`["worker"]`, `["simulate", "--rate", "5"]`, `["retrain", "--once"]`), never `convmon`.
 FROM python:3.11-slim
 WORKDIR /app
 # torch first and pinned to the CPU build; any other spec pulls multi-GB CUDA wheels.
@@ -19,6 +19,6 @@ RUN groupadd --system --gid 10001 convmon \
 ENV CONVMON_PROMPTS_DIR=/app/prompts HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 USER 10001:10001
 WORKDIR /var/lib/convmon
-EXPOSE 9100
+EXPOSE 9100 9101
 ENTRYPOINT ["convmon"]
 CMD ["worker"]

@@ -61,11 +61,12 @@ def _summary(console: Console, result: RetrainResult) -> None:
 def train(
     ctx: typer.Context,
     jsonl: Path | None = typer.Option(None, help="Train from LabelRecord JSON lines instead of the label store."),
-    store_url: str | None = typer.Option(None, help="Label store URL [default: CONVMON_LABEL_STORE_URL]."),
-    rubric: str | None = typer.Option(None, help="Rubric set name or YAML path [default: CONVMON_RUBRIC_SET]."),
-    featurizer: str | None = typer.Option(None, help="hashing, minilm, openai or a '+' union [CONVMON_FEATURIZER]."),
-    registry: Path | None = typer.Option(None, help="Model registry directory [CONVMON_MODEL_REGISTRY]."),
-    report_dir: Path | None = typer.Option(None, help="Where reports go [CONVMON_DISTILL_REPORT_DIR]."),
+    store_url: str | None = typer.Option(None, help="Label store URL (default: CONVMON_LABEL_STORE_URL)."),
+    rubric: str | None = typer.Option(None, help="Rubric set name or YAML path (default: CONVMON_RUBRIC_SET)."),
+    featurizer: str | None = typer.Option(
+        None, help="hashing, minilm, openai or a '+' union (default: CONVMON_FEATURIZER)."),
+    registry: Path | None = typer.Option(None, help="Model registry directory (default: CONVMON_MODEL_REGISTRY)."),
+    report_dir: Path | None = typer.Option(None, help="Where reports go (default: CONVMON_DISTILL_REPORT_DIR)."),
     schedule: bool = typer.Option(False, "--schedule", help="One unattended run; exit code 0/1/2/3 (see help)."),
 ) -> None:
     """Train every rubric item, evaluate, report, publish; promote if the gate passes."""

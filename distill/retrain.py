@@ -1,6 +1,6 @@
 """One retraining round: recent labels -> train -> evaluate -> gate -> publish (and maybe promote).
 
-Called by the worker's leader-only timer and by ``convmon distill train --schedule``. A round is
+Called by ``convmon retrain`` (each round) and by ``convmon distill train [--schedule]``. A round is
 idempotent and safe to run concurrently with scoring: the candidate is written atomically to the
 registry, and only a gate pass moves ``LIVE``; workers pick it up on their next poll.
 """

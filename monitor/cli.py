@@ -59,16 +59,26 @@ app = typer.Typer(help="convmon: streaming user-satisfaction monitor for chat as
 console = Console(stderr=True)
 
 
+VERBOSE_HELP = "Log at INFO, including the Kafka client's connection attempts."
+
+
+def _quiet_connect_errors(record: logging.LogRecord) -> bool:
+    """aiokafka logs 'Unable connect to ...' at ERROR on every attempt; convmon reports it once, naming the setting."""
+    return not str(record.msg).startswith("Unable connect to")
+
+
 def _logging(verbose: bool) -> None:
     from monitor.judge.logsafe import install_log_safety
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     install_log_safety()  # no credentials from OPENAI_BASE_URL in any log line
+    if verbose:
+        logging.getLogger("aiokafka").removeFilter(_quiet_connect_errors)
 
 
 @app.command()
-def broker(port: Annotated[int, typer.Option(help="Port to listen on.")] = 9092,
+def broker(port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 9092,
            host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1") -> None:
     """Run the embedded Tansu broker until Ctrl-C or SIGTERM, which stop it too (development and demos only)."""
     from monitor.runtime.broker import EmbeddedBroker, serve_until_signalled
@@ -79,8 +89,15 @@ def broker(port: Annotated[int, typer.Option(help="Port to listen on.")] = 9092,
 
 
 @app.command()
-def worker(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
-    """Run all agents (sessionize, route, judge, classify, export, label sink) and serve /metrics."""
+def worker(verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False) -> None:
+    """Run all agents (sessionize, route, judge, classify, export, label sink) and serve /metrics.
+
+    Settings come from CONVMON_* environment variables or convmon.toml in the working directory
+    (every one is listed in the README): CONVMON_BROKER_URL and the CONVMON_KAFKA_* SASL/TLS settings,
+    OPENAI_API_KEY / OPENAI_BASE_URL for the judge, CONVMON_LABEL_STORE_URL, CONVMON_MODEL_REGISTRY.
+    Serves /metrics, /healthz (liveness) and /readyz (joined the consumer group) on
+    CONVMON_METRICS_HOST:CONVMON_METRICS_PORT. Workers never retrain: run one `convmon retrain`.
+    """
     _logging(verbose)
     from monitor.runtime.worker import run_worker
 
@@ -88,16 +105,45 @@ def worker(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) ->
 
 
 @app.command()
-def simulate(
-    rate: Annotated[float, typer.Option(help="Conversations started per second.")] = 5.0,
-    duration: Annotated[float, typer.Option(help="Seconds to run.")] = 60.0,
-    dsat_spike_at: Annotated[float | None, typer.Option(help="Seconds after start when DSAT spikes.")] = None,
-    spike_factor: Annotated[float, typer.Option(help="Multiplier on every DSAT pattern rate.")] = 4.0,
-    idle_fraction: Annotated[float, typer.Option(help="Share of conversations without an end event.")] = 0.0,
-    turn_gap: Annotated[float, typer.Option(help="Seconds between turns of one conversation.")] = 0.2,
-    seed: int = 0,
+def retrain(
+    once: Annotated[bool, typer.Option("--once", help="Run one round now and exit (for a Kubernetes CronJob); "
+                                       "exit code 1 if a part of it failed.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details (failure tracebacks, "
+                                          "the training libraries' INFO lines).")] = False,
 ) -> None:
-    """Produce synthetic conversation events with known ground-truth rubric patterns."""
+    """Retrain the distilled models, then the calibration, on the CONVMON_RETRAIN_CRON schedule.
+
+    Run exactly one retrainer per deployment (workers never retrain): this long-running process, or
+    `retrain --once` from a scheduler. A failed round is logged, counted in convmon_retrain_rounds_total
+    and retried at the next one. Serves /metrics on CONVMON_METRICS_HOST:CONVMON_RETRAIN_METRICS_PORT.
+    CONVMON_RETRAIN_CRON=off turns retraining off. Settings come from CONVMON_* variables or convmon.toml.
+    """
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        logging.getLogger().setLevel(logging.WARNING)
+        logging.getLogger("convmon").setLevel(logging.INFO)
+    from monitor.runtime.retrainer import run_retrainer
+
+    raise typer.Exit(run_retrainer(load_settings(), once=once))
+
+
+@app.command()
+def simulate(
+    rate: Annotated[float, typer.Option(min=0.001, help="Conversations started per second.")] = 5.0,
+    duration: Annotated[float, typer.Option(min=0.0, help="Seconds to run.")] = 60.0,
+    dsat_spike_at: Annotated[float | None, typer.Option(
+        min=0.0, help="Seconds after start when DSAT spikes (default: no spike).")] = None,
+    spike_factor: Annotated[float, typer.Option(min=0.0, help="Multiplier on every DSAT pattern rate.")] = 4.0,
+    idle_fraction: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="Share of conversations without an end event.")] = 0.0,
+    turn_gap: Annotated[float, typer.Option(min=0.0, help="Seconds between turns of one conversation.")] = 0.2,
+    seed: Annotated[int, typer.Option(min=0, help="Random seed: the same seed produces the same events.")] = 0,
+) -> None:
+    """Produce synthetic conversation events with known ground-truth rubric patterns.
+
+    Sends to <CONVMON_TOPIC_PREFIX>events on CONVMON_BROKER_URL (settings: CONVMON_* or convmon.toml).
+    """
     from monitor.contracts.rubric_set import load_rubric_set
     from monitor.tools.simulator.run import SimulationPlan
     from monitor.tools.simulator.run import simulate as run
@@ -113,7 +159,7 @@ def simulate(
 
 @app.command()
 def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL event file.")]) -> None:
-    """Produce a dataset file as events, in original turn order."""
+    """Produce a dataset file as events, in original turn order, to CONVMON_BROKER_URL."""
     from monitor.runtime.produce import produce_events
     from monitor.tools.replay import read_dataset
 
@@ -126,13 +172,14 @@ def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL
 
 @app.command()
 def soak(
-    minutes: Annotated[float, typer.Option(help="How long to run.")] = 10.0,
-    rate: Annotated[float, typer.Option(help="Conversations per second.")] = 10.0,
+    minutes: Annotated[float, typer.Option(min=0.1, help="How long to run.")] = 10.0,
+    rate: Annotated[float, typer.Option(min=0.1, help="Conversations per second.")] = 10.0,
     out: Annotated[Path | None, typer.Option(help="Directory for soak.json and soak-rss.png (default: the run's "
                                                   "temporary directory, printed).")] = None,
-    retrain_interval: Annotated[float, typer.Option(help="Seconds between retrainings in the worker (a large "
-                                                          "value isolates the stream's own memory).")] = 60.0,
-    retention: Annotated[float | None, typer.Option(help="Seconds for closed_retention_s and dedup_window_s "
+    retrain_interval: Annotated[float, typer.Option(
+        min=1, help="Seconds between rounds of the retrainer process (a large value isolates the stream's own "
+                    "memory).")] = 60.0,
+    retention: Annotated[float | None, typer.Option(min=1, help="Seconds for closed_retention_s and dedup_window_s "
                                                          "(default: the settings' 1 h and 2 days).")] = None,
 ) -> None:
     """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time (JSON + PNG)."""
@@ -226,6 +273,9 @@ def inspect(
 
 
 def main() -> None:
+    # An unreachable broker is reported once, as one line naming CONVMON_BROKER_URL; the client's own
+    # per-attempt error lines come back with --verbose.
+    logging.getLogger("aiokafka").addFilter(_quiet_connect_errors)
     try:
         app()
     except ConvmonError as exc:

@@ -192,3 +192,47 @@ def test_partition_progress_drops_the_series_of_lost_partitions() -> None:
     assert sample(m, "convmon_consumer_partition_lag_messages", topic="ev", partition="0") is None
     assert sample(m, "convmon_consumer_partition_position", topic="ev", partition="0") is None
     assert sample(m, "convmon_consumer_partition_lag_messages", topic="ev", partition="1") == 0
+
+
+def dimensioned_series(metrics: Metrics) -> int:
+    return sum(1 for family in metrics.registry.collect() for s in family.samples
+               if "app" in s.labels and not s.name.endswith("_created"))
+
+
+def test_a_flood_of_dimension_values_stays_within_the_global_series_budget(rubric: RubricSet) -> None:
+    """20 values per dimension pass every per-dimension cap, but 20^3 combinations would not fit: past
+    the budget, values fold into "other" (counted per dimension) and every record is still counted."""
+    exporter, metrics = make_exporter(rubric, cap=20, series_budget=1000)
+    limit = 1000 // (2 * (3 + 4 * len(rubric.items)))  # 45 label sets of 22 series each
+    assert sample(metrics, "convmon_metric_label_sets_limit") == limit
+    n = 0
+    for i in range(20):
+        for j in range(20):
+            for k in range(0, 20, 3):
+                meta = {"app": f"a{i}", "locale": f"l{j}", "model_version": f"v{k}"}
+                for scorer in ("distilled", "llm"):
+                    exporter.observe(make_score(scorer, metadata=meta))
+                    n += 1
+    assert dimensioned_series(metrics) <= 1000
+    assert sample(metrics, "convmon_metric_label_sets") == exporter.labels.combinations <= limit
+    folds = {d: sample(metrics, "convmon_metric_label_folds_total", dimension=d) for d in DIMS}
+    assert folds["model_version"] >= folds["locale"] >= folds["app"] > 0
+    scored = [s.value for f in metrics.registry.collect() for s in f.samples
+              if s.name == "convmon_conversations_scored_total"]
+    assert sum(scored) == n  # nothing dropped
+    assert sample(metrics, "convmon_conversations_scored_total", scorer="llm", app="other", locale="other",
+                  model_version="other") > 0
+
+
+def test_folding_keeps_the_leading_dimensions_when_that_label_set_exists(rubric: RubricSet) -> None:
+    labels = DimensionLabels(DIMS, cap=20)
+    labels.set_budget(4)  # three label sets, and one kept for all-other
+    for admitted in (("web", "en", "g1"), ("web", "en", "g2"), ("web", "en", "other")):
+        assert labels.within_budget(admitted) == (admitted, [])
+    assert labels.within_budget(("web", "en", "g3")) == (("web", "en", "other"), ["model_version"])
+    everything = ["app", "locale", "model_version"]
+    assert labels.within_budget(("web", "fr", "g1")) == (("other", "other", "other"), everything)
+    assert labels.within_budget(("web", "en", "g2")) == (("web", "en", "g2"), [])  # admitted ones stay
+    assert labels.combinations == 4
+    with pytest.raises(ConfigError, match="CONVMON_METRIC_SERIES_BUDGET"):
+        make_exporter(rubric, series_budget=10)

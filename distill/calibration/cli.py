@@ -14,6 +14,8 @@ from typing import Annotated, Any, cast
 import numpy as np
 import torch
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from distill.calibration.crossval import DEFAULT_GRID, dialogue_folds, evaluate, grid_search
 from distill.calibration.data import CalibrationDataError, CalibrationSet, load_calibration_set
@@ -34,9 +36,14 @@ app = typer.Typer(help="Calibrate LLM-judge answers into per-judge satisfaction 
 
 Target = Annotated[str, typer.Option(help="Question to predict (overall satisfaction).")]
 JudgeColumn = Annotated[str, typer.Option(help="Column naming the label source (annotator, channel, tenant).")]
-Threads = Annotated[int, typer.Option(help="torch CPU threads; the network is tiny, 1 is usually fastest.")]
+Threads = Annotated[int, typer.Option(min=1, help="torch CPU threads; the network is tiny, 1 is usually fastest.")]
 Grid = Annotated[bool, typer.Option("--grid/--no-grid", help="Pick hyper-parameters by grouped-CV log-lik.")]
-Seed = Annotated[int, typer.Option(help="Seed for torch, fold assignment and the random baseline.")]
+Seed = Annotated[int, typer.Option(min=0, help="Seed for torch, fold assignment and the random baseline.")]
+Hidden = Annotated[int, typer.Option(min=1, help="Units in this hidden layer of the calibration network.")]
+LearningRate = Annotated[float, typer.Option(min=0.0, help="Adam learning rate (> 0).")]
+BatchSize = Annotated[int, typer.Option(min=1, help="Rows per training batch.")]
+Epochs = Annotated[int, typer.Option(min=0, help="Epochs of this training phase.")]
+WeightDecay = Annotated[float, typer.Option(min=0.0, help="L2 weight decay.")]
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -72,9 +79,9 @@ def train(
     label_store: Annotated[str | None, typer.Option(
         help="Train on this label store (judge verdicts + user thumbs/CSAT) instead of TSV files.")] = None,
     rubric_set: Annotated[str | None, typer.Option(
-        help="With --label-store: rubric set name or YAML path [default: CONVMON_RUBRIC_SET].")] = None,
+        help="With --label-store: rubric set name or YAML path (default: CONVMON_RUBRIC_SET).")] = None,
     llm_judge: Annotated[str | None, typer.Option(
-        help="With --label-store: the LLM judge to calibrate [default: the one with the most labels].")] = None,
+        help="With --label-store: the LLM judge to calibrate (default: the one with the most labels).")] = None,
     ids: Annotated[Path | None, typer.Option(help="Optional TSV of text_ids to train on.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write weights.npz + manifest.json here.")] = None,
     registry: Annotated[Path | None, typer.Option(help="Publish to this model registry root.")] = None,
@@ -83,8 +90,8 @@ def train(
     target: Target = "Q0",
     judge_column: JudgeColumn = "annotator_id",
     grid: Grid = False,
-    hidden1: int = 25, hidden2: int = 25, learning_rate: float = 1e-3, batch_size: int = 64,
-    pretrain_epochs: int = 20, finetune_epochs: int = 30, weight_decay: float = 0.0,
+    hidden1: Hidden = 25, hidden2: Hidden = 25, learning_rate: LearningRate = 1e-3, batch_size: BatchSize = 64,
+    pretrain_epochs: Epochs = 20, finetune_epochs: Epochs = 30, weight_decay: WeightDecay = 0.0,
     seed: Seed = 43, threads: Threads = 1,
 ) -> None:
     """Fit the calibrator and save it as arrays + a JSON manifest (never a pickle).
@@ -188,20 +195,20 @@ def evaluate_cmd(
     test_ids: Annotated[Path | None, typer.Option(help="Optional TSV of text_ids to keep.")] = None,
     target: Target = "Q0",
     judge_column: JudgeColumn = "annotator_id",
-    folds: Annotated[int, typer.Option(help="CV folds when no test set is given.")] = 5,
+    folds: Annotated[int, typer.Option(min=2, help="CV folds when no test set is given.")] = 5,
     grid: Grid = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     report: Annotated[Path | None, typer.Option(help="Write calibration.md + reliability.png here.")] = None,
-    hidden1: int = 25, hidden2: int = 25, learning_rate: float = 1e-3, batch_size: int = 64,
-    pretrain_epochs: int = 20, finetune_epochs: int = 30, weight_decay: float = 0.0,
+    hidden1: Hidden = 25, hidden2: Hidden = 25, learning_rate: LearningRate = 1e-3, batch_size: BatchSize = 64,
+    pretrain_epochs: Epochs = 20, finetune_epochs: Epochs = 30, weight_decay: WeightDecay = 0.0,
     seed: Seed = 43, threads: Threads = 1,
     schedule: Annotated[str, typer.Option(
         help="Training schedule: convmon (zero-initialised judge offsets, epochs over the rows) or reference "
              "(the LLM-Rubric code's: random offsets, epochs x int(epoch-size / batch-size) steps with "
              "replacement).")] = "convmon",
     epoch_size: Annotated[int | None, typer.Option(
-        help="Reference schedule: rows per epoch for the step count (the reference's all_data_size) "
-             "[default: training rows].")] = None,
+        min=1, help="Reference schedule: rows per epoch for the step count (the reference's all_data_size) "
+             "(default: training rows).")] = None,
     hyperparameters: Annotated[Path | None, typer.Option(
         help="LLM-Rubric hyper-parameter JSON (best_synth_cross-validation_hp.json); its values replace "
              "--hidden1/--hidden2/--learning-rate/--batch-size/--*-epochs/--epoch-size.")] = None,
@@ -258,8 +265,15 @@ def evaluate_cmd(
             typer.echo(render_transfer(summary))
         return
     try:
-        ev = evaluate(train_set, test_set, params=params, grid=DEFAULT_GRID if grid else None,
-                      n_splits=folds, random_state=seed)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("evaluating", total=None)
+
+            def progress(step: str, done: int, total: int) -> None:
+                bar.update(task, description=f"evaluating: {step}", completed=done, total=total)
+
+            ev = evaluate(train_set, test_set, params=params, grid=DEFAULT_GRID if grid else None,
+                          n_splits=folds, random_state=seed, progress=progress)
     except ValueError as exc:
         raise _fail(exc) from exc
     if report is not None:

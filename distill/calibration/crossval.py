@@ -248,9 +248,11 @@ def _dialogue_means(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 def evaluate(train: CalibrationSet, test: CalibrationSet | None = None, *,
              params: Mapping[str, Any] | None = None, grid: Mapping[str, Sequence[Any]] | None = None,
-             n_splits: int = 5, random_state: int = 43) -> Evaluation:
+             n_splits: int = 5, random_state: int = 43,
+             progress: Callable[[str, int, int], None] | None = None) -> Evaluation:
     """Score LLM-Rubric, SPUR Appendix D and the baselines by grouped CV on ``train``, or train on it
-    and test on ``test``. Every method sees the same folds and scores the same rows.
+    and test on ``test``. Every method sees the same folds and scores the same rows. ``progress`` is
+    told (step, done, total) as each method (and the grid search) starts: a run takes minutes.
 
     With ``grid``, hyper-parameters are picked by grouped CV log-likelihood on ``train`` (with no test
     set this reuses the evaluation folds, the paper's protocol, which flatters every grid point alike).
@@ -260,8 +262,11 @@ def evaluate(train: CalibrationSet, test: CalibrationSet | None = None, *,
     base = {"target_index": train.target_index, "n_options": train.n_options.tolist(),
             "random_state": random_state, **(params or {})}
     folds = dialogue_folds(train.groups, n_splits=n_splits, random_state=random_state)
+    report = progress or (lambda step, done, total: None)
     if grid:
+        report("grid search", 0, 1)
         base = grid_search(train, grid, folds, base=base)[0][0]
+
     def make(name: str) -> Any:
         return default_baselines(target_index=train.target_index, n_options=train.n_options,
                                  calibrator_params=base, random_state=random_state)[name]
@@ -274,12 +279,14 @@ def evaluate(train: CalibrationSet, test: CalibrationSet | None = None, *,
     ref = test if test is not None else train
     y = ref.labels[:, ref.target_index]
     predictions: dict[str, Outputs] = {}
-    for name, factory in factories.items():
+    for done, (name, factory) in enumerate(factories.items()):
+        report(name, done, len(factories))
         if test is None:
             predictions[name] = cross_val_predict(factory, train, folds)
         else:
             everything = np.ones(len(train), bool)
             predictions[name] = _fit_predict(factory, train, everything, test, np.ones(len(test), bool))[0]
+    report("scoring", len(factories), len(factories))
     classes = np.arange(1, int(ref.n_options[ref.target_index]) + 1)
     scores = {n: score(y, o.expected, o.proba, classes, satisfied=o.satisfied) for n, o in predictions.items()}
     groups = ref.groups

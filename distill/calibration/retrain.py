@@ -1,6 +1,6 @@
 """One calibration round: label store -> feedback training set -> fit -> gate -> publish ``calibration``.
 
-Called by ``convmon calibrate train --label-store`` and by the worker leader's retraining timer
+Called by ``convmon calibrate train --label-store`` and by each ``convmon retrain`` round
 (when ``calibration_min_labels`` > 0). The held-out set is chosen by a salted hash of the
 conversation id, so a conversation is held out in every round: the live model never trained on
 the rows it is compared on, and candidate and live model are scored on the same rows.

@@ -36,8 +36,8 @@ app = typer.Typer(help="Learn rubric sets from labelled conversations (SPUR, RUB
 console = Console(stderr=True, soft_wrap=True)  # one line per message, also when not a terminal
 Labeled = Annotated[Path, typer.Option("--labeled", help="JSONL with a label per conversation, or a USS .txt file.")]
 Model = Annotated[str | None, typer.Option(help="Chat model (default: judge_model).")]
-Limit = Annotated[int | None, typer.Option(help="Use only the first N conversations of the file.")]
-Seed = Annotated[int, typer.Option(help="Seed for batching, folds and bootstrap.")]
+Limit = Annotated[int | None, typer.Option(min=1, help="Use only the first N conversations of the file.")]
+Seed = Annotated[int, typer.Option(min=0, help="Seed for batching, folds and bootstrap.")]
 MaxDropped = Annotated[float, typer.Option(
     min=0.0, max=1.0, help="Exit 3 when a stage drops more than this share of its answers (cut off, unparseable).")]
 TOO_LITTLE = 3  # exit code: the run finished, but its result rests on too few usable answers
@@ -100,15 +100,16 @@ def learn(
     set_id: Annotated[str | None, typer.Option("--id", help="Rubric-set id (default: learned-<file stem>).")] = None,
     method: Annotated[str, typer.Option(help="spur (fixed n) or rubicon (pool + selection).")] = "spur",
     model: Model = None,
-    batch_size: Annotated[int, typer.Option(help="Reasons per summarization call.")] = 100,
-    n: Annotated[int, typer.Option(help="Items per polarity per summarization.")] = 10,
-    max_reasons: Annotated[int, typer.Option(help="Reasons per extracted conversation.")] = 3,
-    dedup_threshold: Annotated[float, typer.Option(help="Cosine at which items are duplicates.")] = 0.85,
+    batch_size: Annotated[int, typer.Option(min=1, help="Reasons per summarization call.")] = 100,
+    n: Annotated[int, typer.Option(min=1, help="Items per polarity per summarization.")] = 10,
+    max_reasons: Annotated[int, typer.Option(min=1, help="Reasons per extracted conversation.")] = 3,
+    dedup_threshold: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="Cosine at which items are duplicates.")] = 0.85,
     embedder: Annotated[str, typer.Option(help="De-duplication embedder: hashing, minilm or openai.")] = "hashing",
     score_mode: Annotated[str, typer.Option(help="RUBICON pool scoring: likert or spur.")] = "likert",
-    max_pool: Annotated[int, typer.Option(help="RUBICON pool size per polarity.")] = 40,
-    sat_budget: Annotated[int, typer.Option(help="RUBICON: at most this many SAT items.")] = 10,
-    dsat_budget: Annotated[int, typer.Option(help="RUBICON: at most this many DSAT items.")] = 10,
+    max_pool: Annotated[int, typer.Option(min=1, help="RUBICON pool size per polarity.")] = 40,
+    sat_budget: Annotated[int, typer.Option(min=0, help="RUBICON: at most this many SAT items.")] = 10,
+    dsat_budget: Annotated[int, typer.Option(min=0, help="RUBICON: at most this many DSAT items.")] = 10,
     limit: Limit = None,
     seed: Seed = 0,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls and estimated cost, then stop.")] = False,
@@ -196,7 +197,7 @@ def evaluate(
     mode: Annotated[str, typer.Option(help="Judge mode for scoring: spur or likert.")] = "spur",
     model: Model = None,
     positive: Annotated[str, typer.Option(help="Positive class for precision/recall/F1: sat or dsat.")] = "sat",
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs (0: none).")] = 1000,
+    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for 95% CIs (0: none).")] = 1000,
     limit: Limit = None,
     seed: Seed = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,

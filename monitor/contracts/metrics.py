@@ -305,6 +305,23 @@ class Metrics:
             ["dimension"],
             registry=r,
         )
+        self.label_folds = Counter(
+            "convmon_metric_label_folds",
+            "Dimension values exported as 'other' because their new combination would have passed the global "
+            "series budget (CONVMON_METRIC_SERIES_BUDGET), by dimension. The record is still counted.",
+            ["dimension"],
+            registry=r,
+        )
+        self.label_sets = Gauge(
+            "convmon_metric_label_sets",
+            "Distinct combinations of dimension values exported so far by this worker.",
+            registry=r,
+        )
+        self.label_sets_limit = Gauge(
+            "convmon_metric_label_sets_limit",
+            "Most combinations of dimension values the series budget allows for the live rubric set.",
+            registry=r,
+        )
         # --- drift (computed in the worker, see monitor/drift) ----------------------------------
         self.drift_psi = Gauge(
             "convmon_drift_psi",
@@ -385,3 +402,36 @@ class Metrics:
                 self.probability_sum.labels(item.id, item.polarity, scorer)
                 for verdict in ("yes", "no"):
                     self.verdicts.labels(item.id, item.polarity, scorer, verdict)
+
+
+class RetrainMetrics:
+    """What ``convmon retrain`` serves on its own /metrics: rounds by part and outcome, and when."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.rounds = Counter(
+            "convmon_retrain_rounds",
+            "Retraining rounds by part (distilled, calibration) and outcome (promoted, rejected, skipped, "
+            "failed); a failed part is logged and retried at the next scheduled round.",
+            ["part", "outcome"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "convmon_retrain_duration_seconds", "Duration of each part of a retraining round.", ["part"],
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600), registry=r,
+        )
+        self.last_success = Gauge(
+            "convmon_retrain_last_success_timestamp_seconds",
+            "When a part last finished without failing (promoted, rejected or skipped), Unix time.",
+            ["part"],
+            registry=r,
+        )
+        self.next_round = Gauge(
+            "convmon_retrain_next_round_timestamp_seconds", "When the next scheduled round starts, Unix time.",
+            registry=r,
+        )
+        for part in ("distilled", "calibration"):
+            self.duration.labels(part)
+            self.last_success.labels(part)  # 0 until a part succeeds: alertable from the start
+            for outcome in ("promoted", "rejected", "skipped", "failed"):
+                self.rounds.labels(part, outcome)

@@ -46,6 +46,7 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 
 
 _OPEN, _CLOSE = "([{", ")]}"
+RETRAIN_OFF = ("", "off", "none", "false", "0")  # values of retrain_cron that turn scheduled retraining off
 
 
 def split_commas(text: str) -> list[str]:
@@ -274,9 +275,13 @@ class DistillSettings(BaseModel):
     label_store_url: str = "sqlite:///var/labels.db"
     label_retention_days: int = Field(default=90, ge=1)
     featurizer: str = "hashing"
+    # When `convmon retrain` runs a round (cron, croniter syntax; a 6th field is seconds). "off" or empty:
+    # never (`convmon retrain --once` then does nothing either). Workers never retrain.
     retrain_cron: str | None = "*/15 * * * *"
     retrain_min_labels: int = Field(default=50, ge=10)
-    retrain_interval_s: float | None = Field(default=None, gt=0)  # overrides retrain_cron when set
+    # Deprecated alias: every this many seconds instead of retrain_cron (it used to make the worker leader retrain).
+    retrain_interval_s: float | None = Field(default=None, gt=0)
+    retrain_metrics_port: int = Field(default=9101, ge=0, le=65535)  # `convmon retrain`'s /metrics (on metrics_host)
     label_buffer_max: int = Field(default=10_000, ge=1)
     # Drill-down (issue #21): a score sink writes the "yes" verdicts of every score record to <prefix>score_items
     # in the label store's database (Grafana's table of the latest DSAT conversations, `convmon inspect`).
@@ -292,6 +297,22 @@ class DistillSettings(BaseModel):
     calibration_tenant_key: str | None = None  # metadata key whose value splits label sources: thumbs:<tenant>
     calibration_label_source: str | None = None  # whose satisfaction to serve; None = the shared model
 
+    @field_validator("retrain_cron")
+    @classmethod
+    def _check_cron(cls, value: str | None) -> str | None:
+        if value is None or value.strip().lower() in RETRAIN_OFF:
+            return None
+        from croniter import croniter  # only when a schedule is set: `convmon --help` stays fast
+
+        if not croniter.is_valid(value.strip()):
+            raise ValueError(f"{value!r} is not a cron expression (minute hour day month weekday [second]); "
+                             "use 'off' to turn retraining off")
+        return value.strip()
+
+    @property
+    def retrain_enabled(self) -> bool:
+        return self.retrain_cron is not None or self.retrain_interval_s is not None
+
 
 class MetricsSettings(BaseModel):
     """What /metrics serves and which label values it may carry."""
@@ -305,6 +326,11 @@ class MetricsSettings(BaseModel):
     # Values of a dimension always exported as themselves (they count towards dimension_cap);
     # listing them makes every worker agree on which values are kept and which become "other".
     dimension_values: dict[str, list[str]] = Field(default_factory=dict)
+    # Most series the dimensioned metrics may use, all dimensions together (issue #20): a new combination of
+    # dimension values that would pass it is exported with values folded into "other" (counted, never dropped).
+    metric_series_budget: int = Field(default=50_000, ge=1000)
+    # Liveness: the worker's event loop is stalled when it has not ticked for this long (/healthz, /readyz fail).
+    health_stall_s: float = Field(default=30.0, ge=2.0)
 
 
 class DriftSettings(BaseModel):

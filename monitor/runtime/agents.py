@@ -114,16 +114,6 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         except Exception as exc:  # broker still down: try again at the next tick
             log.warning("topic check failed: %s", type(exc).__name__)
 
-    if s.retrain_interval_s:
-        @app.timer(s.retrain_interval_s, on_leader=True)
-        async def retrain() -> None:
-            """A failed retraining (label store down, bad data) must not stop the monitor: the live model
-            stays and the next tick tries again. An exception escaping a faust timer crashes the app."""
-            try:
-                await asyncio.get_running_loop().run_in_executor(None, p.retrain)
-            except Exception:
-                log.exception("retraining failed; keeping the live model, retrying in %.0fs", s.retrain_interval_s)
-
 
 def _headers(headers: object) -> list[tuple[str, bytes]]:
     if isinstance(headers, dict):

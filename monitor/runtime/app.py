@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import faust
 
+from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import Settings
 
 # `conversations` and `sessions-control` are gone since the hot path runs in one agent (see the README).
@@ -71,6 +72,11 @@ def aiokafka_kwargs(settings: Settings) -> dict[str, object]:
     elif isinstance(creds, faust.SSLCredentials):
         kwargs["ssl_context"] = creds.context
     return kwargs
+
+
+def broker_unreachable(settings: Settings, exc: BaseException) -> ConfigError:
+    """The one line every command prints when Kafka cannot be reached: the URL and the setting to fix."""
+    return ConfigError(f"cannot reach Kafka at {settings.broker_url} (CONVMON_BROKER_URL): {type(exc).__name__}")
 
 
 def bootstrap(settings: Settings) -> str:

@@ -17,7 +17,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import Settings
-from monitor.runtime.app import TOPIC_NAMES, aiokafka_kwargs, bootstrap
+from monitor.runtime.app import TOPIC_NAMES, aiokafka_kwargs, bootstrap, broker_unreachable
 
 TABLES = ("sessions", "scored")  # the faust tables registered in monitor/runtime/agents.py
 RETENTION_SETTING = {"events": "retention_events_s", "scores": "retention_scores_s",
@@ -61,8 +61,8 @@ class Admin:
         try:
             await self.client.start()
         except KafkaError as exc:
-            raise ConfigError(f"cannot reach Kafka at {self.settings.broker_url} (CONVMON_BROKER_URL): "
-                              f"{type(exc).__name__}") from exc
+            await self.client.close()
+            raise broker_unreachable(self.settings, exc) from exc
         return self.client
 
     async def __aexit__(self, *exc: object) -> None:

@@ -1,5 +1,6 @@
 """Everything the agents call, built once from settings: rubric, metrics, judge, distilled
-scorer, calibration scorer, exporter, label writer and the retraining step."""
+scorer, calibration scorer, exporter and label writer. Retraining is `convmon retrain`'s job
+(monitor/runtime/retrainer.py), never a worker's."""
 
 from __future__ import annotations
 
@@ -114,24 +115,6 @@ class Pipeline:
                                             "label_source": self.calibration.label_source or "shared"})
         self.metrics.calibration_last_trained.set(float(live.trained_at or 0.0))
 
-    def retrain(self) -> None:
-        """Distilled models, then (``calibration_min_labels`` > 0) the calibration model, even if the first failed."""
-        from distill.retrain import retrain_once
-
-        try:
-            result = retrain_once(self.settings, self.store, self.registry, self.rubric)
-            log.info("retrain: %s", result)
-        finally:
-            if self.settings.calibration_min_labels:
-                self.retrain_calibration()
-
-    def retrain_calibration(self) -> None:
-        from distill.calibration.retrain import retrain_calibration
-
-        result = retrain_calibration(self.settings, self.store, self.registry, self.rubric)
-        log.info("retrain calibration: %s %s (%s)", result.status, result.version or "", "; ".join(result.reasons))
-
-
 
 def build_pipeline(
     settings: Settings,
@@ -148,7 +131,8 @@ def build_pipeline(
     metrics = Metrics(registry if registry is not None else REGISTRY, dimensions=tuple(settings.metric_dimensions))
     drift = DriftMonitor.from_settings(metrics, rubric, settings)
     exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
-                        rubric=rubric, drift=drift, allowed_values=settings.dimension_values)
+                        rubric=rubric, drift=drift, allowed_values=settings.dimension_values,
+                        series_budget=settings.metric_series_budget)
     if settings.otel_evaluation_events:  # imports the OpenTelemetry SDK: only when asked for
         from monitor.stages.evaluations import EvaluationEvents
 

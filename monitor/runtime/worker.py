@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Callable
 
 import faust
-from prometheus_client import start_http_server
 
 from monitor.contracts.settings import Settings
 from monitor.runtime.agents import register_agents, register_lag_timer
 from monitor.runtime.app import create_app
 from monitor.runtime.components import build_components
+from monitor.runtime.health import Health, register_health, serve_health
 from monitor.runtime.retention import register_retention
 from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import build_pipeline
@@ -33,11 +34,19 @@ def build_worker_app(settings: Settings) -> faust.App:
 def run_worker(settings: Settings, *, loglevel: str = "warn",
                build: Callable[[Settings], faust.App] = build_worker_app) -> None:
     """Create missing topics (as `convmon topics create` does), build the app (``build``: the monitor, or a
-    benchmark's variant), serve /metrics, run."""
+    benchmark's variant), serve /metrics, /healthz and /readyz, run."""
+    if settings.retrain_interval_s is not None:
+        log.warning("CONVMON_RETRAIN_INTERVAL_S no longer makes workers retrain: run one `convmon retrain` per "
+                    "deployment (it reads this setting as its interval; prefer CONVMON_RETRAIN_CRON)")
     asyncio.run(create_topics(settings))
     app = build(settings)
-    start_http_server(settings.metrics_port, addr=settings.metrics_host)
-    log.warning("convmon worker: metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+    health = Health(settings.health_stall_s)
+    register_health(app, health)
+    serve_health(health, settings.metrics_host, settings.metrics_port)
+    base = f"http://{settings.metrics_host}:{settings.metrics_port}"
+    log.info("convmon worker: metrics on %s/metrics, probes %s/healthz and /readyz", base, base)
+    print(f"convmon worker {settings.app_id} on {settings.broker_url}: {base}/metrics, /healthz, /readyz",
+          file=sys.stderr, flush=True)  # one start line whatever the log level
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)
     # faust's terminal spinner sets the root logger to DEBUG so it can spin on every record: every
     # debug call in aiokafka and faust then builds a LogRecord (about 5% of a busy worker's CPU).

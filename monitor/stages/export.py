@@ -2,8 +2,9 @@
 
 Each worker counts only what it consumed; sums across workers, rates and ratios are PromQL's job
 (see ``deploy/prometheus/rules``). Metadata dimensions (app, locale, model version) become labels
-through an allow-list with a cap on distinct values per dimension, so a misbehaving producer can
-never blow up the series count: past the cap, new values are exported as ``other``.
+through an allow-list with a cap on distinct values per dimension and a global series budget over
+all dimensions together, so a misbehaving producer can never blow up the series count: past either,
+values are exported as ``other`` (counted; the record itself is always counted).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class DimensionLabels:
         if unknown:
             raise ConfigError(f"dimension_values names {unknown}, which are not in metric_dimensions")
         self._seen: dict[str, set[str]] = {d: {v[:MAX_VALUE_CHARS] for v in allowed.get(d, ())} for d in dimensions}
+        self.max_combinations: int | None = None  # the global budget: see set_budget
+        self._combinations: set[tuple[str, ...]] = set()
 
     def values(self, metadata: Mapping[str, str]) -> tuple[tuple[str, ...], list[str]]:
         """Label values in dimension order, and the dimensions that overflowed to ``other``."""
@@ -68,6 +71,41 @@ class DimensionLabels:
                 overflowed.append(dim)
         return tuple(out), overflowed
 
+    def set_budget(self, max_combinations: int) -> None:
+        """At most this many distinct combinations of values (label sets), all dimensions together."""
+        if max_combinations < 1:
+            raise ConfigError("metric_series_budget (CONVMON_METRIC_SERIES_BUDGET) is too small for one label set "
+                              "of this rubric; raise it")
+        self.max_combinations = max_combinations
+
+    def within_budget(self, values: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
+        """``values``, or the nearest admitted combination with trailing values folded into ``other``, and the
+        dimensions folded. One label set is kept for all-``other``, so the budget is never passed."""
+        budget = self.max_combinations
+        if budget is None or not values or values in self._combinations:
+            return values, []
+        if len(self._combinations) < budget - 1:
+            self._combinations.add(values)
+            return values, []
+        everything_other = (OTHER,) * len(values)
+        for keep in range(len(values) - 1, -1, -1):  # fold the last dimension first, then the last two, ...
+            candidate = values[:keep] + everything_other[keep:]
+            if candidate in self._combinations or candidate == everything_other:
+                self._combinations.add(candidate)
+                folded = [d for d, v in zip(self.dimensions[keep:], values[keep:], strict=True) if v != OTHER]
+                return candidate, folded
+        raise AssertionError("unreachable: the all-other combination always matches")
+
+    @property
+    def combinations(self) -> int:
+        return len(self._combinations)
+
+
+
+def series_per_label_set(n_items: int, scorers: int = 2) -> int:
+    """Series one combination of dimension values can create: per scorer, the scored count, the satisfaction
+    sum and its count, and per item three verdicts (yes, no, uncertain) and a probability sum."""
+    return scorers * (3 + 4 * n_items)
 
 
 def conversation_exemplar(score: ScoreRecord) -> dict[str, str]:
@@ -105,6 +143,7 @@ class Exporter:
         rubric: RubricSet,
         drift: DriftMonitor | None = None,
         allowed_values: Mapping[str, Sequence[str]] | None = None,
+        series_budget: int | None = None,
     ) -> None:
         if tuple(dimensions) != metrics.dimensions:
             raise ConfigError(
@@ -129,6 +168,10 @@ class Exporter:
                 metrics.weighted_probability_sum.labels(item.id, item.polarity, scorer)
         for dim in dimensions:
             metrics.dimension_overflow.labels(dim)
+            metrics.label_folds.labels(dim)
+        if series_budget is not None and dimensions:
+            self.labels.set_budget(series_budget // series_per_label_set(len(rubric.items)))
+            metrics.label_sets_limit.set(self.labels.max_combinations or 0)
 
     def _series(self, scorer: str, dims: tuple[str, ...]) -> dict[str, tuple[dict[str, Counter], Counter, Counter]]:
         """Item id -> its counters for one (scorer, dimension values): three ``inc`` calls per item and
@@ -151,6 +194,12 @@ class Exporter:
         dims, overflowed = self.labels.values(score.metadata)
         for dim in overflowed:
             m.dimension_overflow.labels(dim).inc()
+        before = self.labels.combinations
+        dims, folded = self.labels.within_budget(dims)
+        for dim in folded:
+            m.label_folds.labels(dim).inc()
+        if self.labels.combinations != before:
+            m.label_sets.set(self.labels.combinations)
         m.scored.labels(score.scorer, *dims).inc()
         m.scored_weight.labels(score.scorer).inc(score.sample_weight)
         m.scored_weight_squared.labels(score.scorer).inc(score.sample_weight ** 2)

@@ -30,7 +30,7 @@ from rich.live import Live
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
-from monitor.runtime.broker import EmbeddedBroker, stop_process
+from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
 from monitor.runtime.scrape import wait_for_metrics
 from monitor.tools.demo_plot import plot_rates
 from monitor.tools.demo_rates import RateHistory, scrape_counts
@@ -75,7 +75,10 @@ def _worker_env(broker_url: str, workdir: Path, metrics_port: int) -> dict[str, 
         "CONVMON_LABEL_STORE_URL": f"sqlite:///{workdir / 'labels.db'}",
         "CONVMON_METRICS_PORT": str(metrics_port),
         "CONVMON_SAMPLE_RATE": os.environ.get("CONVMON_SAMPLE_RATE", "0.5"),
-        "CONVMON_RETRAIN_INTERVAL_S": str(RETRAIN_INTERVAL_S),
+        "CONVMON_RETRAIN_CRON": f"* * * * * */{RETRAIN_INTERVAL_S}",  # the retrainer: every 8 s (6th field: seconds)
+        "CONVMON_RETRAIN_METRICS_PORT": str(free_port()),
+        "CONVMON_CALIBRATION_MIN_LABELS": "0",  # a calibration round takes minutes on a laptop
+        "CONVMON_DISTILL_REPORT_DIR": str(workdir / "reports"),
         "CONVMON_RETRAIN_MIN_LABELS": str(RETRAIN_MIN_LABELS),
         "CONVMON_DISTILL_MIN_POSITIVES": str(MIN_POSITIVES),
         "CONVMON_REGISTRY_POLL_S": "2",
@@ -90,7 +93,8 @@ def start_processes(broker_url: str, workdir: Path, metrics_port: int) -> list[s
     """
     env = _worker_env(broker_url, workdir, metrics_port)
     procs = []
-    for name, argv in (("worker", ["worker"]),):
+    # the deployment's one retrainer runs in its own process, as in production (`convmon retrain`)
+    for name, argv in (("worker", ["worker"]), ("retrain", ["retrain"])):
         with (workdir / f"{name}.log").open("wb") as log:
             procs.append(subprocess.Popen([sys.executable, "-m", "monitor.cli", *argv], stdout=log,
                                           stderr=subprocess.STDOUT, env=env))
@@ -224,7 +228,7 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
             view = View(rubric=rubric, judge_name=judge_name, window_s=window_s, spike_at_s=plan.dsat_spike_at_s,
                         spike_factor=plan.spike_factor, min_positives=MIN_POSITIVES, alert_name=ALERT,
                         alert_where=where, log_dir=workdir,
-                        retrain_note=f"no distilled model yet: the worker trains one from the judge's labels "
+                        retrain_note=f"no distilled model yet: the retrainer trains one from the judge's labels "
                                      f"every {RETRAIN_INTERVAL_S}s once {RETRAIN_MIN_LABELS} exist")
             started = time.monotonic()
 

@@ -1,7 +1,8 @@
 """`convmon soak --minutes N`: the whole monitor under a fixed load for a while, to see it stay healthy.
 
-It starts an embedded broker and one worker process (simulated judge, periodic retraining, so
-every agent runs), produces simulated conversations at ``rate`` per second, and every
+It starts an embedded broker, one worker process (simulated judge) and the retrainer process
+(`convmon retrain`, so every agent runs and models hot-reload), produces simulated conversations at
+``rate`` per second, and every
 ``interval_s`` samples the worker's /metrics: conversations exported, consumer lag and resident
 memory. The summary says whether the worker kept up (lag back near zero at the end) and whether
 memory stayed bounded (RSS growth over the second half of the run). It writes ``soak.json``
@@ -113,6 +114,13 @@ def write_report(samples: list[Sample], summary: dict[str, Any], out_dir: Path, 
     return {"json": report, "plot": plot_rss(samples, out_dir / "soak-rss.png", title=title)}
 
 
+def retrain_cron(interval_s: float) -> str:
+    """A cron schedule (croniter's 6th field is seconds) close to every ``interval_s`` seconds."""
+    if interval_s < 60:
+        return f"* * * * * */{max(1, int(interval_s))}"
+    return f"*/{max(1, min(59, int(interval_s // 60)))} * * * *"
+
+
 def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: float,
                 retention_s: float | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
@@ -123,7 +131,8 @@ def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: f
         "CONVMON_LABEL_STORE_URL": f"sqlite:///{workdir / 'labels.db'}",
         "CONVMON_METRICS_PORT": str(port),
         "CONVMON_SAMPLE_RATE": "0.2",
-        "CONVMON_RETRAIN_INTERVAL_S": str(retrain_interval_s),
+        "CONVMON_RETRAIN_CRON": retrain_cron(retrain_interval_s),
+        "CONVMON_RETRAIN_METRICS_PORT": str(free_port()),
         "CONVMON_RETRAIN_MIN_LABELS": "50",
         "CONVMON_REGISTRY_POLL_S": "5",
         "CONVMON_IDLE_TIMEOUT_S": "10",
@@ -192,14 +201,20 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         settings = Settings(broker_url=broker.url, topic_prefix="convmon.")
         log = (workdir / "worker.log").open("wb")
+        env = _worker_env(broker.url, workdir, port, retrain_interval_s, retention_s)
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
-                                env=_worker_env(broker.url, workdir, port, retrain_interval_s, retention_s))
+                                env=env)
+        retrain_log = (workdir / "retrain.log").open("wb")
+        retrainer = subprocess.Popen([sys.executable, "-m", "monitor.cli", "retrain"], stdout=retrain_log,
+                                     stderr=subprocess.STDOUT, env=env)
         try:
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
             samples = asyncio.run(_load(settings, rate, minutes * 60, url, interval_s))
             alive = proc.poll() is None
         finally:
+            stop_process(retrainer)
             stop_process(proc)
+            retrain_log.close()
             log.close()
     title = f"convmon soak: {rate}/s for {minutes:g} min"
     summary = {**summarize(samples, rate=rate), "worker_alive_at_end": alive, "logs": str(workdir),

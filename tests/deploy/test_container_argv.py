@@ -4,8 +4,9 @@ There is no container engine on this machine, so the argv is resolved from the r
 the Dockerfile's ENTRYPOINT/CMD, then compose's ``entrypoint``/``command`` or Kubernetes'
 ``command``/``args`` over them, with compose's ``${VAR:-default}`` interpolation. The leading
 ``convmon`` is then this environment's ``convmon`` executable. A worker argv must start for real
-against the embedded broker and consume an event; every other argv must parse completely (all its
-options accepted and converted) and answer ``--help``.
+against the embedded broker and consume an event; a retrainer argv must run a real round on a temp
+label store and model registry; every other argv must parse completely (all its options accepted
+and converted) and answer ``--help``.
 """
 
 from __future__ import annotations
@@ -113,13 +114,17 @@ def k8s_services() -> list[Service]:
 
 SERVICES = compose_services() + k8s_services()
 WORKERS = [s for s in SERVICES if s.argv[1:2] == ["worker"]]
-OTHERS = [s for s in SERVICES if s.argv[1:2] != ["worker"]]
+RETRAINERS = [s for s in SERVICES if s.argv[1:2] == ["retrain"]]
+OTHERS = [s for s in SERVICES if s.argv[1:2] not in (["worker"], ["retrain"])]
 
 
 def test_every_convmon_container_is_found_and_uses_the_entrypoint_convention() -> None:
     names = {s.source for s in SERVICES}
-    assert {"compose:worker-1", "compose:worker-2", "compose:simulator"} <= names
+    assert {"compose:worker-1", "compose:worker-2", "compose:simulator", "compose:retrainer"} <= names
     assert {"k8s:Deployment/convmon-worker", "k8s:CronJob/convmon-distill"} <= names
+    # exactly one retrainer per deployment: compose's service, the CronJob in k8s (workers never retrain)
+    assert [s.source for s in RETRAINERS if s.source.startswith("compose:")] == ["compose:retrainer"]
+    assert [s.source for s in RETRAINERS if s.source.startswith("k8s:")] == ["k8s:CronJob/convmon-distill"]
     for service in SERVICES:
         assert service.argv[0] == "convmon", f"{service.source}: runs {service.argv[0]!r}, not convmon"
         assert service.argv[1:2] != ["convmon"], f"{service.source}: argv {service.argv} repeats convmon"
@@ -205,3 +210,54 @@ def test_worker_argv_starts_against_the_broker(service: Service, broker: str, tm
     finally:
         stop_process(proc)
     assert proc.returncode in (0, -15), log_path.read_text(errors="replace")[-3000:]
+
+
+def retrainer_env(service: Service, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The container's CONVMON_* values with a temp label store (seeded with judged, rated labels) and registry."""
+    from distill.store import LabelStore
+    from monitor.contracts.rubric_set import load_rubric_set
+    from tests.model_fixtures import feedback_label_records
+
+    db = f"sqlite:///{tmp_path / 'labels.db'}"
+    store = LabelStore(db)
+    store.upsert(feedback_label_records(load_rubric_set("spur-copilot", REPO_ROOT / "prompts"), 500, seed=3))
+    store.close()
+    env = {k: v for k, v in service.env.items() if k.startswith("CONVMON_") and not k.startswith("CONVMON_KAFKA_")}
+    env.update({"CONVMON_LABEL_STORE_URL": db, "CONVMON_MODEL_REGISTRY": str(tmp_path / "models"),
+                "CONVMON_DISTILL_REPORT_DIR": str(tmp_path / "reports"), "CONVMON_METRICS_HOST": "127.0.0.1",
+                "CONVMON_KAFKA_SECURITY_PROTOCOL": "PLAINTEXT", **extra})
+    return env
+
+
+@pytest.mark.parametrize("service", RETRAINERS, ids=lambda s: s.source)
+def test_retrainer_argv_runs_a_round(service: Service, tmp_path: Path) -> None:
+    """`retrain --once` runs one round and exits 0; the long-running form runs rounds on its schedule
+    (a seconds cron here instead of every 15 minutes) and serves them on its /metrics."""
+    from distill.registry import ModelRegistry
+
+    port = free_port()
+    env = retrainer_env(service, tmp_path, CONVMON_RETRAIN_METRICS_PORT=str(port))
+    argv = [str(CONVMON), *service.argv[1:]]
+    if "--once" in argv:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=run_env(env), cwd=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "retrain distilled spur-copilot" in result.stderr and "retrain calibration" in result.stderr
+    else:
+        env["CONVMON_RETRAIN_CRON"] = "* * * * * */2"
+        env["CONVMON_CALIBRATION_MIN_LABELS"] = "0"  # distilled only: a calibration round takes minutes here
+        log_path = tmp_path / "retrain.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(argv, env=run_env(env), stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        url = f"http://127.0.0.1:{port}/metrics"
+        try:
+            wait_for_metrics(url, proc, log_path=log_path, timeout=60)
+            wait_until(lambda: total(scrape(url), "convmon_retrain_rounds_total") >= 2, timeout=240,
+                       message=f"two rounds of {service.source}: {log_path.read_text(errors='replace')[-2000:]}")
+            failed = [v for name, labels, v in scrape(url)
+                      if name == "convmon_retrain_rounds_total" and labels["outcome"] == "failed"]
+            assert sum(failed) == 0, log_path.read_text(errors="replace")[-3000:]
+        finally:
+            stop_process(proc)
+        assert proc.returncode in (0, -15), log_path.read_text(errors="replace")[-3000:]
+    kinds = ["distilled"] + (["calibration"] if "--once" in argv else [])
+    assert all(ModelRegistry(tmp_path / "models").live_version(kind) for kind in kinds)  # rounds that published

@@ -30,19 +30,37 @@ def settings_from(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Setti
     return Settings()
 
 
-@pytest.mark.parametrize("service", [*WORKERS, "simulator"])
+@pytest.mark.parametrize("service", [*WORKERS, "simulator", "retrainer"])
 def test_compose_worker_environment_is_valid_settings(service: str, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = COMPOSE["services"][service]
     settings = settings_from(spec["environment"], monkeypatch)
     assert settings.broker_url == "kafka://kafka:9092"
     assert settings.metrics_host == "0.0.0.0" and settings.metrics_port == 9100
-    assert spec["command"][0] in {"worker", "simulate"}  # the image's ENTRYPOINT is `convmon`
+    assert spec["command"][0] in {"worker", "simulate", "retrain"}  # the image's ENTRYPOINT is `convmon`
 
 
 def test_compose_workers_have_their_own_state_and_share_models() -> None:
     dirs = {COMPOSE["services"][w]["environment"]["CONVMON_DATA_DIR"] for w in WORKERS}
     assert len(dirs) == 2
     assert len({COMPOSE["services"][w]["environment"]["CONVMON_MODEL_REGISTRY"] for w in WORKERS}) == 1
+
+
+def test_one_retrainer_per_deployment_and_probes_on_the_worker_endpoints() -> None:
+    """compose: the `retrainer` service, scraped by Prometheus; k8s: the CronJob, one round at a time."""
+    retrainers = [n for n, s in COMPOSE["services"].items() if s.get("command", [None])[0] == "retrain"]
+    assert retrainers == ["retrainer"] and COMPOSE["services"]["retrainer"]["command"] == ["retrain"]
+    port = COMPOSE["services"]["retrainer"]["environment"]["CONVMON_RETRAIN_METRICS_PORT"]
+    job = next(j for j in PROMETHEUS["scrape_configs"] if j["job_name"] == "convmon-retrain")
+    assert job["static_configs"][0]["targets"] == [f"retrainer:{port}"]
+    cron = k8s("CronJob")
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    assert pod_spec(cron)["containers"][0]["args"] == ["retrain", "--once"]
+    container = pod_spec(k8s("Deployment"))["containers"][0]
+    assert container["args"] == ["worker"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == container["startupProbe"]["httpGet"]["path"] == "/healthz"
+    for worker in WORKERS:
+        assert "/readyz" in " ".join(COMPOSE["services"][worker]["healthcheck"]["test"])
 
 
 def test_compose_runs_kafka_in_kraft_mode_with_the_official_image() -> None:

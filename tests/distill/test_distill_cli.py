@@ -38,7 +38,7 @@ def test_train_from_jsonl_then_store_exit_codes(make_settings, tmp_path: Path) -
     assert runner.invoke(app, [*args, "--jsonl", str(broken)], obj=settings).exit_code == 1
 
 
-def test_cronjob_runs_the_scheduled_command_on_the_workers_registry_volume() -> None:
+def test_cronjob_runs_the_one_retrainer_on_the_workers_registry_volume() -> None:
     import yaml
 
     deploy = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
@@ -49,6 +49,6 @@ def test_cronjob_runs_the_scheduled_command_on_the_workers_registry_volume() -> 
     spec = job["spec"]["jobTemplate"]["spec"]
     pod = spec["template"]["spec"]
     assert job["kind"] == "CronJob" and job["spec"]["concurrencyPolicy"] == "Forbid" and spec["backoffLimit"] == 0
-    assert pod["containers"][0]["args"] == ["distill", "train", "--schedule"]  # the image entry point is convmon
-    job_claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
-    assert job_claims and job_claims <= worker_claims
+    assert pod["containers"][0]["args"] == ["retrain", "--once"]  # the image ENTRYPOINT is convmon
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert claims <= worker_claims

@@ -148,14 +148,18 @@ def test_a_broken_model_never_stops_the_judge_stage(make_settings, rubric: Rubri
     assert value(fresh, "convmon_satisfaction_uncalibrated_total", reason="no_model") == 1.0
 
 
-def test_leader_retrain_step_trains_and_serves_calibration(make_settings, rubric: RubricSet) -> None:
+def test_retrain_round_trains_calibration_that_workers_serve(make_settings, rubric: RubricSet) -> None:
+    """`convmon retrain`'s round (monitor/runtime/retrainer.py) publishes; a worker's pipeline serves it."""
+    from monitor.runtime.retrainer import Retrainer
+
     settings = make_settings(retrain_min_labels=100_000, calibration_min_labels=300)  # distilled: skipped
     p = build_pipeline(settings, registry=CollectorRegistry())
+    retrainer = Retrainer(settings, registry=CollectorRegistry())
     p.store.upsert(feedback_label_records(rubric, 250, seed=8))
-    p.retrain()
+    assert retrainer.run_round() == {"distilled": "skipped", "calibration": "skipped"}
     assert ModelRegistry(settings.model_registry).versions(KIND) == []  # 250 < calibration_min_labels
     p.store.upsert(feedback_label_records(rubric, 600, seed=9))
-    p.retrain()
+    assert retrainer.run_round()["calibration"] == "promoted"
     registry = ModelRegistry(settings.model_registry)
     assert registry.live_version(KIND) is not None, registry.manifest(KIND, registry.versions(KIND)[-1])["gate"]
     p.calibration.maybe_reload(force=True)
@@ -163,5 +167,5 @@ def test_leader_retrain_step_trains_and_serves_calibration(make_settings, rubric
 
     before = registry.versions(KIND)
     off = make_settings(retrain_min_labels=100_000, calibration_min_labels=0)  # same store and registry
-    build_pipeline(off, registry=CollectorRegistry()).retrain()  # 0 disables calibration retraining
+    assert Retrainer(off, registry=CollectorRegistry()).run_round() == {"distilled": "skipped"}  # 0: no calibration
     assert registry.versions(KIND) == before

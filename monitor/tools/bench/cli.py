@@ -60,6 +60,7 @@ def _run(fn: Any) -> Any:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
 
+Seed = Annotated[int, typer.Option(min=0, help="Random seed (data splits, simulated conversations).")]
 
 @app.command()
 def use(
@@ -67,12 +68,12 @@ def use(
     datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD,CCPE",
     models: Annotated[str, typer.Option(help="Featurizer specs, appendix-d and/or the baselines majority, "
                                              "stratified.")] = USE_MODELS,
-    splits: Annotated[int, typer.Option(help="Random splits (SPUR: 5).")] = 5,
+    splits: Annotated[int, typer.Option(min=1, help="Random splits (SPUR: 5).")] = 5,
     curve: Annotated[str, typer.Option(help="Learning-curve training fractions ('' for none).")]
     = "0.05,0.1,0.2,0.4,0.8",
-    limit: Annotated[int | None, typer.Option(help="Use the first N dialogues per file (smoke runs).")] = None,
-    n_jobs: Annotated[int, typer.Option(help="Parallel CV fits.")] = 1,
-    seed: int = 0,
+    limit: Annotated[int | None, typer.Option(min=1, help="Use the first N dialogues per file (smoke runs).")] = None,
+    n_jobs: Annotated[int, typer.Option(min=1, help="Parallel CV fits.")] = 1,
+    seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """SPUR Table 1 protocol on USS (5 % train / 80 % test, weighted P/R/F1) plus a learning curve."""
@@ -88,7 +89,7 @@ def use(
 def distill(
     labels: Annotated[str, typer.Option(help="Teacher-label counts.")] = "100,300,1000,3000",
     featurizers: Annotated[str, typer.Option(help="Featurizer specs.")] = "hashing,minilm",
-    test_size: Annotated[int, typer.Option(help="Held-out teacher-labelled conversations.")] = 2000,
+    test_size: Annotated[int, typer.Option(min=10, help="Held-out teacher-labelled conversations.")] = 2000,
     rubric: Annotated[str, typer.Option(help="Rubric set the simulator speaks.")] = "spur-copilot",
     uss: Annotated[bool, typer.Option("--uss/--no-uss", help="Also the USS human teacher (dissatisfied turn).")]
     = True,
@@ -98,7 +99,7 @@ def distill(
     uss_featurizers: Annotated[str | None, typer.Option(
         help="Featurizer specs for the USS teacher (default: --featurizers). MiniLM on 2,000 real dialogues "
              "takes tens of minutes on 2 busy cores.")] = None,
-    seed: int = 0,
+    seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """Per-item AUC of the distilled classifiers against the teacher as teacher labels grow."""
@@ -121,11 +122,11 @@ def throughput(
     data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) for --source uss.")]
     = DEFAULT_DATA,
     featurizers: Annotated[str, typer.Option(help="Featurizer specs of the distilled path.")] = "hashing,minilm",
-    judge_conversations: Annotated[int, typer.Option(help="Conversations sent to the judge.")] = 400,
-    concurrency: Annotated[int, typer.Option(help="Concurrent judge calls.")] = 8,
-    judge_latency_ms: Annotated[float, typer.Option(help="Fixed latency of the test OpenAI server.")] = 200.0,
-    partitions: Annotated[int, typer.Option(help="Topic partitions.")] = 4,
-    seed: int = 0,
+    judge_conversations: Annotated[int, typer.Option(min=1, help="Conversations sent to the judge.")] = 400,
+    concurrency: Annotated[int, typer.Option(min=1, help="Concurrent judge calls.")] = 8,
+    judge_latency_ms: Annotated[float, typer.Option(min=0.0, help="Fixed latency of the test OpenAI server.")] = 200.0,
+    partitions: Annotated[int, typer.Option(min=1, help="Topic partitions.")] = 4,
+    seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """Distilled path vs raw aiokafka consume on the embedded broker; judge path vs a fixed-latency server."""
@@ -155,7 +156,7 @@ def cost(
     = "gpt-4o-mini",
     data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/).")] = DEFAULT_DATA,
     plot: Annotated[Path | None, typer.Option(help="Write the error-vs-spend PNG here.")] = None,
-    seed: int = 0,
+    seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """Per-item rate error over 1-hour windows vs judge slice and spend (judge-only, distilled, prediction-powered)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.settings import Settings
-from monitor.runtime.produce import make_producer, send_event
+from monitor.runtime.produce import make_producer, send_event, start_producer
 from monitor.tools.simulator.generate import ConversationGenerator
 
 
@@ -46,7 +46,7 @@ async def simulate(settings: Settings, rubric: RubricSet, plan: SimulationPlan,
     queue: list[tuple[float, int, dict[str, Any]]] = []
     seq = 0
     producer = make_producer(settings)
-    await producer.start()
+    await start_producer(settings, producer)
     started = time.monotonic()
     next_start = started
     try:
