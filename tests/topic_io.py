@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 Record = tuple[bytes | None, bytes]  # (key, value)
 
@@ -30,6 +31,18 @@ def produce(bootstrap: str, topic: str, records: Sequence[Record], *, max_reques
             await producer.stop()
 
     asyncio.run(run())
+
+
+def list_topics(bootstrap: str) -> set[str]:
+    async def run() -> set[str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+        await admin.start()
+        try:
+            return set(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    return asyncio.run(run())
 
 
 class TopicTail:

@@ -1,0 +1,289 @@
+"""The delivery fault suite (issue #18): each fault runs once on >= 2,000 conversations with known ids and
+known expected outcomes; per id, every conversation must be scored exactly once (on ``scores``) or
+dead-lettered once with its reason, nothing lost, nothing counted twice, and Prometheus's
+``increase()`` of the scored counter (a real Prometheus scraping the workers) must equal the truth.
+
+Each fault is one module-scoped run (a fixture) checked by three tests: every id accounted for (and no
+worker crashed), no id twice, and the Prometheus count. Tests that fail on today's runtime only
+because of bugs the hot-path rewrite (#18) fixes are ``xfail(strict=True)``: when the rewrite lands
+they pass, and strict xfail flags the mark for removal.
+Tables: var/faults/<fault>.json; docs/reliability.md has the measured one.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from tests.accounting import SCORED, Expect
+from tests.reliability.fault_run import (
+    FaultResult,
+    FaultRun,
+    interleave,
+    simulated,
+    turn_events,
+    whole,
+)
+from tests.s3_server import S3Server
+from tests.topic_io import Record, list_topics
+
+N = 2000
+pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(1200)]
+
+
+# --- 1. worker kill -9, twice -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def kill_9_twice(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """Whole conversations produced over ~40 s; the worker is SIGKILLed at 25 % and at 60 % of the
+    outcomes and restarted at once on the same port (its old membership times out meanwhile)."""
+    convs = simulated(N, "kill", seed=21)
+    with FaultRun("kill_9_twice", tmp_path_factory.mktemp("kill"), broker) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.supervisor.start("a")
+        run.produce_paced([whole(c) for c in convs], chunks=40, pace_s=1.0)
+        for fraction in (0.25, 0.6):
+            run.wait_accounted(fraction)
+            run.notes.setdefault("kills_at_accounted", []).append(run.ledger.accounted())
+            run.precondition(f"kill at {fraction:.0%} while producing", run.producing())
+            run.supervisor.kill("a")
+        result = run.finish()
+    return result
+
+
+# --- 2. broker kill -9 + restart on durable storage -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def broker_restart(tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """The broker keeps its topics in S3 (moto). Three quarters of the conversations are produced and
+    acknowledged; as soon as the worker has scored some of them (a backlog of hundreds left) the broker
+    is SIGKILLed and restarted on the same port and storage; then the last quarter is produced."""
+    workdir = tmp_path_factory.mktemp("broker")
+    convs = simulated(N, "brk", seed=22)
+    first = 3 * N // 4
+    with S3Server(workdir / "s3.log") as s3:
+        broker = s3.broker(log_path=workdir / "broker.log").start()
+        try:
+            with FaultRun("broker_restart", workdir, broker.bootstrap) as run:
+                run.expect([c.conversation_id for c in convs], SCORED)
+                run.supervisor.start("a")
+                run.produce([whole(c) for c in convs[:first]])
+                run.wait_accounted(0.01, poll_s=0.0)
+                run.notes["broker_kill_at_accounted"] = run.ledger.accounted()
+                run.precondition("broker killed with a backlog of 100+", run.ledger.accounted() <= first - 100)
+                broker.kill()
+                broker.start()
+                run.produce([whole(c) for c in convs[first:]])
+                result = run.finish()
+        finally:
+            broker.stop()
+    return result
+
+
+# --- 3. unkeyed input -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def unkeyed(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """Turn and end events produced without a key: the producer spreads one conversation's events over
+    every partition. Each conversation must come out whole, as if keyed (nothing dead-lettered)."""
+    convs = simulated(N, "unkeyed", seed=23)
+    with FaultRun("unkeyed", tmp_path_factory.mktemp("unkeyed"), broker) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.supervisor.start("a")
+        run.produce([r for c in convs for r in turn_events(c, keyed=False)])
+        result = run.finish()
+    return result
+
+
+# --- 4. the metadata bomb ---------------------------------------------------------------------------
+
+BOMB_BYTES = 630_000
+
+
+def metadata_bomb(cid: str) -> list[Record]:
+    """Three turns whose metadata grows by 630 KB each (every event under max_event_bytes), then an end."""
+    out = []
+    for i in range(3):
+        event = {"type": "turn", "conversation_id": cid, "turn_index": i, "role": "user" if i % 2 == 0 else "assistant",
+                 "text": f"turn {i}", "timestamp": 1795000000.0 + i, "metadata": {f"blob{i}": "m" * BOMB_BYTES}}
+        out.append((cid.encode(), orjson.dumps(event)))
+    out.append((cid.encode(), orjson.dumps({"type": "end", "conversation_id": cid, "timestamp": 1795000010.0})))
+    return out
+
+
+@pytest.fixture(scope="module")
+def bomb(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """2,000 conversations as turn events with two metadata bombs among them (after 1/3 and 2/3).
+    The bomb's outcome is policy (truncated and scored, or dead-lettered): either, once."""
+    convs = simulated(N, "bomb", seed=24)
+    normal = [r for c in convs for r in turn_events(c)]
+    bombs = ["bomb-x-0", "bomb-x-1"]
+    events = interleave(normal, metadata_bomb(bombs[1]), at=2 * len(normal) // 3)
+    events = interleave(events, metadata_bomb(bombs[0]), at=len(normal) // 3)
+    with FaultRun("metadata_bomb", tmp_path_factory.mktemp("bomb"), broker) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.expect(bombs, Expect(either=True))
+        run.supervisor.start("a")
+        run.produce(events)
+        result = run.finish()
+    return result
+
+
+# --- 5. 5 MB events ---------------------------------------------------------------------------------
+
+def huge(cid: str) -> Record:
+    event = {"type": "conversation", "conversation_id": cid,
+             "turns": [{"index": 0, "role": "user", "text": "h" * 5_000_000}]}
+    return cid.encode(), orjson.dumps(event)
+
+
+@pytest.fixture(scope="module")
+def five_mb(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """Three 5 MB conversation events among 2,000 whole conversations: each must be dead-lettered
+    ``too_large`` (with a bounded prefix), the rest scored."""
+    convs = simulated(N, "big", seed=25)
+    normal = [whole(c) for c in convs]
+    huge_ids = [f"big-huge-{i}" for i in range(3)]
+    events = normal
+    for i, cid in enumerate(huge_ids):
+        events = interleave(events, [huge(cid)], at=(i + 1) * len(normal) // 4)
+    with FaultRun("five_mb_events", tmp_path_factory.mktemp("big"), broker) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.expect(huge_ids, Expect(reason="too_large"))
+        run.supervisor.start("a")
+        run.produce(events, max_request_size=8 << 20)
+        result = run.finish()
+    return result
+
+
+# --- 6. garbage on internal topics ------------------------------------------------------------------
+
+def garbage(start: int) -> list[Record]:
+    """Not JSON, a JSON array, a JSON object of the wrong shape, and an empty value: each marked."""
+    marks = [f"garbage-{start + i}" for i in range(4)]
+    return [
+        (marks[0].encode(), marks[0].encode() + b" \x00\xff{not json"),
+        (marks[1].encode(), orjson.dumps([marks[1], 1, None])),
+        (marks[2].encode(), orjson.dumps({"op": marks[2], "conversation_id": 7, "scorer": []})),
+        (marks[3].encode(), b""),
+    ]
+
+
+@pytest.fixture(scope="module")
+def internal_garbage(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """Garbage on every internal topic (the worker's topics other than events, scores and dead-letters)
+    while 2,000 whole conversations flow; every garbage record must be dead-lettered, once."""
+    convs = simulated(N, "junk", seed=26)
+    with FaultRun("internal_garbage", tmp_path_factory.mktemp("junk"), broker) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.supervisor.start("a")
+        public = {run.settings.topic(t) for t in ("events", "scores", "dead-letters")}
+        internal = sorted(t for t in list_topics(broker) if t.startswith(run.settings.topic_prefix) and t not in public)
+        run.notes["internal_topics"] = internal
+        run.precondition("internal topics found", bool(internal))
+        records = [whole(c) for c in convs]
+        run.produce(records[: N // 2])
+        for i, topic in enumerate(internal):
+            junk = garbage(10 * i)
+            run.ledger.garbage.update(k.decode() for k, _ in junk if k)
+            run.produce(junk, topic=topic.removeprefix(run.settings.topic_prefix))
+        run.produce(records[N // 2:])
+        result = run.finish()
+    return result
+
+
+# --- 7. scale out and in under load -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def scale_out_in(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """Whole conversations over ~40 s; a second worker joins at 20 % and leaves (SIGTERM) at 60 %, once
+    it has scored something, while the load continues."""
+    convs = simulated(N, "scale", seed=27)
+    with FaultRun("scale_out_in", tmp_path_factory.mktemp("scale"), broker, workers=("a", "b")) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.supervisor.start("a")
+        run.produce_paced([whole(c) for c in convs], chunks=40, pace_s=1.0)
+        run.wait_accounted(0.2)
+        run.notes["joined_at_accounted"] = run.ledger.accounted()
+        b = run.supervisor.start("b")
+
+        def b_scored() -> bool:
+            from monitor.runtime.scrape import total
+
+            return total(b.samples(), "convmon_conversations_scored_total") > 0
+
+        run.precondition("second worker scored before leaving", run.wait_accounted(0.6, also=b_scored))
+        run.precondition("second worker left while producing", run.producing())
+        run.notes["left_at_accounted"] = run.ledger.accounted()
+        run.supervisor.stop("b")
+        result = run.finish()
+    return result
+
+
+# --- the checks, per fault --------------------------------------------------------------------------
+
+FAULTS = ("kill_9_twice", "broker_restart", "unkeyed", "bomb", "five_mb", "internal_garbage", "scale_out_in")
+CRASH_LOOP = ("#18 item 3: no input may make a worker exit; today the bomb's session state passes the producer "
+              "limit, the worker exits, and every restart reads the same events: a crash loop")
+LOST = {
+    "unkeyed": "#18 item 5: today's re-keying reorders unkeyed events: turns dead-lettered late_event, ends "
+               "unknown_conversation",
+    "bomb": "#18 item 3: no input may make a worker exit; today the bomb's session state passes the producer "
+            "limit, the worker exits, and every restart reads the same events: a crash loop",
+    "five_mb": "#18 item 4: a 5 MB event is counted as a dead letter, but its original bytes exceed the producer "
+               "limit: the record never reaches the dead-letter topic and the agent crashes",
+    "internal_garbage": "#18 item 4: today's sessions-control and label-sink agents parse internal records "
+                        "unguarded: garbage there crashes the agent (faust restarts it) and is dropped without "
+                        "a dead letter",
+}
+TWICE = {
+    "kill_9_twice": "#18 items 1 and 6: a crash re-delivers conversations the classifier already scored, so "
+                    "today's score records are at least once on `scores`",
+    "bomb": LOST["bomb"],
+    "scale_out_in": "#18 items 1 and 6: a rebalance re-delivers conversations the classifier already scored, so "
+                    "today's score records are at least once on `scores`",
+}
+PROMETHEUS = dict.fromkeys(FAULTS, (
+    "#18 item 6: each worker exports its own counter, born at its first count and reset by a restart, so "
+    "increase() misses each series' first value and whatever a killed worker counted after its last scrape; "
+    "after a rebalance the export's dedup table, restored from a lagging changelog, can count one twice"))
+
+
+def _params(xfails: dict[str, str]) -> list[object]:
+    return [pytest.param(f, id=f, marks=[pytest.mark.xfail(strict=True, reason=xfails[f])] if f in xfails else [])
+            for f in FAULTS]
+
+
+def _result(request: pytest.FixtureRequest, fault: str) -> FaultResult:
+    result: FaultResult = request.getfixturevalue(fault)
+    assert all(result["preconditions"].values()), f"the fault did not happen as planned: {result['preconditions']}"
+    return result
+
+
+@pytest.mark.parametrize("fault", _params(LOST))
+def test_every_id_accounted_for_and_no_worker_crashed(request: pytest.FixtureRequest, fault: str) -> None:
+    """Per id: scored, or dead-lettered with the expected reason; nothing lost, no wrong outcome (dead-lettered
+    when it should be scored, or both); every garbage record dead-lettered; no worker exited by itself."""
+    t = _result(request, fault).table
+    assert t["worker_crashes"] == [] and t["agent_crashes"] == 0, (t["worker_crashes"], t["agent_crashes"])
+    assert (t["lost"], t["wrong_outcome"]) == (0, 0), {k: t["examples"][k] for k in ("lost", "wrong")}
+    assert t["garbage_dead_lettered"] == t["garbage_produced"]
+    assert t["unparsable_scores"] == 0 and t["foreign_scores"] == 0
+
+
+@pytest.mark.parametrize("fault", _params(TWICE))
+def test_no_id_scored_or_dead_lettered_twice(request: pytest.FixtureRequest, fault: str) -> None:
+    """Per id: at most one score record on `scores`, at most one dead letter."""
+    t = _result(request, fault).table
+    assert t["double_counted"] == 0, t["examples"]["double"]
+    assert t["scored_once"] + t["dead_lettered"] + t["lost"] + t["wrong_outcome"] == t["produced"]
+
+
+@pytest.mark.parametrize("fault", _params(PROMETHEUS))
+def test_prometheus_increase_equals_the_conversations_scored(request: pytest.FixtureRequest, fault: str) -> None:
+    """Prometheus's increase() of the scored counter over the run (every series, whole life, no extrapolation)
+    equals the number of conversations that should be scored."""
+    prom = _result(request, fault).table["prometheus"]
+    assert prom["counted"] == prom["truth"], prom
+    assert abs(prom["increase"] - prom["truth"]) < 0.01, prom
+
