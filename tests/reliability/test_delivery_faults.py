@@ -12,6 +12,8 @@ Tables: var/faults/<fault>.json; docs/reliability.md has the measured one.
 
 from __future__ import annotations
 
+import time
+
 import orjson
 import pytest
 
@@ -53,11 +55,15 @@ def kill_9_twice(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Fault
 
 # --- 2. broker kill -9 + restart on durable storage -------------------------------------------------
 
+OUTAGE_S = 5.0
+
+
 @pytest.fixture(scope="module")
 def broker_restart(tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
-    """The broker keeps its topics in S3 (moto). Three quarters of the conversations are produced and
-    acknowledged; as soon as the worker has scored some of them (a backlog of hundreds left) the broker
-    is SIGKILLed and restarted on the same port and storage; then the last quarter is produced."""
+    """The broker keeps its topics in S3 (moto). Three quarters of the conversations are produced as turn
+    events (so open sessions live in the sessions changelog) and acknowledged; as soon as the worker has
+    scored some of them (a backlog of hundreds left) the broker is SIGKILLed, stays down ``OUTAGE_S`` and
+    restarts on the same port and storage; then the last quarter is produced."""
     workdir = tmp_path_factory.mktemp("broker")
     convs = simulated(N, "brk", seed=22)
     first = 3 * N // 4
@@ -67,13 +73,14 @@ def broker_restart(tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
             with FaultRun("broker_restart", workdir, broker.bootstrap) as run:
                 run.expect([c.conversation_id for c in convs], SCORED)
                 run.supervisor.start("a")
-                run.produce([whole(c) for c in convs[:first]])
+                run.produce([r for c in convs[:first] for r in turn_events(c)])
                 run.wait_accounted(0.01, poll_s=0.0)
                 run.notes["broker_kill_at_accounted"] = run.ledger.accounted()
                 run.precondition("broker killed with a backlog of 100+", run.ledger.accounted() <= first - 100)
                 broker.kill()
+                time.sleep(OUTAGE_S)  # the fault's length: a restart is not instantaneous
                 broker.start()
-                run.produce([whole(c) for c in convs[first:]])
+                run.produce([r for c in convs[first:] for r in turn_events(c)])
                 result = run.finish()
         finally:
             broker.stop()
