@@ -109,8 +109,14 @@ class Ledger:
         return "ok" if reasons and (expect.reason in (ANY_REASON, reasons[0])) else "wrong"
 
     def accounted(self) -> int:
-        """Ids with any outcome yet, plus garbage records dead-lettered: progress for the waits."""
-        return sum(1 for cid in self.expect if self.scores.get(cid) or self.dead.get(cid)) + len(self.garbage_dead)
+        """Ids whose expected outcome was seen (a score, or a dead letter when one is expected), plus garbage
+        records dead-lettered: progress for the waits. A dead letter of an id that should be scored does
+        not count: its score may still come (a conversation finished by idle expiry)."""
+        seen = 0
+        for cid, expect in self.expect.items():
+            scored, dead = bool(self.scores.get(cid)), bool(self.dead.get(cid))
+            seen += scored or dead if expect.either else dead if expect.reason else scored
+        return seen + len(self.garbage_dead)
 
     def complete(self) -> bool:
         return self.accounted() >= len(self.expect) + len(self.garbage)

@@ -3,6 +3,7 @@ the fault suite asks it: how much did a counter increase over the run, as ``incr
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -83,6 +84,17 @@ class PrometheusServer:
             return all(last.get(target, 0.0) > t for target in targets)
 
         wait_until(done, timeout=timeout, interval=self.scrape_s / 2, message=f"scrapes of {targets} after {t}")
+
+    def wait_stable(self, expr: str, scrapes: int = 3, timeout: float = 120.0) -> None:
+        """Until the value of ``expr`` has not changed over ``scrapes`` scrape intervals: the workers have
+        exported everything they are going to."""
+        seen: list[str] = []
+
+        def stable() -> bool:
+            seen.append(json.dumps(sorted((r["metric"], r["value"][1]) for r in self.query(expr)), sort_keys=True))
+            return len(seen) > scrapes and len(set(seen[-scrapes - 1:])) == 1
+
+        wait_until(stable, timeout=timeout, interval=self.scrape_s, message=f"{expr} stable over {scrapes} scrapes")
 
     def increases(self, selector: str, since: float) -> list[SeriesIncrease]:
         """``increase()`` of every series matching ``selector`` over its whole life since ``since``.

@@ -38,7 +38,7 @@ SCORED_SERIES = 'convmon_conversations_scored_total{scorer="distilled"}'
 DEAD_LETTER_SERIES = "convmon_dead_letters_total"
 ARTIFACTS = REPO_ROOT / "var" / "faults"
 STALL_S = 90.0  # no new outcome for this long, with everything produced: the run is over
-MAX_RUN_S = 900.0
+MAX_RUN_S = 600.0  # a bound on one fault run however it behaves (the whole suite takes ~11 min)
 
 
 # --- inputs -----------------------------------------------------------------------------------------
@@ -175,7 +175,7 @@ class FaultRun:
         ``poll_s=0`` polls back to back, to catch a fast worker early in a backlog."""
         goal = fraction * (len(self.ledger.expect) + len(self.ledger.garbage))
         last, last_change = -1, time.monotonic()
-        while time.monotonic() - last_change < STALL_S and not self.supervisor.all_down():
+        while time.monotonic() - last_change < STALL_S and not self.supervisor.all_down() and not self._overtime():
             now = self.poll()
             if now >= goal and also():
                 return True
@@ -184,6 +184,9 @@ class FaultRun:
             time.sleep(poll_s)
         return False
 
+    def _overtime(self) -> bool:
+        return time.time() - self.started > MAX_RUN_S
+
     def finish(self, settle_s: float = 5.0) -> FaultResult:
         """Wait for every outcome (or a stall), settle, ask Prometheus, and write the table."""
         complete = self.wait_accounted(1.0)
@@ -191,14 +194,17 @@ class FaultRun:
             thread.join()
         if self._produce_errors:
             raise self._produce_errors[0]
-        done_at = time.time()
-        while time.time() - done_at < settle_s:  # duplicates would arrive now
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < settle_s and not self._overtime():  # duplicates would arrive now
+            before = (len(self.scores.records), len(self.dead.records))
             self.poll()
+            if (len(self.scores.records), len(self.dead.records)) != before:
+                quiet_since = time.monotonic()
             time.sleep(1.0)
-        self.poll()
         live = [w.target for w in self.supervisor.workers.values() if w.alive()]
         if live:
             self.prometheus.wait_scraped_after(time.time(), live)
+            self.prometheus.wait_stable(f"sum({SCORED_SERIES})")
         table = self.ledger.table()
         series = self.prometheus.increases(SCORED_SERIES, self.started)
         dead_series = self.prometheus.increases(DEAD_LETTER_SERIES, self.started)
