@@ -3,8 +3,9 @@ known expected outcomes; per id, every conversation must be scored exactly once 
 dead-lettered once with its reason, nothing lost, nothing counted twice, and Prometheus's
 ``increase()`` of the scored counter (a real Prometheus scraping the workers) must equal the truth.
 
-Each fault is one module-scoped run (a fixture) checked by three tests: every id accounted for (and no
-worker crashed), no id twice, and the Prometheus count. Tests that fail on today's runtime only
+Each fault is one module-scoped run (a fixture) checked by three tests: every id accounted for, no id
+twice, and the Prometheus count; each also requires that the fault happened as planned and that no
+worker exited and no agent crashed by itself. Tests that fail on today's runtime only
 because of bugs the hot-path rewrite (#18) fixes are ``xfail(strict=True)``: when the rewrite lands
 they pass, and strict xfail flags the mark for removal.
 Tables: var/faults/<fault>.json; docs/reliability.md has the measured one.
@@ -230,8 +231,6 @@ def scale_out_in(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Fault
 # --- the checks, per fault --------------------------------------------------------------------------
 
 FAULTS = ("kill_9_twice", "broker_restart", "unkeyed", "bomb", "five_mb", "internal_garbage", "scale_out_in")
-CRASH_LOOP = ("#18 item 3: no input may make a worker exit; today the bomb's session state passes the producer "
-              "limit, the worker exits, and every restart reads the same events: a crash loop")
 LOST = {
     "unkeyed": "#18 item 5: today's re-keying reorders unkeyed events: turns dead-lettered late_event, ends "
                "unknown_conversation",
@@ -244,41 +243,54 @@ LOST = {
                         "a dead letter",
 }
 TWICE = {
+    **{fault: LOST[fault] for fault in ("bomb", "five_mb", "internal_garbage")},
     "kill_9_twice": "#18 items 1 and 6: a crash re-delivers conversations the classifier already scored, so "
                     "today's score records are at least once on `scores`",
-    "bomb": LOST["bomb"],
     "scale_out_in": "#18 items 1 and 6: a rebalance re-delivers conversations the classifier already scored, so "
                     "today's score records are at least once on `scores`",
 }
+# Not strict: today's runtime doubles some ids after a broker restart in some runs only (73 of 2,000 in one
+# of three), as the restart falls before or after an offset commit; a strict mark would fail at random.
+FLAKY_TWICE = {"broker_restart": "#18 items 1 and 7: after a broker restart today's worker re-delivers what it "
+                                 "processed since its last commit, and the classifier scores it again"}
 PROMETHEUS = dict.fromkeys(FAULTS, (
     "#18 item 6: each worker exports its own counter, born at its first count and reset by a restart, so "
     "increase() misses each series' first value and whatever a killed worker counted after its last scrape; "
     "after a rebalance the export's dedup table, restored from a lagging changelog, can count one twice"))
 
 
-def _params(xfails: dict[str, str]) -> list[object]:
-    return [pytest.param(f, id=f, marks=[pytest.mark.xfail(strict=True, reason=xfails[f])] if f in xfails else [])
-            for f in FAULTS]
+def _params(xfails: dict[str, str], flaky: dict[str, str] | None = None) -> list[object]:
+    def marks(fault: str) -> list[pytest.MarkDecorator]:
+        if fault in xfails:
+            return [pytest.mark.xfail(strict=True, reason=xfails[fault])]
+        if flaky and fault in flaky:
+            return [pytest.mark.xfail(strict=False, reason=flaky[fault])]
+        return []
+
+    return [pytest.param(f, id=f, marks=marks(f)) for f in FAULTS]
 
 
 def _result(request: pytest.FixtureRequest, fault: str) -> FaultResult:
+    """The fault's run, if it happened as planned and no input made a worker exit or an agent crash (nothing
+    a crashed runtime counts can be trusted; kills injected by the fault are not crashes)."""
     result: FaultResult = request.getfixturevalue(fault)
     assert all(result["preconditions"].values()), f"the fault did not happen as planned: {result['preconditions']}"
+    assert result["worker_crashes"] == [] and result["agent_crashes"] == 0, (
+        f"{len(result['worker_crashes'])} worker exits, {result['agent_crashes']} agent crashes")
     return result
 
 
 @pytest.mark.parametrize("fault", _params(LOST))
-def test_every_id_accounted_for_and_no_worker_crashed(request: pytest.FixtureRequest, fault: str) -> None:
+def test_every_id_accounted_for(request: pytest.FixtureRequest, fault: str) -> None:
     """Per id: scored, or dead-lettered with the expected reason; nothing lost, no wrong outcome (dead-lettered
-    when it should be scored, or both); every garbage record dead-lettered; no worker exited by itself."""
+    when it should be scored, or both); every garbage record dead-lettered."""
     t = _result(request, fault).table
-    assert t["worker_crashes"] == [] and t["agent_crashes"] == 0, (t["worker_crashes"], t["agent_crashes"])
     assert (t["lost"], t["wrong_outcome"]) == (0, 0), {k: t["examples"][k] for k in ("lost", "wrong")}
     assert t["garbage_dead_lettered"] == t["garbage_produced"]
     assert t["unparsable_scores"] == 0 and t["foreign_scores"] == 0
 
 
-@pytest.mark.parametrize("fault", _params(TWICE))
+@pytest.mark.parametrize("fault", _params(TWICE, FLAKY_TWICE))
 def test_no_id_scored_or_dead_lettered_twice(request: pytest.FixtureRequest, fault: str) -> None:
     """Per id: at most one score record on `scores`, at most one dead letter."""
     t = _result(request, fault).table
