@@ -114,8 +114,14 @@ class PrometheusServer:
                 continue
             (t0, v0), (t1, _) = values[0], values[-1]
             matcher = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__")
-            span_ms = round((t1 - t0) * 1000) + 1
-            result = self.query(f"increase({labels['__name__']}{{{matcher}}}[{span_ms}ms] @ {t1:.3f})", at=now)
+            selector_of_one = f"{labels['__name__']}{{{matcher}}}"
+            span_ms = round((t1 - t0) * 1000)
+            # Prometheus 2 selects [t - span, t], Prometheus 3 (t - span, t]: widen by 1 ms only if needed (a
+            # wider range makes increase() extrapolate that 1 ms)
+            inside = self.query(f"count_over_time({selector_of_one}[{span_ms}ms] @ {t1:.3f})", at=now)
+            if not inside or int(float(inside[0]["value"][1])) < len(values):
+                span_ms += 1
+            result = self.query(f"increase({selector_of_one}[{span_ms}ms] @ {t1:.3f})", at=now)
             out.append(SeriesIncrease(labels, float(result[0]["value"][1]) if result else 0.0, v0, len(values)))
         return out
 

@@ -8,6 +8,7 @@ is written as JSON to ``var/faults/<name>.json`` and printed.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import threading
@@ -59,6 +60,7 @@ def whole(conv: SimConversation) -> Record:
     return conv.conversation_id.encode(), orjson.dumps(event)
 
 
+@functools.cache
 def end_accepts_turn_count() -> bool:
     """Whether the input contract takes ``turn_count`` on an end event (issue #18, item 5)."""
     try:
