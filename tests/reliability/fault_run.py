@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -122,8 +121,6 @@ class FaultRun:
         self.dead = TopicTail(broker, self.settings.topic("dead-letters"))
         self.started = time.time()
         self.notes: dict[str, Any] = {"preconditions": {}}
-        self._producing: list[threading.Thread] = []
-        self._produce_errors: list[BaseException] = []
         self.produced = 0
 
     def __enter__(self) -> FaultRun:
@@ -141,29 +138,25 @@ class FaultRun:
         produce(self.broker, self.settings.topic(topic), records, max_request_size=max_request_size)
         self.produced += len(records)
 
-    def produce_paced(self, records: Sequence[Record], *, chunks: int, pace_s: float,
-                      max_request_size: int = 1 << 20) -> None:
-        """In the background: ``records`` in ``chunks`` equal parts, ``pace_s`` apart (the load)."""
+    def produce_in_chunks(self, records: Sequence[Record], *, chunks: int, pace_s: float,
+                          at: dict[int, Callable[[], None]]) -> None:
+        """``records`` in ``chunks`` equal parts, ``pace_s`` apart (the load), running ``at[i]`` right after
+        part ``i``: a fault scheduled by the stream's position, so it always falls mid-stream."""
+        size = -(-len(records) // chunks)
+        for i, start in enumerate(range(0, len(records), size)):
+            self.produce(records[start:start + size])
+            if i in at:
+                at[i]()
+            time.sleep(pace_s)
 
-        def run() -> None:
-            try:
-                size = -(-len(records) // chunks)
-                for start in range(0, len(records), size):
-                    self.produce(records[start:start + size], max_request_size=max_request_size)
-                    time.sleep(pace_s)
-            except BaseException as exc:  # re-raised by finish()
-                self._produce_errors.append(exc)
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        self._producing.append(thread)
+    def wait_progress(self, beyond: int, *, also: Callable[[], bool] = lambda: True) -> bool:
+        """Until more than ``beyond`` outcomes are in (and ``also()``); False if the run stalls first."""
+        total = len(self.ledger.expect) + len(self.ledger.garbage)
+        return self.wait_accounted((beyond + 1) / total, also=also)
 
     def precondition(self, what: str, held: bool) -> None:
         """Record whether the fault happened as planned (every check asserts these first)."""
         self.notes["preconditions"][what] = held
-
-    def producing(self) -> bool:
-        return any(t.is_alive() for t in self._producing)
 
     # progress
     def poll(self) -> int:
@@ -181,7 +174,7 @@ class FaultRun:
             now = self.poll()
             if now >= goal and also():
                 return True
-            if now != last or self.producing():
+            if now != last:
                 last, last_change = now, time.monotonic()
             time.sleep(poll_s)
         return False
@@ -192,10 +185,6 @@ class FaultRun:
     def finish(self, settle_s: float = 5.0) -> FaultResult:
         """Wait for every outcome (or a stall), settle, ask Prometheus, and write the table."""
         complete = self.wait_accounted(1.0)
-        for thread in self._producing:
-            thread.join()
-        if self._produce_errors:
-            raise self._produce_errors[0]
         quiet_since = time.monotonic()
         while time.monotonic() - quiet_since < settle_s and not self._overtime():  # duplicates would arrive now
             before = (len(self.scores.records), len(self.dead.records))

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import orjson
 import pytest
 
+from monitor.runtime.scrape import total
 from tests.accounting import SCORED, Expect
 from tests.reliability.fault_run import (
     FaultResult,
@@ -38,23 +40,28 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(1
 
 @pytest.fixture(scope="module")
 def kill_9_twice(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
-    """Whole conversations produced over ~40 s; the worker is SIGKILLed at 25 % and at 60 % of the
-    outcomes and restarted at once on the same port (its old membership times out meanwhile)."""
+    """Whole conversations in 40 parts a second apart; the worker is SIGKILLed right after parts 10 and 24
+    (while it works on them, with more to come), each time once it has scored from the stream, and
+    restarted at once on the same port (its old membership times out meanwhile)."""
     convs = simulated(N, "kill", seed=21)
     with FaultRun("kill_9_twice", tmp_path_factory.mktemp("kill"), broker) as run:
         run.expect([c.conversation_id for c in convs], SCORED)
         run.supervisor.start("a")
-        run.produce_paced([whole(c) for c in convs], chunks=40, pace_s=1.0)
-        for fraction in (0.25, 0.6):
-            run.wait_accounted(fraction)
-            run.notes.setdefault("kills_at_accounted", []).append(run.ledger.accounted())
-            run.precondition(f"kill at {fraction:.0%} while producing", run.producing())
+        seen: list[int] = [0]
+
+        def scoring() -> None:  # the (restarted) worker scores: the next kill falls mid-stream
+            run.precondition(f"worker scoring before kill {len(seen)}", run.wait_progress(seen[-1]))
+
+        def kill() -> None:
+            seen.append(run.ledger.accounted())
             run.supervisor.kill("a")
+
+        run.produce_in_chunks([whole(c) for c in convs], chunks=40, pace_s=1.0,
+                              at={9: scoring, 10: kill, 23: scoring, 24: kill})
+        run.notes["kills_at_accounted"] = seen[1:]
         result = run.finish()
     return result
 
-
-# --- 2. broker kill -9 + restart on durable storage -------------------------------------------------
 
 OUTAGE_S = 5.0
 
@@ -204,26 +211,29 @@ def internal_garbage(broker: str, tmp_path_factory: pytest.TempPathFactory) -> F
 
 @pytest.fixture(scope="module")
 def scale_out_in(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
-    """Whole conversations over ~40 s; a second worker joins at 20 % and leaves (SIGTERM) at 60 %, once
-    it has scored something, while the load continues."""
+    """Whole conversations in 40 parts a second apart; a second worker joins after part 8 and leaves
+    (SIGTERM) after part 24, once it has scored something, while parts remain to be produced."""
     convs = simulated(N, "scale", seed=27)
     with FaultRun("scale_out_in", tmp_path_factory.mktemp("scale"), broker, workers=("a", "b")) as run:
         run.expect([c.conversation_id for c in convs], SCORED)
         run.supervisor.start("a")
-        run.produce_paced([whole(c) for c in convs], chunks=40, pace_s=1.0)
-        run.wait_accounted(0.2)
-        run.notes["joined_at_accounted"] = run.ledger.accounted()
-        b = run.supervisor.start("b")
+
+        def join() -> None:
+            run.notes["joined_at_accounted"] = run.ledger.accounted()
+            run.supervisor.start("b")
 
         def b_scored() -> bool:
-            from monitor.runtime.scrape import total
+            try:
+                return total(run.supervisor.workers["b"].samples(), "convmon_conversations_scored_total") > 0
+            except httpx.HTTPError:  # not serving (yet, or any more)
+                return False
 
-            return total(b.samples(), "convmon_conversations_scored_total") > 0
+        def leave() -> None:
+            run.precondition("second worker scored before leaving", run.wait_progress(0, also=b_scored))
+            run.notes["left_at_accounted"] = run.ledger.accounted()
+            run.supervisor.stop("b")
 
-        run.precondition("second worker scored before leaving", run.wait_accounted(0.6, also=b_scored))
-        run.precondition("second worker left while producing", run.producing())
-        run.notes["left_at_accounted"] = run.ledger.accounted()
-        run.supervisor.stop("b")
+        run.produce_in_chunks([whole(c) for c in convs], chunks=40, pace_s=1.0, at={8: join, 24: leave})
         result = run.finish()
     return result
 
