@@ -260,7 +260,7 @@ TWICE = {
                     "today's score records are at least once on `scores`",
 }
 # Not strict: today's runtime doubles some ids after a broker restart in some runs only (73 of 2,000 in one
-# of three), as the restart falls before or after an offset commit; a strict mark would fail at random.
+# of four), as the restart falls before or after an offset commit; a strict mark would fail at random.
 FLAKY_TWICE = {"broker_restart": "#18 items 1 and 7: after a broker restart today's worker re-delivers what it "
                                  "processed since its last commit, and the classifier scores it again"}
 PROMETHEUS = dict.fromkeys(FAULTS, (
