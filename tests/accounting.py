@@ -131,7 +131,9 @@ class Ledger:
                            if o == kind][:8] for kind in ("lost", "double", "wrong")}
         return {
             "produced": len(self.expect),
-            "expected_scored": sum(1 for e in self.expect.values() if e == SCORED),
+            # the truth for the scored counters: ids that must be scored, and policy ids that were scored once
+            "expected_scored": sum(1 for cid, e in self.expect.items()
+                                   if e == SCORED or (e.either and outcomes[cid] == "ok" and self.scores.get(cid))),
             "scored_once": sum(1 for cid, o in outcomes.items() if o == "ok" and self.scores.get(cid) == 1),
             "dead_lettered": sum(1 for cid, o in outcomes.items() if o == "ok" and self.dead.get(cid)),
             "lost": counts["lost"],

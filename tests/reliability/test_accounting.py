@@ -40,6 +40,7 @@ def test_each_outcome_is_classified() -> None:
     table = ledger.table()
     assert (table["scored_once"], table["dead_lettered"], table["lost"], table["double_counted"],
             table["wrong_outcome"]) == (2, 2, 1, 1, 3)
+    assert table["expected_scored"] == 6  # the five that must be scored, and the policy id that was
     assert table["unparsable_scores"] == 1 and table["foreign_scores"] == 1  # the llm score is another scorer's
     # progress counts expected outcomes only: "late" has a dead letter but still waits for its score
     assert ledger.accounted() == 7 and not ledger.complete()
