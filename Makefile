@@ -27,8 +27,10 @@ test: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not faults and not soak"
 
+# The fault suites (docs/reliability.md): >= 2,000 conversations per fault, read back per id and counted
+# through a real Prometheus (tables in var/faults/), PostgreSQL outages, the judge budget; .ci/run runs it.
 faults: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m faults
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m faults -rxX --durations=0 tests/reliability
 
 # The 10-minute soak (RSS flat after warm-up, worker keeps up); plot + JSON in var/soak-ci/.
 soak-ci: $(STAMP)

@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,11 @@ class WorkerProcess:
         if self.proc is not None:
             stop_process(self.proc)
 
+    @property
+    def target(self) -> str:
+        """``host:port`` of /metrics, as Prometheus names the instance."""
+        return f"127.0.0.1:{self.port}"
+
     def __enter__(self) -> WorkerProcess:
         return self.start()
 
@@ -89,3 +96,83 @@ def wait_until(predicate, timeout: float, interval: float = 0.5, message: str = 
             last_error = exc
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message} (last error: {last_error})")
+
+
+@dataclass
+class Exit:
+    worker: str
+    code: int | None
+    at: float
+    injected: bool  # killed by the test (a fault), not by itself
+
+
+@dataclass
+class Supervisor:
+    """Restarts worker processes that exit, as Kubernetes or systemd would, and records every exit.
+
+    A worker that exits by itself ``max_restarts`` times is left down: a crash loop, reported, not
+    retried for ever. ``kill()`` injects a SIGKILL and restarts the worker at once (same port).
+    """
+
+    workers: dict[str, WorkerProcess]
+    max_restarts: int = 3
+    exits: list[Exit] = field(default_factory=list)
+    given_up: set[str] = field(default_factory=set)
+    _stopped: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _halt: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self, name: str, timeout: float = 120.0) -> WorkerProcess:
+        with self._lock:
+            self._stopped.discard(name)
+            self.workers[name].start(timeout=timeout)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, daemon=True)
+            self._thread.start()
+        return self.workers[name]
+
+    def kill(self, name: str) -> None:
+        """SIGKILL ``name`` and start it again (its consumer group membership times out meanwhile)."""
+        with self._lock:
+            worker = self.workers[name]
+            worker.kill()
+            self.exits.append(Exit(name, worker.proc.returncode if worker.proc else None, time.time(), True))
+            worker.start(timeout=120)
+
+    def stop(self, name: str) -> None:
+        """A graceful leave (SIGTERM): not an exit to restart."""
+        with self._lock:
+            self._stopped.add(name)
+        self.workers[name].stop()
+
+    def crashes(self) -> list[Exit]:
+        return [e for e in self.exits if not e.injected]
+
+    def all_down(self) -> bool:
+        """Every started worker is down for good (crash loop given up, or stopped)."""
+        started = [n for n, w in self.workers.items() if w.proc is not None]
+        return bool(started) and all(n in self.given_up or n in self._stopped for n in started)
+
+    def _watch(self) -> None:
+        while not self._halt.wait(0.5):
+            with self._lock:
+                for name, worker in self.workers.items():
+                    if worker.proc is None or worker.alive() or name in self._stopped or name in self.given_up:
+                        continue
+                    self.exits.append(Exit(name, worker.proc.returncode, time.time(), False))
+                    if sum(1 for e in self.exits if e.worker == name and not e.injected) > self.max_restarts:
+                        self.given_up.add(name)
+                        continue
+                    try:
+                        worker.start(timeout=120)
+                    except Exception:  # exited again while starting: the next tick records it
+                        pass
+
+    def shutdown(self) -> None:
+        self._halt.set()
+        if self._thread is not None:
+            self._thread.join()
+        for name, worker in self.workers.items():
+            self._stopped.add(name)
+            worker.stop()

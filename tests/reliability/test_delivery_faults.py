@@ -1,0 +1,309 @@
+"""The delivery fault suite (issue #18): each fault runs once on >= 2,000 conversations with known ids and
+known expected outcomes; per id, every conversation must be scored exactly once (on ``scores``) or
+dead-lettered once with its reason, nothing lost, nothing counted twice, and Prometheus's
+``increase()`` of the scored counter (a real Prometheus scraping the workers) must equal the truth.
+
+Each fault is one module-scoped run (a fixture) checked by three tests: every id accounted for, no id
+twice, and the Prometheus count; each also requires that the fault happened as planned and that no
+worker exited and no agent crashed by itself. Tests that fail on today's runtime only
+because of what #18 still has open are ``xfail(strict=True)`` with the item in the reason: when it
+lands they pass, and strict xfail flags the mark for removal.
+Tables: var/faults/<fault>.json; docs/reliability.md has the measured one.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import orjson
+import pytest
+
+from monitor.runtime.scrape import total
+from tests.accounting import SCORED, Expect
+from tests.reliability.fault_run import (
+    FaultResult,
+    FaultRun,
+    interleave,
+    simulated,
+    turn_events,
+    whole,
+)
+from tests.s3_server import S3Server
+from tests.topic_io import Record, list_topics
+
+N = 2000
+pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(1200)]
+
+
+# --- 1. worker kill -9, twice -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def kill_9_twice(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """Whole conversations in 40 parts a second apart; the worker is SIGKILLed right after parts 10 and 24
+    (while it works on them, with more to come), each time once it has scored from the stream, and
+    restarted at once on the same port (its old membership times out meanwhile)."""
+    convs = simulated(N, "kill", seed=21)
+    with FaultRun("kill_9_twice", tmp_path_factory.mktemp("kill"), broker) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.supervisor.start("a")
+        seen: list[int] = [0]
+
+        def scoring() -> None:  # the (restarted) worker scores: the next kill falls mid-stream
+            run.precondition(f"worker scoring before kill {len(seen)}", run.wait_progress(seen[-1]))
+
+        def kill() -> None:
+            seen.append(run.ledger.accounted())
+            run.supervisor.kill("a")
+
+        run.produce_in_chunks([whole(c) for c in convs], chunks=40, pace_s=1.0,
+                              at={9: scoring, 10: kill, 23: scoring, 24: kill})
+        run.notes["kills_at_accounted"] = seen[1:]
+        result = run.finish()
+    return result
+
+
+OUTAGE_S = 5.0
+
+
+@pytest.fixture(scope="module")
+def broker_restart(tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """The broker keeps its topics in S3 (moto). Three quarters of the conversations are produced as turn
+    events (so open sessions live in the sessions changelog) and acknowledged; as soon as the worker has
+    scored some of them (a backlog of hundreds left) the broker is SIGKILLed, stays down ``OUTAGE_S`` and
+    restarts on the same port and storage; then the last quarter is produced."""
+    workdir = tmp_path_factory.mktemp("broker")
+    convs = simulated(N, "brk", seed=22)
+    first = 3 * N // 4
+    with S3Server(workdir / "s3.log") as s3:
+        broker = s3.broker(log_path=workdir / "broker.log").start()
+        try:
+            with FaultRun("broker_restart", workdir, broker.bootstrap) as run:
+                run.expect([c.conversation_id for c in convs], SCORED)
+                run.supervisor.start("a")
+                run.produce([r for c in convs[:first] for r in turn_events(c)])
+                run.wait_accounted(0.01, poll_s=0.0)
+                run.notes["broker_kill_at_accounted"] = run.ledger.accounted()
+                run.precondition("broker killed with a backlog of 100+", run.ledger.accounted() <= first - 100)
+                broker.kill()
+                time.sleep(OUTAGE_S)  # the fault's length: a restart is not instantaneous
+                broker.start()
+                run.produce([r for c in convs[first:] for r in turn_events(c)])
+                result = run.finish()
+        finally:
+            broker.stop()
+    return result
+
+
+# --- 3. unkeyed input -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def unkeyed(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """Turn and end events produced without a key: the producer spreads one conversation's events over
+    every partition. Each conversation must come out whole, as if keyed (nothing dead-lettered)."""
+    convs = simulated(N, "unkeyed", seed=23)
+    with FaultRun("unkeyed", tmp_path_factory.mktemp("unkeyed"), broker) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.supervisor.start("a")
+        run.produce([r for c in convs for r in turn_events(c, keyed=False)])
+        result = run.finish()
+    return result
+
+
+# --- 4. the metadata bomb ---------------------------------------------------------------------------
+
+BOMB_BYTES = 630_000
+
+
+def metadata_bomb(cid: str) -> list[Record]:
+    """Three turns whose metadata grows by 630 KB each (every event under max_event_bytes), then an end."""
+    out = []
+    for i in range(3):
+        event = {"type": "turn", "conversation_id": cid, "turn_index": i, "role": "user" if i % 2 == 0 else "assistant",
+                 "text": f"turn {i}", "timestamp": 1795000000.0 + i, "metadata": {f"blob{i}": "m" * BOMB_BYTES}}
+        out.append((cid.encode(), orjson.dumps(event)))
+    out.append((cid.encode(), orjson.dumps({"type": "end", "conversation_id": cid, "timestamp": 1795000010.0})))
+    return out
+
+
+@pytest.fixture(scope="module")
+def bomb(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """2,000 conversations as turn events with two metadata bombs among them (after 1/3 and 2/3).
+    The bomb's outcome is policy (truncated and scored, or dead-lettered): either, once."""
+    convs = simulated(N, "bomb", seed=24)
+    normal = [r for c in convs for r in turn_events(c)]
+    bombs = ["bomb-x-0", "bomb-x-1"]
+    events = interleave(normal, metadata_bomb(bombs[1]), at=2 * len(normal) // 3)
+    events = interleave(events, metadata_bomb(bombs[0]), at=len(normal) // 3)
+    with FaultRun("metadata_bomb", tmp_path_factory.mktemp("bomb"), broker) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.expect(bombs, Expect(either=True))
+        run.supervisor.start("a")
+        run.produce(events)
+        result = run.finish()
+    return result
+
+
+# --- 5. 5 MB events ---------------------------------------------------------------------------------
+
+def huge(cid: str) -> Record:
+    event = {"type": "conversation", "conversation_id": cid,
+             "turns": [{"index": 0, "role": "user", "text": "h" * 5_000_000}]}
+    return cid.encode(), orjson.dumps(event)
+
+
+@pytest.fixture(scope="module")
+def five_mb(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """Three 5 MB conversation events among 2,000 whole conversations: each must be dead-lettered
+    ``too_large`` (with a bounded prefix), the rest scored."""
+    convs = simulated(N, "big", seed=25)
+    normal = [whole(c) for c in convs]
+    huge_ids = [f"big-huge-{i}" for i in range(3)]
+    events = normal
+    for i, cid in enumerate(huge_ids):
+        events = interleave(events, [huge(cid)], at=(i + 1) * len(normal) // 4)
+    with FaultRun("five_mb_events", tmp_path_factory.mktemp("big"), broker) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.expect(huge_ids, Expect(reason="too_large"))
+        run.supervisor.start("a")
+        run.produce(events, max_request_size=8 << 20)
+        result = run.finish()
+    return result
+
+
+# --- 6. garbage on internal topics ------------------------------------------------------------------
+
+def garbage(start: int) -> list[Record]:
+    """Not JSON, a JSON array, a JSON object of the wrong shape, and an empty value: each marked."""
+    marks = [f"garbage-{start + i}" for i in range(4)]
+    return [
+        (marks[0].encode(), marks[0].encode() + b" \x00\xff{not json"),
+        (marks[1].encode(), orjson.dumps([marks[1], 1, None])),
+        (marks[2].encode(), orjson.dumps({"op": marks[2], "conversation_id": 7, "scorer": []})),
+        (marks[3].encode(), b""),
+    ]
+
+
+@pytest.fixture(scope="module")
+def internal_garbage(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """Garbage on every internal topic (the worker's topics other than events, scores and dead-letters)
+    while 2,000 whole conversations flow; every garbage record must be dead-lettered, once."""
+    convs = simulated(N, "junk", seed=26)
+    with FaultRun("internal_garbage", tmp_path_factory.mktemp("junk"), broker) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.supervisor.start("a")
+        public = {run.settings.topic(t) for t in ("events", "scores", "dead-letters")}
+        internal = sorted(t for t in list_topics(broker) if t.startswith(run.settings.topic_prefix) and t not in public)
+        run.notes["internal_topics"] = internal
+        run.precondition("internal topics found", bool(internal))
+        records = [whole(c) for c in convs]
+        run.produce(records[: N // 2])
+        for i, topic in enumerate(internal):
+            junk = garbage(10 * i)
+            run.ledger.garbage.update(k.decode() for k, _ in junk if k)
+            run.produce(junk, topic=topic.removeprefix(run.settings.topic_prefix))
+        run.produce(records[N // 2:])
+        result = run.finish()
+    return result
+
+
+# --- 7. scale out and in under load -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def scale_out_in(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """Whole conversations in 40 parts a second apart; a second worker joins after part 8 and leaves
+    (SIGTERM) after part 24, once it has scored something, while parts remain to be produced."""
+    convs = simulated(N, "scale", seed=27)
+    with FaultRun("scale_out_in", tmp_path_factory.mktemp("scale"), broker, workers=("a", "b")) as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        run.supervisor.start("a")
+
+        def join() -> None:
+            run.notes["joined_at_accounted"] = run.ledger.accounted()
+            run.supervisor.start("b")
+
+        def b_scored() -> bool:
+            try:
+                return total(run.supervisor.workers["b"].samples(), "convmon_conversations_scored_total") > 0
+            except httpx.HTTPError:  # not serving (yet, or any more)
+                return False
+
+        def leave() -> None:
+            run.precondition("second worker scored before leaving", run.wait_progress(0, also=b_scored))
+            run.notes["left_at_accounted"] = run.ledger.accounted()
+            run.supervisor.stop("b")
+
+        run.produce_in_chunks([whole(c) for c in convs], chunks=40, pace_s=1.0, at={8: join, 24: leave})
+        result = run.finish()
+    return result
+
+
+# --- the checks, per fault --------------------------------------------------------------------------
+
+FAULTS = ("kill_9_twice", "broker_restart", "unkeyed", "bomb", "five_mb", "internal_garbage", "scale_out_in")
+# Fixed by the hot-path runtime (#18 items 3-5): unkeyed input, the metadata bomb, 5 MB events and internal
+# garbage now pass every per-id check. What is still open is marked, each with its reason.
+LOST: dict[str, str] = {}
+TWICE = {
+    "kill_9_twice": "#18 item 1/7: after a kill -9 the restarted worker re-processes what it consumed since its "
+                    "last offset commit and sends those score records to `scores` again (counting is deduplicated; "
+                    "the topic is at least once: exactly once there needs Kafka transactions)",
+    "scale_out_in": "#18 item 1/7: a rebalance re-delivers what the old owner processed after its last commit; "
+                    "its score records reach `scores` twice (counted once)",
+}
+# Not strict: a broker restart doubles some ids only when it falls between a send and the offset commit.
+FLAKY_TWICE = {"broker_restart": "#18 item 7: after a broker restart the worker re-processes what it handled "
+                                 "since its last commit and sends those score records again"}
+PROMETHEUS = dict.fromkeys(FAULTS, (
+    "#18 item 6: each worker exports its own counter, born at its first count and reset by a restart, so "
+    "increase() misses each series' first value and whatever a killed worker counted after its last scrape; "
+    "after a rebalance the export's dedup table, restored from a lagging changelog, can count one twice"))
+
+
+def _params(xfails: dict[str, str], flaky: dict[str, str] | None = None) -> list[object]:
+    def marks(fault: str) -> list[pytest.MarkDecorator]:
+        if fault in xfails:
+            return [pytest.mark.xfail(strict=True, reason=xfails[fault])]
+        if flaky and fault in flaky:
+            return [pytest.mark.xfail(strict=False, reason=flaky[fault])]
+        return []
+
+    return [pytest.param(f, id=f, marks=marks(f)) for f in FAULTS]
+
+
+def _result(request: pytest.FixtureRequest, fault: str) -> FaultResult:
+    """The fault's run, if it happened as planned and no input made a worker exit or an agent crash (nothing
+    a crashed runtime counts can be trusted; kills injected by the fault are not crashes)."""
+    result: FaultResult = request.getfixturevalue(fault)
+    assert all(result["preconditions"].values()), f"the fault did not happen as planned: {result['preconditions']}"
+    assert result["worker_crashes"] == [] and result["agent_crashes"] == 0, (
+        f"{len(result['worker_crashes'])} worker exits, {result['agent_crashes']} agent crashes")
+    return result
+
+
+@pytest.mark.parametrize("fault", _params(LOST))
+def test_every_id_accounted_for(request: pytest.FixtureRequest, fault: str) -> None:
+    """Per id: scored, or dead-lettered with the expected reason; nothing lost, no wrong outcome (dead-lettered
+    when it should be scored, or both); every garbage record dead-lettered."""
+    t = _result(request, fault).table
+    assert (t["lost"], t["wrong_outcome"]) == (0, 0), {k: t["examples"][k] for k in ("lost", "wrong")}
+    assert t["garbage_dead_lettered"] == t["garbage_produced"]
+    assert t["unparsable_scores"] == 0 and t["foreign_scores"] == 0
+
+
+@pytest.mark.parametrize("fault", _params(TWICE, FLAKY_TWICE))
+def test_no_id_scored_or_dead_lettered_twice(request: pytest.FixtureRequest, fault: str) -> None:
+    """Per id: at most one score record on `scores`, at most one dead letter."""
+    t = _result(request, fault).table
+    assert t["double_counted"] == 0, t["examples"]["double"]
+    assert t["scored_once"] + t["dead_lettered"] + t["lost"] + t["wrong_outcome"] == t["produced"]
+
+
+@pytest.mark.parametrize("fault", _params(PROMETHEUS))
+def test_prometheus_increase_equals_the_conversations_scored(request: pytest.FixtureRequest, fault: str) -> None:
+    """Prometheus's increase() of the scored counter over the run (every series, whole life, no extrapolation)
+    equals the number of conversations that should be scored."""
+    prom = _result(request, fault).table["prometheus"]
+    assert prom["counted"] == prom["truth"], prom
+    assert abs(prom["increase"] - prom["truth"]) < 0.01, prom
+
