@@ -17,6 +17,7 @@ from monitor.stages.dedup import DedupWindow
 from monitor.stages.hotpath import HotPath
 from monitor.stages.judging import JudgeStage
 from monitor.stages.sessionize import Limits, Sessionizer
+from monitor.stages.totals import PartitionTotals, TotalsCollector
 
 
 @dataclass(frozen=True)
@@ -34,18 +35,24 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
     s = pipeline.settings
     # Table names are part of the changelog topics' names (<app_id>-sessions-changelog, -scored-changelog).
     sessions = app.Table("sessions", partitions=s.topic_partitions)
-    scored = app.Table("scored", partitions=s.topic_partitions)  # the dedup window: "scorer:id" -> [t, partition]
+    # the dedup window ("scorer:id" -> [t, partition, batch]) and the per-partition running totals: one
+    # changelog, so a partition's marks, totals and commit records stay in order (stages/totals.py)
+    scored = app.Table("scored", partitions=s.topic_partitions)
     limits = Limits(max_turns=s.max_turns, max_chars=s.max_chars, max_bytes=s.max_conversation_bytes,
                     max_metadata_bytes=s.max_metadata_bytes)
     sessionizer = Sessionizer(TableStore(sessions), limits, idle_timeout_s=s.idle_timeout_s,
                               closed_retention_s=s.closed_retention_s, allowed_lateness_s=s.allowed_lateness_s)
-    dedup = DedupWindow(TableStore(scored), window_s=s.dedup_window_s, max_keys=s.dedup_max_keys)
-    hot = HotPath(sessionizer, dedup, pipeline.exporter, pipeline.metrics, pipeline.rubric,
+    counts = TableStore(scored)
+    totals = PartitionTotals(counts, pipeline.metrics.partition_families)
+    pipeline.metrics.registry.register(TotalsCollector(totals, pipeline.metrics))
+    dedup = DedupWindow(counts, window_s=s.dedup_window_s, max_keys=s.dedup_max_keys,
+                        sequence=totals.sequence)
+    hot = HotPath(sessionizer, dedup, totals, pipeline.exporter, pipeline.metrics, pipeline.rubric,
                   max_event_bytes=s.max_event_bytes, max_request_bytes=s.max_request_bytes,
                   sample_rate=s.sample_rate)
-    judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, pipeline.exporter, pipeline.metrics,
+    judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, totals, pipeline.exporter, pipeline.metrics,
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
                        clock=time.time)
     return Components(settings=s, pipeline=pipeline, hot=hot, judge=judge,
                       dead_letters=DeadLetters(topics.dead_letters, pipeline.metrics, max_bytes=s.max_request_bytes),
-                      ownership=Ownership(app, topics.events.get_topic_name()), tables=(sessions, scored))
+                      ownership=Ownership(app, topics.events.get_topic_name(), hot), tables=(sessions, scored))

@@ -8,7 +8,8 @@ event, using the table's public ``data`` (local store) and ``send_changelog``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import faust
@@ -24,6 +25,17 @@ class TableStore:
     def put(self, key: str, value: Any, partition: int) -> None:
         self.table.data[key] = value
         self.table.send_changelog(partition, key, value)
+
+    def put_acked(self, key: str, value: Any, partition: int, on_ack: Callable[[], None]) -> None:
+        """``put``, calling ``on_ack`` once the broker acknowledged the changelog record (never on failure)."""
+        self.table.data[key] = value
+        future = self.table.send_changelog(partition, key, value)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                on_ack()
+
+        future.add_done_callback(done)
 
     def delete(self, key: str, partition: int) -> None:
         self.table.data.pop(key, None)

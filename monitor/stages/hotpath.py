@@ -2,8 +2,9 @@
 
 ``ingest`` decodes each event, re-keys unkeyed ones, sessionizes the rest and reports the
 conversations that closed; ``judge_slice`` picks the sampled ones for the judge topic (with the
-router's weight); ``count`` exports the distilled records once each (dedup window) and encodes
-them compactly for the scores topic. The agent around it only moves bytes (runtime/agents.py).
+router's weight); ``count`` exports the distilled records once each (dedup window), adds them to
+their partition's running totals in the same batch (``stages/totals.py``) and encodes them
+compactly for the scores topic. The agent around it only moves bytes (runtime/agents.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.route import route
 from monitor.stages.sessionize import Closed, Sessionizer
+from monitor.stages.totals import PartitionTotals
 
 REKEYED = "convmon-rekeyed"  # header on an event re-produced under its conversation id
 WEIGHT = "convmon-sample-weight"  # header on a judge-topic record: the router's importance weight
@@ -53,10 +55,12 @@ class Send:
 
 
 class HotPath:
-    def __init__(self, sessions: Sessionizer, dedup: DedupWindow, exporter: Exporter, metrics: Metrics,
-                 rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int, sample_rate: float) -> None:
+    def __init__(self, sessions: Sessionizer, dedup: DedupWindow, totals: PartitionTotals, exporter: Exporter,
+                 metrics: Metrics, rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int,
+                 sample_rate: float) -> None:
         self.sessions = sessions
         self.dedup = dedup
+        self.totals = totals
         self.exporter = exporter
         self.metrics = metrics
         self.rubric = rubric
@@ -67,7 +71,10 @@ class HotPath:
     def assign(self, owned: set[int], now: float) -> None:
         """Rebuild the in-memory indexes from the restored tables (after a restart or rebalance)."""
         self.sessions.rebuild(owned, now)
-        self.dedup.rebuild(owned)
+        self.dedup.rebuild(owned, self.totals.rebuild(owned))
+
+    def revoke(self, partitions: set[int]) -> None:
+        self.totals.revoke(partitions)
 
     def dead(self, raw: bytes | None, key: bytes | None, reason: str, detail: str, stage: str) -> DeadLetter:
         return dead_letter(raw, key, reason=reason, detail=detail, stage=stage, max_bytes=self.max_request_bytes)
@@ -140,15 +147,23 @@ class HotPath:
         return sends
 
     def count(self, records: list[ScoreRecord], partitions: dict[str, int], now: float) -> list[Send]:
-        """Export each record once (the dedup window); every record goes to the scores topic (at least once)."""
+        """Export each record once (the dedup window) and commit it to its partition's totals, one batch
+        per partition; every record goes to the scores topic (at least once)."""
         sends = []
+        fresh: dict[int, list[ScoreRecord]] = {}
+        duplicates: Counter[str] = Counter()
         for record in records:
-            cid = record.conversation_id
-            if self.dedup.first(f"{record.scorer}:{cid}", partitions[cid], now):
-                self.exporter.observe(record)
+            cid, partition = record.conversation_id, partitions[record.conversation_id]
+            if self.dedup.first(f"{record.scorer}:{cid}", partition, now):
+                fresh.setdefault(partition, []).append(record)
             else:
-                self.metrics.duplicates.labels(record.scorer).inc()
+                duplicates[record.scorer] += 1
             sends.append(Send(cid.encode(), encode_score(record, self.rubric), []))
+        for scorer, n in duplicates.items():
+            self.metrics.duplicates.labels(scorer).inc(n)
+        for partition, batch in fresh.items():
+            self.totals.add(partition, self.exporter.observe_batch(batch))
+            self.totals.commit(partition)
         return sends
 
 

@@ -1,9 +1,9 @@
 """The judge stage: one judge-topic record in, the score (and label) to send, counted once.
 
 The LLM records are counted here, in the process that produced them (where Prometheus scrapes
-them), through the same dedup window as the distilled ones: a judge-topic record re-delivered
-after a crash is judged again and its score re-sent (at least once on ``scores``), but counted
-once. The importance weight is the router's (header ``convmon-sample-weight``), not recomputed.
+them), through the same dedup window and per-partition totals as the distilled ones: a judge-topic
+record re-delivered after a crash is judged again and its score re-sent (at least once on
+``scores``), but counted once. The importance weight is the router's (header ``convmon-sample-weight``), not recomputed.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.hotpath import WEIGHT, Send
 from monitor.stages.route import route
+from monitor.stages.totals import PartitionTotals
 
 
 @dataclass
@@ -50,11 +51,12 @@ def sample_weight(headers: Sequence[tuple[str, bytes]], sample_rate: float) -> f
 
 class JudgeStage:
     def __init__(self, judge: Judge, calibrate: Callable[[ScoreRecord], ScoreRecord], dedup: DedupWindow,
-                 exporter: Exporter, metrics: Metrics, rubric: RubricSet, *, sample_rate: float,
-                 max_request_bytes: int, clock: Callable[[], float]) -> None:
+                 totals: PartitionTotals, exporter: Exporter, metrics: Metrics, rubric: RubricSet, *,
+                 sample_rate: float, max_request_bytes: int, clock: Callable[[], float]) -> None:
         self.judge = judge
         self.calibrate = calibrate
         self.dedup = dedup
+        self.totals = totals
         self.exporter = exporter
         self.metrics = metrics
         self.rubric = rubric
@@ -76,8 +78,9 @@ class JudgeStage:
             return out
         score = self.calibrate(score).model_copy(update={"sample_weight": sample_weight(headers, self.sample_rate)})
         cid = conversation.conversation_id
-        if self.dedup.first(f"llm:{cid}", partition, self.clock()):
-            self.exporter.observe(score)
+        if self.dedup.first(f"llm:{cid}", partition, self.clock()):  # mark, totals, commit: one batch
+            self.totals.add(partition, self.exporter.observe_batch([score]))
+            self.totals.commit(partition)
         else:
             self.metrics.duplicates.labels("llm").inc()
         out.scores.append(Send(cid.encode(), encode_score(score, self.rubric), []))
