@@ -186,6 +186,14 @@ def operations() -> Board:
     b.panel("stat", "Budget exhausted", [("max(convmon_judge_budget_exhausted)", "")], w=6, h=4)
     b.row("Kafka")
     b.panel(TS, "Consumer lag", [("topic:convmon_consumer_lag_messages:sum", "{{topic}}")])
+    b.panel(TS, "Partitions owned per worker", [("instance:convmon_partition_owned:count", "{{instance}}")],
+            description="Input partitions whose running totals each worker exports (issue #18): they add up "
+                        "to the partition count except during a rebalance.")
+    b.panel(TS, "Conversations counted per partition / min", [
+        ("sum by (partition) (rate(partition:convmon_partition_conversations_scored_total:max[5m])) * 60",
+         "partition {{partition}}")],
+        description="From the per-partition running totals (one owner's value per partition): continuous "
+                    "across worker crashes and rebalances.")
     b.panel(TS, "Consumer lag per worker", [("convmon_consumer_lag_messages", "{{instance}} {{topic}}")])
     b.row("Judge")
     b.panel(TS, "Judge latency", [
