@@ -101,6 +101,22 @@ class Metrics:
             ["scorer"],
             registry=r,
         )
+        # --- delivery (issue #18 item 7): a record the broker did not take stops commits, then the worker ----
+        self.delivery_failures = Counter(
+            "convmon_delivery_failures",
+            "Records (sends and table changelog writes) the broker did not acknowledge, by topic; the worker "
+            "stops committing offsets and exits so its successor re-reads from the last commit.",
+            ["topic"],
+            registry=r,
+        )
+        self.commits_blocked = Gauge(
+            "convmon_offset_commits_blocked",
+            "1 once a delivery failed in this worker: it commits no more offsets and is about to exit.",
+            registry=r,
+        )
+        self.commits_refused = Counter(
+            "convmon_offset_commits_refused", "Offset commits refused after a failed delivery.", registry=r
+        )
         self.dead_letters = Counter(
             "convmon_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"], registry=r
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -10,6 +12,7 @@ import faust
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import Topics
 from monitor.runtime.deadletter import DeadLetters
+from monitor.runtime.delivery import DeliveryGuard
 from monitor.runtime.ownership import Ownership
 from monitor.runtime.tablestore import TableStore
 from monitor.runtime.wiring import Pipeline
@@ -29,10 +32,21 @@ class Components:
     dead_letters: DeadLetters
     ownership: Ownership
     tables: tuple[faust.Table, ...]
+    guard: DeliveryGuard
+    sessions: TableStore  # held per hot-path batch until its counts are on the broker (runtime/agents.py)
+
+
+def exit_for_replay(error: BaseException) -> None:
+    """Stop the worker at once, without committing anything more: its successor re-reads from the last commit."""
+    logging.getLogger(__name__).critical("exiting after a failed delivery (%s)", type(error).__name__)
+    logging.shutdown()
+    os._exit(70)  # EX_SOFTWARE; a supervisor (Kubernetes, compose restart policy) starts the successor
 
 
 def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Components:
     s = pipeline.settings
+    guard = DeliveryGuard(pipeline.metrics, on_fatal=exit_for_replay)
+    app.delivery_guard = guard  # read by the consumer before every offset commit (runtime/delivery.py)
     # Table names are part of the changelog topics' names (<app_id>-sessions-changelog, -scored-changelog).
     sessions = app.Table("sessions", partitions=s.topic_partitions)
     # the dedup window ("scorer:id" -> [t, partition, batch]) and the per-partition running totals: one
@@ -40,9 +54,10 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
     scored = app.Table("scored", partitions=s.topic_partitions)
     limits = Limits(max_turns=s.max_turns, max_chars=s.max_chars, max_bytes=s.max_conversation_bytes,
                     max_metadata_bytes=s.max_metadata_bytes)
-    sessionizer = Sessionizer(TableStore(sessions), limits, idle_timeout_s=s.idle_timeout_s,
+    session_store = TableStore(sessions, guard)
+    sessionizer = Sessionizer(session_store, limits, idle_timeout_s=s.idle_timeout_s,
                               closed_retention_s=s.closed_retention_s, allowed_lateness_s=s.allowed_lateness_s)
-    counts = TableStore(scored)
+    counts = TableStore(scored, guard)
     totals = PartitionTotals(counts, pipeline.metrics.partition_families)
     pipeline.metrics.registry.register(TotalsCollector(totals, pipeline.metrics))
     dedup = DedupWindow(counts, window_s=s.dedup_window_s, max_keys=s.dedup_max_keys,
@@ -54,5 +69,7 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
                        clock=time.time)
     return Components(settings=s, pipeline=pipeline, hot=hot, judge=judge,
-                      dead_letters=DeadLetters(topics.dead_letters, pipeline.metrics, max_bytes=s.max_request_bytes),
-                      ownership=Ownership(app, topics.events.get_topic_name(), hot), tables=(sessions, scored))
+                      dead_letters=DeadLetters(topics.dead_letters, pipeline.metrics, max_bytes=s.max_request_bytes,
+                                               guard=guard),
+                      ownership=Ownership(app, topics.events.get_topic_name(), hot), tables=(sessions, scored),
+                      guard=guard, sessions=session_store)

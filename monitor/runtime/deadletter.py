@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import faust
 
 from monitor.contracts.metrics import Metrics
 from monitor.stages.deadletter import DeadLetter, dead_letter
 
+if TYPE_CHECKING:
+    from monitor.runtime.delivery import DeliveryGuard
+
 log = logging.getLogger(__name__)
 
 
 class DeadLetters:
-    def __init__(self, topic: faust.TopicT, metrics: Metrics, *, max_bytes: int = 1_048_576) -> None:
+    def __init__(self, topic: faust.TopicT, metrics: Metrics, *, max_bytes: int = 1_048_576,
+                 guard: DeliveryGuard | None = None) -> None:
         self.topic = topic
+        self.guard = guard
         self.metrics = metrics
         self.max_bytes = max_bytes
 
@@ -26,4 +32,6 @@ class DeadLetters:
         self.metrics.dead_letters.labels(letter.reason).inc()
         # The detail may quote user text: keep it out of INFO logs.
         log.warning("dead letter: %s", letter.reason)
-        await self.topic.send(key=letter.key, value=letter.value, headers=letter.headers)
+        future = await self.topic.send(key=letter.key, value=letter.value, headers=letter.headers)
+        if self.guard is not None:
+            self.guard.watch(future, self.topic.get_topic_name())

@@ -68,7 +68,9 @@ def test_kill_9_then_the_new_owner_exports_totals_equal_to_the_truth(broker: str
             samples = b.samples()
             return all(total(samples, PARTITION_SCORED, scorer=s) >= n for s in ("distilled", "llm"))
 
-        wait_until(all_counted, timeout=180, interval=1.0, message="every conversation in B's partition totals")
+        wait_until(all_counted, timeout=180, interval=1.0,
+                   message=f"every conversation in B's partition totals (A's last scrape: "
+                           f"{per_partition(a_last, 'distilled')})")
         time.sleep(3)  # a second count of anything would show now
         final = b.samples()
         assert b.alive()

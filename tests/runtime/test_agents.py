@@ -62,7 +62,14 @@ def worker(make_settings) -> tuple[faust.App, Topics, Components, Sent]:
     register_agents(app, topics, components)
     app.finalize()
     app.flow_control.resume()
-    return app, topics, components, record_sends(topics)
+    sent = record_sends(topics)
+    sent["flush"] = []
+
+    async def flush() -> None:  # what the sessions table still holds back when the batch's output is flushed
+        sent["flush"].append((b"", b"", len(components.sessions._held or [])))
+
+    app.producer.flush = flush  # type: ignore[method-assign]
+    return app, topics, components, sent
 
 
 def value(metrics_registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -106,6 +113,13 @@ def test_hot_path_agent_sessionizes_a_batch_counts_and_sends(worker) -> None:
     [scored] = [t for t in c.tables if t.name == "scored"]
     assert scored.data["#c|0"] == {"partition": 0, "seq": 1} and "distilled:agent-1" in scored.data
     assert sent["events"] == []  # keyed input: nothing re-keyed
+    # the sessions' writes (turns, then the close) went out only after the batch's output was flushed
+    assert max(held for _, _, held in sent["flush"]) >= len(sim.events) - 1
+    assert components_released(c)
+
+
+def components_released(c: Components) -> bool:
+    return c.sessions._held is None
 
 
 def test_judge_agent_scores_once_and_counts_a_redelivery_as_duplicate(worker) -> None:
