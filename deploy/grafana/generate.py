@@ -195,6 +195,11 @@ def operations() -> Board:
         description="From the per-partition running totals (one owner's value per partition): continuous "
                     "across worker crashes and rebalances.")
     b.panel(TS, "Consumer lag per worker", [("convmon_consumer_lag_messages", "{{instance}} {{topic}}")])
+    b.panel(TS, "Delivery failures", [
+        ("sum by (topic) (increase(convmon_delivery_failures_total[5m]))", "{{topic}}"),
+        ("max by (instance) (convmon_offset_commits_blocked)", "commits blocked {{instance}}"),
+    ], description="Records the broker did not acknowledge: the worker stops committing and exits, its successor "
+                   "re-reads from the last commit.")
     b.row("Judge")
     b.panel(TS, "Judge latency", [
         ("model:convmon_judge_request_duration_seconds:p95_rate5m", "p95 {{model}}"),
