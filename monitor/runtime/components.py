@@ -12,7 +12,7 @@ import faust
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import Topics
 from monitor.runtime.deadletter import DeadLetters
-from monitor.runtime.delivery import DeliveryGuard
+from monitor.runtime.delivery import DeliveryGuard, install
 from monitor.runtime.ownership import Ownership
 from monitor.runtime.tablestore import TableStore
 from monitor.runtime.wiring import Pipeline
@@ -46,7 +46,7 @@ def exit_for_replay(error: BaseException) -> None:
 def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Components:
     s = pipeline.settings
     guard = DeliveryGuard(pipeline.metrics, on_fatal=exit_for_replay)
-    app.delivery_guard = guard  # read by the consumer before every offset commit (runtime/delivery.py)
+    install(app, guard)  # the consumer asks it before every offset commit (runtime/delivery.py)
     # Table names are part of the changelog topics' names (<app_id>-sessions-changelog, -scored-changelog).
     sessions = app.Table("sessions", partitions=s.topic_partitions)
     # the dedup window ("scorer:id" -> [t, partition, batch]) and the per-partition running totals: one

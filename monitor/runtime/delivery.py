@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.types import TP
+from faust.types import TP, AppT
 
 from monitor.contracts.metrics import Metrics
 
@@ -72,11 +73,19 @@ class DeliveryGuard:
         return True
 
 
+_GUARDS: weakref.WeakKeyDictionary[AppT, DeliveryGuard] = weakref.WeakKeyDictionary()
+
+
+def install(app: AppT, guard: DeliveryGuard) -> None:
+    """Make ``guard`` the one ``app``'s consumer asks before every offset commit."""
+    _GUARDS[app] = guard
+
+
 class GuardedConsumer(faust_aiokafka.Consumer):
     """faust's aiokafka consumer that commits nothing once the app's delivery guard saw a failure."""
 
     async def _commit(self, offsets: Mapping[TP, int]) -> bool:
-        guard: DeliveryGuard | None = getattr(self.app, "delivery_guard", None)
+        guard = _GUARDS.get(self.app)
         if guard is not None and not guard.commit_allowed():
             return False
         return bool(await super()._commit(offsets))

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.contracts.metrics import Metrics
 from monitor.runtime.app import create_app
-from monitor.runtime.delivery import DeliveryGuard, GuardedConsumer
+from monitor.runtime.delivery import DeliveryGuard, GuardedConsumer, install
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
@@ -50,7 +50,7 @@ def test_the_workers_consumer_refuses_commits_once_a_delivery_failed(make_settin
 
     async def run() -> bool:
         guard = DeliveryGuard(metrics)
-        app.delivery_guard = guard  # type: ignore[attr-defined]
+        install(app, guard)
         guard.fail(TimeoutError(), "t.judge")
         return await consumer._commit({})
 
