@@ -27,7 +27,7 @@ TOPIC_CHECK_INTERVAL_S = 10.0
 
 def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
     s, p, hot = c.settings, c.pipeline, c.hot
-    lock = asyncio.Lock()  # the hot-path agent and the sweep timer share the sessionizer
+    lock = c.lock  # the hot-path agent and the sweep timer share the sessionizer; a revocation waits for it
 
     async def send_all(topic: faust.TopicT, sends: Sequence[Send]) -> None:
         """Each record's delivery is watched: a failure stops offset commits (runtime/delivery.py)."""

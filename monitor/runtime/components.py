@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -34,6 +35,7 @@ class Components:
     tables: tuple[faust.Table, ...]
     guard: DeliveryGuard
     sessions: TableStore  # held per hot-path batch until its counts are on the broker (runtime/agents.py)
+    lock: asyncio.Lock  # one hot-path batch (or sweep) at a time; a revocation waits for it
 
 
 def exit_for_replay(error: BaseException) -> None:
@@ -46,6 +48,7 @@ def exit_for_replay(error: BaseException) -> None:
 def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Components:
     s = pipeline.settings
     guard = DeliveryGuard(pipeline.metrics, on_fatal=exit_for_replay)
+    lock = asyncio.Lock()
     install(app, guard)  # the consumer asks it before every offset commit (runtime/delivery.py)
     # Table names are part of the changelog topics' names (<app_id>-sessions-changelog, -scored-changelog).
     sessions = app.Table("sessions", partitions=s.topic_partitions)
@@ -71,5 +74,5 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
     return Components(settings=s, pipeline=pipeline, hot=hot, judge=judge,
                       dead_letters=DeadLetters(topics.dead_letters, pipeline.metrics, max_bytes=s.max_request_bytes,
                                                guard=guard),
-                      ownership=Ownership(app, topics.events.get_topic_name(), hot), tables=(sessions, scored),
-                      guard=guard, sessions=session_store)
+                      ownership=Ownership(app, topics.events.get_topic_name(), hot, lock), tables=(sessions, scored),
+                      guard=guard, sessions=session_store, lock=lock)

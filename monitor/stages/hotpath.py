@@ -154,7 +154,9 @@ class HotPath:
         duplicates: Counter[str] = Counter()
         for record in records:
             cid, partition = record.conversation_id, partitions[record.conversation_id]
-            if self.dedup.first(f"{record.scorer}:{cid}", partition, now):
+            if not self.totals.owns(partition):  # not (or no longer) this worker's: its owner counts it
+                self.metrics.unscored.labels("partition_revoked").inc()
+            elif self.dedup.first(f"{record.scorer}:{cid}", partition, now):
                 fresh.setdefault(partition, []).append(record)
             else:
                 duplicates[record.scorer] += 1

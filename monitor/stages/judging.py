@@ -78,7 +78,9 @@ class JudgeStage:
             return out
         score = self.calibrate(score).model_copy(update={"sample_weight": sample_weight(headers, self.sample_rate)})
         cid = conversation.conversation_id
-        if self.dedup.first(f"llm:{cid}", partition, self.clock()):  # mark, totals, commit: one batch
+        if not self.totals.owns(partition):  # revoked while judging: its next owner re-reads and counts it
+            self.metrics.unscored.labels("partition_revoked").inc()
+        elif self.dedup.first(f"llm:{cid}", partition, self.clock()):  # mark, totals, commit: one batch
             self.totals.add(partition, self.exporter.observe_batch([score]))
             self.totals.commit(partition)
         else:

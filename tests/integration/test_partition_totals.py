@@ -64,13 +64,21 @@ def test_kill_9_then_the_new_owner_exports_totals_equal_to_the_truth(broker: str
         a_last, PARTITION_SCORED, scorer="distilled")
 
     with WorkerProcess(settings, tmp_path / "b.log") as b:
-        def all_counted() -> bool:
-            samples = b.samples()
-            return all(total(samples, PARTITION_SCORED, scorer=s) >= n for s in ("distilled", "llm"))
+        b_last: list[Sample] = []
 
-        wait_until(all_counted, timeout=180, interval=1.0,
-                   message=f"every conversation in B's partition totals (A's last scrape: "
-                           f"{per_partition(a_last, 'distilled')})")
+        def all_counted() -> bool:
+            nonlocal b_last
+            b_last = b.samples()
+            return all(total(b_last, PARTITION_SCORED, scorer=s) >= n for s in ("distilled", "llm"))
+
+        try:
+            wait_until(all_counted, timeout=180, interval=1.0, message="every conversation in B's partition totals")
+        except AssertionError as exc:
+            seen = {s: (per_partition(a_last, s), per_partition(b_last, s),
+                        total(b_last, "convmon_conversations_scored_total", scorer=s),
+                        total(b_last, "convmon_duplicate_scores_total", scorer=s)) for s in ("distilled", "llm")}
+            raise AssertionError(f"{exc}; per scorer (A's last, B's partition totals, B's own count, B's "
+                                 f"duplicates): {seen}") from None
         time.sleep(3)  # a second count of anything would show now
         final = b.samples()
         assert b.alive()
