@@ -166,6 +166,8 @@ class DailyBudget:
             return
         self._spent, self._seen_at = total, time.monotonic()
         self._publish()
+        if not (self._spent + self._typical <= self.limit_usd and self._spent < self.limit_usd):
+            self._exhausted()  # the gauge says so as soon as the ledger does, not at the next routing decision
 
     def _rollover(self) -> None:
         today = self._today().isoformat()
