@@ -25,6 +25,7 @@ demo: $(STAMP)
 # which .ci/run also runs); the fast subset: .venv/bin/python -m pytest -m "not integration and not faults".
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not faults and not soak"
 
 # The fault suites (docs/reliability.md): >= 2,000 conversations per fault, read back per id and counted

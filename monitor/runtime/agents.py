@@ -13,10 +13,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import faust
 
 from monitor.runtime.app import Topics
+from monitor.runtime.batches import event_batches, unacked_event_batches
 from monitor.runtime.components import Components
 from monitor.runtime.topics import create_topics
 from monitor.stages.export import update_partition_progress
@@ -60,8 +62,8 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         c.sessions.release()
 
     @app.agent(topics.events)
-    async def hot_path(stream: faust.StreamT) -> None:
-        async for events in stream.take_events(s.event_batch, within=s.classify_within_s):
+    async def hot_path(stream: faust.StreamT[Any]) -> None:
+        async for events in event_batches(stream, s.event_batch, within=s.classify_within_s):
             async with lock:
                 now = c.ownership.refresh(hot)
                 c.sessions.hold()
@@ -78,7 +80,7 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
                 await emit_then_release(hot.sweep(now, c.ownership.owned()))
 
     @app.agent(topics.judge, concurrency=s.judge_concurrency)
-    async def judge(stream: faust.StreamT) -> None:
+    async def judge(stream: faust.StreamT[Any]) -> None:
         async for event in stream.events():
             if c.ownership.dirty:  # the dedup window must be rebuilt before it answers
                 async with lock:
@@ -90,9 +92,9 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
                 await c.dead_letters.send_letter(letter)
 
     @app.agent(topics.labels)
-    async def label_sink(stream: faust.StreamT) -> None:
+    async def label_sink(stream: faust.StreamT[Any]) -> None:
         """Acknowledge a batch only once it is stored (``store`` retries through outages) or dead-lettered."""
-        async for events in stream.noack_take(s.label_buffer_max, within=1.0):
+        async for events in unacked_event_batches(stream, s.label_buffer_max, within=1.0):
             rejected = await p.labels.store([(e.key, e.value) for e in events])
             for bad in rejected:
                 await c.dead_letters.send(bad.raw, bad.key, reason=bad.reason, detail=bad.detail, stage="labels")
@@ -105,9 +107,9 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         sink = p.score_sink
 
         @app.agent(topics.scores)
-        async def score_sink(stream: faust.StreamT) -> None:
+        async def score_sink(stream: faust.StreamT[Any]) -> None:
             """Score records into the database for drill-down, acknowledged once stored (as the label sink)."""
-            async for events in stream.noack_take(s.label_buffer_max, within=1.0):
+            async for events in unacked_event_batches(stream, s.label_buffer_max, within=1.0):
                 rejected = await sink.store([(e.key, e.value) for e in events])
                 for bad in rejected:
                     await c.dead_letters.send(bad.raw, bad.key, reason=bad.reason, detail=bad.detail, stage="scores")

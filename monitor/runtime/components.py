@@ -7,8 +7,10 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import faust
+from faust.types import TableT
 
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import Topics
@@ -33,7 +35,7 @@ class Components:
     judge: JudgeStage
     dead_letters: DeadLetters
     ownership: Ownership
-    tables: tuple[faust.Table, ...]
+    tables: tuple[TableT[Any, Any], ...]
     guard: DeliveryGuard
     sessions: TableStore  # held per hot-path batch until its counts are on the broker (runtime/agents.py)
     lock: asyncio.Lock  # one hot-path batch (or sweep) at a time; a revocation waits for it

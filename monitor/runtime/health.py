@@ -63,7 +63,7 @@ class Health:
 def register_health(app: faust.App, health: Health) -> None:
     """The heartbeat timer, and the group join, on the app's own loop."""
 
-    @app.timer(HEARTBEAT_S)  # type: ignore[untyped-decorator]  # faust is untyped
+    @app.timer(HEARTBEAT_S)
     async def heartbeat() -> None:
         health.tick()
 

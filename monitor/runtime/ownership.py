@@ -30,8 +30,9 @@ class Ownership:
         self.lock = lock or asyncio.Lock()
         self.ready = False
         self.dirty = False
-        app.on_partitions_revoked.connect(self._revoked)
-        app.on_rebalance_complete.connect(self._complete)
+        # faust types a handler as (sender, **kwargs); it calls these with the revoked set positionally
+        app.on_partitions_revoked.connect(self._revoked)  # type: ignore[arg-type]
+        app.on_rebalance_complete.connect(self._complete)  # type: ignore[arg-type]
 
     async def _revoked(self, sender: object, revoked: object = (), *args: object, **kwargs: object) -> None:
         async with self.lock:

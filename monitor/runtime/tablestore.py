@@ -12,14 +12,14 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-import faust
+from faust.types import TableT
 
 if TYPE_CHECKING:
     from monitor.runtime.delivery import DeliveryGuard
 
 
 class TableStore:
-    def __init__(self, table: faust.Table, guard: DeliveryGuard | None = None) -> None:
+    def __init__(self, table: TableT[Any, Any], guard: DeliveryGuard | None = None) -> None:
         self.table = table
         self.guard = guard  # every changelog write's delivery is watched (runtime/delivery.py)
         self._held: list[tuple[str, Any, int]] | None = None

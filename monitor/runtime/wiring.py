@@ -80,7 +80,7 @@ class Pipeline:
                 drift.set_reference({k: v for k, v in live.reference.items() if k in self.rubric.item_ids})
         version = self.scorer.model_version
         manifest = self.registry.manifest("distilled", version)
-        self.metrics.model_info.info({"version": version, "rubric": self.rubric.key,
+        self.metrics.model_info.info({"version": version or "", "rubric": self.rubric.key,
                                       "featurizer": str(manifest.get("featurizer_name", ""))})
         self.metrics.model_last_trained.set(float(manifest.get("created_at", 0.0)))
 

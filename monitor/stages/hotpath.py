@@ -218,7 +218,7 @@ class HotPath:
         return sends
 
 
-def is_rekeyed(headers: Sequence[tuple[str, bytes]] | dict[str, bytes] | None) -> bool:
-    items = headers.items() if isinstance(headers, dict) else (headers or ())
+def is_rekeyed(headers: Sequence[tuple[str, bytes]] | Mapping[str, bytes] | None) -> bool:
+    items = headers.items() if isinstance(headers, Mapping) else (headers or ())
     return any(k == REKEYED for k, _ in items)
 

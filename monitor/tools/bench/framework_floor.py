@@ -13,11 +13,14 @@ Run it as a worker process: ``python -m monitor.tools.bench.framework_floor`` wi
 
 from __future__ import annotations
 
+from typing import Any
+
 import faust
 import orjson
 
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import create_app
+from monitor.runtime.batches import event_batches
 from monitor.runtime.tablestore import TableStore
 from monitor.runtime.worker import run_worker
 
@@ -27,9 +30,9 @@ def build_floor_app(settings: Settings) -> faust.App:
     counted = TableStore(app.Table("scored", partitions=settings.topic_partitions))
 
     @app.agent(topics.events)
-    async def hot_path(stream: faust.StreamT) -> None:
+    async def hot_path(stream: faust.StreamT[Any]) -> None:
         """The hot path minus the work: batches of events, one small record and one dedup write each."""
-        async for events in stream.take_events(settings.event_batch, within=settings.classify_within_s):
+        async for events in event_batches(stream, settings.event_batch, within=settings.classify_within_s):
             for event in events:
                 cid = orjson.loads(event.value)["conversation_id"]
                 counted.put(f"distilled:{cid}", 1, event.message.partition)

@@ -114,7 +114,7 @@ def model_factory(model: str, Cs: Sequence[float], seed: int, n_jobs: int = 1
                   ) -> tuple[str, Callable[[], BaseEstimator]]:
     """(featurizer spec, estimator factory) for a model name of the benchmark."""
     if model in BASELINES:
-        return "", lambda: DummyClassifier(strategy=BASELINES[model], random_state=seed)  # type: ignore[arg-type]
+        return "", lambda: DummyClassifier(strategy=BASELINES[model], random_state=seed)
     if model == "appendix-d":
         return _APPENDIX_D_FEATURES, lambda: Pipeline([("lr", LogisticRegression(max_iter=2000))])
 
