@@ -65,7 +65,10 @@ class JudgeStage:
         self.clock = clock
 
     async def handle(self, raw: bytes | None, key: bytes | None, partition: int,
-                     headers: Sequence[tuple[str, bytes]]) -> JudgeOutputs:
+                     headers: Sequence[tuple[str, bytes]],
+                     before_count: Callable[[], None] = lambda: None) -> JudgeOutputs:
+        """``before_count`` runs after the (long) judge call, right before counting: the worker rebuilds its
+        partition state there if the assignment changed meanwhile."""
         out = JudgeOutputs()
         try:
             conversation = Conversation.model_validate_json(raw or b"")
@@ -78,6 +81,7 @@ class JudgeStage:
             return out
         score = self.calibrate(score).model_copy(update={"sample_weight": sample_weight(headers, self.sample_rate)})
         cid = conversation.conversation_id
+        before_count()
         if not self.totals.owns(partition):  # revoked while judging: its next owner re-reads and counts it
             self.metrics.unscored.labels("partition_revoked").inc()
         elif self.dedup.first(f"llm:{cid}", partition, self.clock()):  # mark, totals, commit: one batch
