@@ -79,13 +79,20 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
                 c.sessions.hold()
                 await emit_then_release(hot.sweep(now, c.ownership.owned()))
 
+    def refresh_unless_busy() -> None:
+        """A rebalance during a judge call (retries can take a minute): rebuild the partition state before the
+        call is counted, unless a hot-path batch holds it (then that record is sent but not counted)."""
+        if c.ownership.dirty and not lock.locked():
+            c.ownership.refresh(hot)
+
     @app.agent(topics.judge, concurrency=s.judge_concurrency)
     async def judge(stream: faust.StreamT[Any]) -> None:
         async for event in stream.events():
             if c.ownership.dirty:  # the dedup window must be rebuilt before it answers
                 async with lock:
                     c.ownership.refresh(hot)
-            out = await c.judge.handle(event.value, event.key, event.message.partition, _headers(event.headers))
+            out = await c.judge.handle(event.value, event.key, event.message.partition, _headers(event.headers),
+                                       before_count=refresh_unless_busy)
             await send_all(topics.scores, out.scores)
             await send_all(topics.labels, out.labels)
             for letter in out.dead:

@@ -97,7 +97,10 @@ class JudgeStage:
         self.clock = clock
 
     async def handle(self, raw: bytes | None, key: bytes | None, partition: int,
-                     headers: Sequence[tuple[str, bytes]]) -> JudgeOutputs:
+                     headers: Sequence[tuple[str, bytes]],
+                     before_count: Callable[[], None] = lambda: None) -> JudgeOutputs:
+        """``before_count`` runs after the (long) judge call, right before counting: the worker rebuilds its
+        partition state there if the assignment changed meanwhile."""
         out = JudgeOutputs()
         try:
             conversation = Conversation.model_validate_json(raw or b"")
@@ -110,6 +113,7 @@ class JudgeStage:
         score = self.calibrate(score).model_copy(update={
             "sample_weight": drawn.weight, "inclusion_probability": drawn.pi, "sampled_by": drawn.sampled_by})
         cid = conversation.conversation_id
+        before_count()
         if not self.totals.owns(partition):  # revoked while judging: its next owner re-reads and counts it
             self.metrics.unscored.labels("partition_revoked").inc()
         elif self.dedup.first(f"llm:{cid}", partition, self.clock()):  # mark, totals, commit: one batch

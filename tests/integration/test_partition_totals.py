@@ -14,18 +14,33 @@ import threading
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.settings import Settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import Sample, by_label, total
+from monitor.tools.simulator.generate import SimConversation
 from tests.model_fixtures import publish_distilled_model
-from tests.reliability.test_faults import conversations, produce
+from tests.reliability.test_faults import conversations, produce, read_topic
 from tests.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 PARTITION_SCORED = "convmon_partition_conversations_scored_total"
+
+
+def diagnose(broker: str, settings: Settings, convs: list[SimConversation]) -> str:
+    """For a failure: the conversations without a distilled score on the topic, and what the changelog kept."""
+    scored = {(orjson.loads(r.value)["scorer"], r.key.decode()) for r in read_topic(broker, settings.topic("scores"))
+              if r.value}
+    missing = [c.conversation_id for c in convs if ("distilled", c.conversation_id) not in scored]
+    log = [(orjson.loads(r.key), r.value and orjson.loads(r.value))
+           for r in read_topic(broker, f"{settings.app_id}-scored-changelog")]
+    marks = [(k, v) for k, v in log if any(k.endswith(f":{m}") for m in missing)]
+    commits = [(k, v) for k, v in log if k.startswith("#c")]
+    return f"missing distilled scores {missing}; their marks {marks}; commits {commits[-12:]}"
 
 
 def per_partition(samples: list[Sample], scorer: str) -> dict[str, float]:
@@ -78,7 +93,7 @@ def test_kill_9_then_the_new_owner_exports_totals_equal_to_the_truth(broker: str
                         total(b_last, "convmon_conversations_scored_total", scorer=s),
                         total(b_last, "convmon_duplicate_scores_total", scorer=s)) for s in ("distilled", "llm")}
             raise AssertionError(f"{exc}; per scorer (A's last, B's partition totals, B's own count, B's "
-                                 f"duplicates): {seen}") from None
+                                 f"duplicates): {seen}; {diagnose(broker, settings, convs)}") from None
         time.sleep(3)  # a second count of anything would show now
         final = b.samples()
         assert b.alive()
