@@ -18,25 +18,29 @@ pytestmark = pytest.mark.integration
 
 def test_short_demo_shows_the_spike_fires_the_shipped_alert_and_writes_the_plot(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMON_")}
-    # every conversation judged, so a 9-second alert window (30m / 200) holds the rule's 100 verdicts
+    # every conversation judged, so the 15-second alert window (30m / 120) holds the rule's 100 verdicts; 40 s
+    # of calm first, because the DSAT rule's standard error counts the baseline's own n (a young baseline
+    # must not page) and a shorter calm leaves it too young to show a 3x shift as significant
     env.update(CONVMON_DATA_DIR=str(tmp_path), CONVMON_SAMPLE_RATE="1.0", COLUMNS="200")
     proc = subprocess.run(
-        [sys.executable, "-m", "monitor.cli", "demo", "--duration", "40", "--rate", "15", "--window", "10",
-         "--alert-scale", "200", "--port", str(free_port())],
+        [sys.executable, "-m", "monitor.cli", "demo", "--duration", "80", "--rate", "15", "--window", "10",
+         "--alert-scale", "120", "--port", str(free_port())],
         env=env, capture_output=True, text=True, timeout=400,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     # the final frame once, not twice
     assert out.count("share of scored conversations showing each pattern") == 1, out[-4000:]
-    assert "as shipped, evaluated by Prometheus" in out and "divided by 200 (30m -> 9s)" in out
+    assert "as shipped, evaluated by Prometheus" in out and "divided by 120 (30m -> 15s)" in out
     shares = re.search(r"judge DSAT share per item \(mean of 10 items\): ([\d.]+)% before the spike, ([\d.]+)% in "
                        r"the last 10s", out)
     assert shares, out[-3000:]
     before, recent = float(shares.group(1)), float(shares.group(2))
     assert 2.0 < before < 9.0 and recent > 2 * before, (before, recent)
-    fired = [int(t) for t in re.findall(r"alert ConvmonDsatSpike fired at t=(\d+)s on the judge rates", out)]
-    assert any(t >= 20 for t in fired), out[-3000:]  # after the spike (t=20s); the rule may also false-alarm
+    # on the judge or the distilled rates: the shipped rule runs on both scorers
+    fired = [int(t) for t in re.findall(r"alert ConvmonDsatSpike fired at t=(\d+)s on the (?:judge|distilled) rates",
+                                        out)]
+    assert any(t >= 40 for t in fired), out[-3000:]  # after the spike (t=40s); the rule may also false-alarm
     plot = re.search(r"plot: (\S+\.png)", out)
     assert plot, out[-2000:]
     png = Path(plot.group(1))

