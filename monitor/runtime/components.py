@@ -36,6 +36,7 @@ class Components:
     guard: DeliveryGuard
     sessions: TableStore  # held per hot-path batch until its counts are on the broker (runtime/agents.py)
     lock: asyncio.Lock  # one hot-path batch (or sweep) at a time; a revocation waits for it
+    counts: TableStore  # the scored table: dedup marks, totals, commit records
 
 
 def exit_for_replay(error: BaseException) -> None:
@@ -75,4 +76,5 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
                       dead_letters=DeadLetters(topics.dead_letters, pipeline.metrics, max_bytes=s.max_request_bytes,
                                                guard=guard),
                       ownership=Ownership(app, topics.events.get_topic_name(), hot, lock), tables=(sessions, scored),
-                      guard=guard, sessions=session_store, lock=lock)
+                      guard=guard, sessions=session_store, lock=lock,
+                      counts=counts)
