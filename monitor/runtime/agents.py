@@ -59,6 +59,7 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         sessions as they were before it, instead of to tombstones of conversations whose counts were lost."""
         await emit(out)
         await app.producer.flush()
+        await c.counts.wait_acked()  # the batch's commit records are on the broker
         c.sessions.release()
 
     @app.agent(topics.events)

@@ -39,6 +39,7 @@ class Components:
     guard: DeliveryGuard
     sessions: TableStore  # held per hot-path batch until its counts are on the broker (runtime/agents.py)
     lock: asyncio.Lock  # one hot-path batch (or sweep) at a time; a revocation waits for it
+    counts: TableStore  # the scored table: dedup marks, totals, commit records
 
 
 def exit_for_replay(error: BaseException) -> None:
@@ -80,4 +81,5 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
                                                redactor=pipeline.redactor, keep_raw=s.dead_letter_raw,
                                                guard=guard),
                       ownership=Ownership(app, topics.events.get_topic_name(), hot, lock), tables=(sessions, scored),
-                      guard=guard, sessions=session_store, lock=lock)
+                      guard=guard, sessions=session_store, lock=lock,
+                      counts=counts)

@@ -23,6 +23,7 @@ class TableStore:
         self.table = table
         self.guard = guard  # every changelog write's delivery is watched (runtime/delivery.py)
         self._held: list[tuple[str, Any, int]] | None = None
+        self._acks: list[asyncio.Future[Any]] = []  # put_acked records not yet awaited (wait_acked)
 
     def hold(self) -> None:
         """Keep changelog writes (not the local data) back until :meth:`release`.
@@ -69,6 +70,15 @@ class TableStore:
 
         future.add_done_callback(done)
         self._watch(future)
+        self._acks.append(future)
+
+    async def wait_acked(self) -> None:
+        """Until every ``put_acked`` record so far is acknowledged (or failed: the delivery guard has it).
+        faust's ``producer.flush()`` is no barrier for them: its buffer may hand a record to aiokafka after
+        the flush returned."""
+        acks, self._acks = self._acks, []
+        if acks:
+            await asyncio.gather(*acks, return_exceptions=True)
 
     def delete(self, key: str, partition: int) -> None:
         self.table.data.pop(key, None)

@@ -69,6 +69,11 @@ def worker(make_settings) -> tuple[faust.App, Topics, Components, Sent]:
         sent["flush"].append((b"", b"", len(components.sessions._held or [])))
 
     app.producer.flush = flush  # type: ignore[method-assign]
+
+    async def wait_acked() -> None:  # no broker acknowledges the commit records here
+        sent["flush"].append((b"acked", b"", len(components.sessions._held or [])))
+
+    components.counts.wait_acked = wait_acked  # type: ignore[method-assign]
     return app, topics, components, sent
 
 
@@ -115,6 +120,7 @@ def test_hot_path_agent_sessionizes_a_batch_counts_and_sends(worker) -> None:
     assert sent["events"] == []  # keyed input: nothing re-keyed
     # the sessions' writes (turns, then the close) went out only after the batch's output was flushed
     assert max(held for _, _, held in sent["flush"]) >= len(sim.events) - 1
+    assert [k for k, _, _ in sent["flush"]][:2] == [b"", b"acked"]  # flushed, commit acknowledged, then released
     assert components_released(c)
 
 
