@@ -14,7 +14,7 @@ from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
 from monitor.judge.build import build_judge
-from monitor.judge.logsafe import install_log_safety, scrub_credentials
+from monitor.judge.logsafe import QUIET_LOGGERS, install_log_safety, scrub_credentials
 from monitor.tools.openai_server import OpenAIServer
 
 PASSWORD = "pw-Zq81-never-log-me"
@@ -53,7 +53,21 @@ def _judge_through(url: str, caplog: pytest.LogCaptureFixture) -> None:
         asyncio.run(run())
 
 
-def test_the_control_leaks_without_log_safety(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.fixture
+def without_log_safety() -> Iterator[None]:
+    """Logging as a fresh process has it: an earlier in-process CLI test may have installed log safety."""
+    factory = logging.getLogRecordFactory()
+    levels = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+    logging.setLogRecordFactory(logging.LogRecord)
+    for name in levels:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    yield
+    logging.setLogRecordFactory(factory)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def test_the_control_leaks_without_log_safety(without_log_safety: None, caplog: pytest.LogCaptureFixture) -> None:
     """The test can fail: without install_log_safety, httpx/openai log the URL with its password."""
     with OpenAIServer() as server:
         _judge_through(server.url.replace("http://", f"http://judge:{PASSWORD}@"), caplog)

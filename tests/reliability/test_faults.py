@@ -287,7 +287,7 @@ def test_judge_outage_backpressure_retries_and_dead_letters_only_after_the_retry
             seen_during = {_ref(body) for body in server.requests[first_request:]}
             server.default = recovered
             wait_until(lambda: total(worker.samples(), "convmon_dead_letters_total") >= doomed
-                       and scored(worker.samples()).get("llm", 0) >= n - doomed + 1, 90,
+                       and scored(worker.samples()).get("llm", 0) >= n - doomed + 1, 240,
                        message="every conversation judged or dead-lettered")
             time.sleep(2)
             samples = worker.samples()
