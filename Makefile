@@ -21,7 +21,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/convmon demo
 
-# About 10 minutes on 2 cores. The long fault-injection runs are behind the `faults` marker (`make faults`,
+# About 15 minutes on 2 cores. The long fault-injection runs are behind the `faults` marker (`make faults`,
 # which .ci/run also runs); the fast subset: .venv/bin/python -m pytest -m "not integration and not faults".
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
