@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
@@ -26,6 +25,7 @@ from monitor.runtime.scrape import by_label, total
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator, SimConversation
 from tests.model_fixtures import publish_distilled_model
+from tests.topic_io import list_topics
 from tests.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
@@ -89,18 +89,6 @@ def read_topic(bootstrap: str, topic: str) -> list[Any]:
             return out
         finally:
             await consumer.stop()
-
-    return asyncio.run(run())
-
-
-def list_topics(bootstrap: str) -> set[str]:
-    async def run() -> set[str]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
-        await admin.start()
-        try:
-            return set(await admin.list_topics())
-        finally:
-            await admin.close()
 
     return asyncio.run(run())
 
