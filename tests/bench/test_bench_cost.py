@@ -17,7 +17,7 @@ def test_cost_cli_json_plot_and_markdown(shared_data: Path, tmp_path: Path) -> N
     plot = tmp_path / "cost.png"
     result = runner.invoke(app, ["cost", "--volume", "1000", "--slices", "1,0.1", "--windows", "10",
                                  "--sim-pool", "200", "--max-training-labels", "400", "--data", str(shared_data),
-                                 "--plot", str(plot), "--json", "--quiet"])
+                                 "--volumes", "1000,100000", "--plot", str(plot), "--json", "--quiet"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["volume_per_hour"] == 1000 and [s["source"] for s in out["sources"]] == ["simulator", "uss"]
@@ -30,9 +30,15 @@ def test_cost_cli_json_plot_and_markdown(shared_data: Path, tmp_path: Path) -> N
         assert tenth["judge_only_p95_max_points"] > 0 and tenth["usd_per_million"] < full["usd_per_million"]
         assert 0 < source["spend"]["usd_per_million_judged"] < 10_000
         assert source["smallest_slice_within_tolerance"]["judge_only"] in (1.0, 0.1)
+        assert tenth["ppi_tuned_p95_max_points"] > 0 and full["ppi_tuned_p95_max_points"] < 1e-9
+        small, large = source["by_volume"]
+        assert (small["volume_per_hour"], large["volume_per_hour"]) == (1000, 100_000)
+        # 100x the volume judges 100x more per hour: the 10 % slice's judge-only error shrinks about 10x
+        assert large["p95_max_points"]["judge_only"]["0.1"] < small["p95_max_points"]["judge_only"]["0.1"] / 4
     assert plot.stat().st_size > 10_000
     markdown = cost_markdown(out)
     assert "Smallest slice keeping every rate within ±1 point at 95 %" in markdown and "| 10.0% |" in markdown
+    assert "Smallest slice within ±1 point by volume" in markdown and "| 100,000 |" in markdown
 
 
 def test_cost_cli_refuses_bad_slices() -> None:

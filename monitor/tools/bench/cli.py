@@ -142,6 +142,8 @@ def throughput(
 @app.command()
 def cost(
     volume: Annotated[int, typer.Option(min=100, help="Conversations per hour (one window).")] = 10_000,
+    volumes: Annotated[str, typer.Option(help="Volumes per hour for the smallest-slice sweep.")]
+    = "10000,100000,1000000",
     slices: Annotated[str, typer.Option(help="Judge slices to compare.")] = "1,0.1,0.02,0.01,0.005",
     windows: Annotated[int, typer.Option(min=10, help="1-hour windows per slice (the 95 % interval is over them).")]
     = 200,
@@ -171,10 +173,14 @@ def cost(
         rates = _floats(slices)
         if not rates or any(not 0 < r <= 1 for r in rates):
             raise ConfigError(f"--slices must be numbers in (0, 1]. Got {slices!r} instead.")
+        sweep = _floats(volumes)
+        if not sweep or any(v < 100 or v != int(v) for v in sweep):
+            raise ConfigError(f"--volumes must be whole numbers >= 100. Got {volumes!r} instead.")
         names = _csv(sources)
         if not names or set(names) - {"simulator", "uss"}:
             raise ConfigError(f"--sources must name simulator and/or uss. Got {sources!r} instead.")
-        config = CostConfig(volume_per_hour=volume, slices=rates, windows=windows, judge_noise=judge_noise,
+        config = CostConfig(volume_per_hour=volume, volumes=[int(v) for v in sweep], slices=rates, windows=windows,
+                            judge_noise=judge_noise,
                             sim_pool=sim_pool, max_training_labels=max_training_labels, data_dir=data, model=model,
                             seed=seed)
         return run_cost(config, _progress(quiet), sources=names, plot=plot)

@@ -9,7 +9,12 @@ conversation, as the router's hash) and three estimators of each item's rate are
 * judge-only: the judged share's mean (the Hajek rate of a uniform slice);
 * distilled-only: the mean distilled probability over the whole window;
 * prediction-powered (difference): the distilled mean plus the judged slice's mean residual
-  (label - probability), which removes the distilled models' bias (Angelopoulos et al., Science 2023).
+  (label - probability), which removes the distilled models' bias (Angelopoulos et al., Science 2023);
+* the same with PPI++ power tuning (see :mod:`monitor.tools.bench.cost_windows`).
+
+The main table is at ``volume_per_hour``; the same rows at each of ``volumes`` give the smallest slice
+within tolerance as a function of volume (a window of V conversations an hour over H hours is the
+same sample as V*H in one hour, so the sweep also reads as "how long a window at this volume").
 
 The distilled models are trained with the real code (:func:`distill.train.train_items`, hashing
 features) on the labels a slice r collects in ``train_hours`` hours (from a separate training pool,
@@ -44,10 +49,10 @@ from monitor.contracts.settings import DEFAULT_PRICES, REPO_ROOT, Settings
 from monitor.judge.prompt import conversation_message, render, rubric_sections, spur_answer_format
 from monitor.judge.simulated import SimulatedJudge
 from monitor.judge.spur import spur_schema
+from monitor.tools.bench.cost_windows import ESTIMATORS, Regime, window_errors
 from monitor.tools.bench.distill_fidelity import simulated_conversation
 from monitor.tools.simulator.generate import ConversationGenerator
 
-ESTIMATORS = ("judge_only", "distilled_only", "ppi")
 USS_ITEM = RubricItem(id="dsat.dissatisfied_now", name="Dissatisfied now", polarity="dsat",
                       description="The user is dissatisfied at the latest turn (USS turn rating <= 2).")
 
@@ -55,6 +60,7 @@ USS_ITEM = RubricItem(id="dsat.dissatisfied_now", name="Dissatisfied now", polar
 @dataclass(frozen=True)
 class CostConfig:
     volume_per_hour: int = 10_000
+    volumes: Sequence[int] = (10_000, 100_000, 1_000_000)  # the smallest-slice sweep (volume x window hours)
     slices: Sequence[float] = (1.0, 0.1, 0.02, 0.01, 0.005)
     windows: int = 200
     judge_noise: float = 0.05
@@ -161,55 +167,27 @@ def _train(source: Source, n: int, config: CostConfig) -> tuple[Any, Any, list[s
     return trained.model, trained.featurizer, trained.model.item_ids
 
 
-def _windows(source: Source, proba: list[np.ndarray], config: CostConfig, rate: float,
-             rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Per estimator, a (windows, items) array of errors in points against the judge-all-traffic rate."""
-    v = config.volume_per_hour
-    errors = {e: np.zeros((config.windows, proba[0].shape[1])) for e in ESTIMATORS}
-    for w in range(config.windows):
-        share = rng.random() if len(source.regimes) > 1 else 0.0  # this hour's share of the second regime
-        second = int((rng.random(v) < share).sum())
-        ys, ps = [], []
-        for k, regime in enumerate(source.regimes[:2]):
-            idx = rng.integers(0, len(regime), second if k else v - second)
-            ys.append(regime.labels[idx])
-            ps.append(proba[k][idx])
-        y, p = np.vstack(ys), np.vstack(ps)
-        judged = rng.random(v) < rate
-        target = y.mean(axis=0)
-        if judged.sum() == 0:
-            errors["judge_only"][w] = np.nan
-            errors["ppi"][w] = 100 * (p.mean(axis=0) - target)
-        else:
-            errors["judge_only"][w] = 100 * (y[judged].mean(axis=0) - target)
-            errors["ppi"][w] = 100 * (p.mean(axis=0) + (y[judged] - p[judged]).mean(axis=0) - target)
-        errors["distilled_only"][w] = 100 * (p.mean(axis=0) - target)
-    return errors
-
-
-def run_source(source: Source, config: CostConfig, progress: Callable[[str], None] | None) -> dict[str, Any]:
-    rng = np.random.default_rng(config.seed + 7)
-    spend = spend_per_million(source.regimes[0].conversations, source.rubric, config)
+def _rows(source: Source, config: CostConfig, volume: int, rng: np.random.Generator,
+          models: dict[int, tuple[Any, Any, list[str]]], spend: dict[str, Any],
+          progress: Callable[[str], None] | None) -> list[dict[str, Any]]:
     rows = []
-    models: dict[int, tuple[Any, Any, list[str]]] = {}
     for rate in sorted(config.slices, reverse=True):
-        n_labels = min(int(rate * config.volume_per_hour * config.train_hours), len(source.train),
-                       config.max_training_labels)
+        n_labels = min(int(rate * volume * config.train_hours), len(source.train), config.max_training_labels)
         if n_labels not in models:
             if progress:
                 progress(f"cost {source.name}: slice {rate:.3%}, training on {n_labels} judged labels")
             models[n_labels] = _train(source, n_labels, config)
         model, featurizer, item_ids = models[n_labels]
         columns = [source.rubric.item_ids.index(i) for i in item_ids]
-        proba = []
+        regimes = []
         for regime in source.regimes[:2]:
             p = np.full(regime.labels.shape, np.nan)
             p[:, columns] = model.predict_proba(featurizer.transform(regime.conversations))
-            proba.append(np.where(np.isnan(p), np.nanmean(regime.labels, axis=0), p))  # untrained: a constant
-        errors = _windows(source, proba, config, rate, rng)
+            regimes.append(Regime(regime.labels, np.where(np.isnan(p), np.nanmean(regime.labels, axis=0), p)))
+        errors = window_errors(regimes, volume, rate, config.windows, rng)
         per_item = {e: np.nanpercentile(np.abs(err), 95, axis=0) for e, err in errors.items()}
         rows.append({
-            "slice": rate, "judged_per_hour": rate * config.volume_per_hour,
+            "slice": rate, "judged_per_hour": rate * volume,
             "training_labels": n_labels, "items_trained": len(item_ids),
             "usd_per_million": round(rate * spend["usd_per_million_judged"], 2),
             **{f"{e}_p95_max_points": round(float(np.max(v)), 3) for e, v in per_item.items()},
@@ -217,10 +195,30 @@ def run_source(source: Source, config: CostConfig, progress: Callable[[str], Non
             "per_item_p95_points": {e: {i: round(float(x), 3) for i, x in zip(source.rubric.item_ids, v, strict=True)}
                                     for e, v in per_item.items()},
         })
-    smallest = {e: min((r["slice"] for r in rows if r[f"{e}_p95_max_points"] <= config.tolerance_points), default=None)
-                for e in ESTIMATORS}
+    return rows
+
+
+def _smallest(rows: list[dict[str, Any]], config: CostConfig) -> dict[str, float | None]:
+    return {e: min((r["slice"] for r in rows if r[f"{e}_p95_max_points"] <= config.tolerance_points), default=None)
+            for e in ESTIMATORS}
+
+
+def run_source(source: Source, config: CostConfig, progress: Callable[[str], None] | None) -> dict[str, Any]:
+    """The main table at ``volume_per_hour``, then the smallest slice within tolerance at each of ``volumes``."""
+    rng = np.random.default_rng(config.seed + 7)
+    spend = spend_per_million(source.regimes[0].conversations, source.rubric, config)
+    models: dict[int, tuple[Any, Any, list[str]]] = {}
+    rows = _rows(source, config, config.volume_per_hour, rng, models, spend, progress)
+    by_volume = []
+    for volume in config.volumes:
+        swept = rows if volume == config.volume_per_hour else _rows(source, config, volume, rng, models, spend,
+                                                                     progress)
+        by_volume.append({"volume_per_hour": volume, "smallest_slice_within_tolerance": _smallest(swept, config),
+                          "p95_max_points": {e: {str(r["slice"]): r[f"{e}_p95_max_points"] for r in swept}
+                                             for e in ESTIMATORS}})
     return {"source": source.name, "teacher": source.teacher, "items": len(source.rubric.items),
-            "spend": spend, "rows": rows, "smallest_slice_within_tolerance": smallest}
+            "spend": spend, "rows": rows, "smallest_slice_within_tolerance": _smallest(rows, config),
+            "by_volume": by_volume}
 
 
 def run_cost(config: CostConfig, progress: Callable[[str], None] | None = None,
@@ -231,7 +229,8 @@ def run_cost(config: CostConfig, progress: Callable[[str], None] | None = None,
             progress(f"cost: building the {name} stream")
         source = simulator_source(config) if name == "simulator" else uss_source(config)
         results.append(run_source(source, config, progress))
-    out = {"volume_per_hour": config.volume_per_hour, "windows": config.windows, "window_hours": 1,
+    out = {"volume_per_hour": config.volume_per_hour, "volumes": list(config.volumes), "windows": config.windows,
+           "window_hours": 1,
            "judge_noise": config.judge_noise, "train_hours": config.train_hours, "interval": "95th percentile of "
            "|error| over windows, in percentage points, max over items", "tolerance_points": config.tolerance_points,
            "model": config.model, "price_usd_per_million_tokens": list(DEFAULT_PRICES[config.model]),

@@ -11,7 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 FLOOR = 0.1  # judging 100 % has error 0, which a log axis cannot show
-LABELS = {"judge_only": "judge only", "distilled_only": "distilled only", "ppi": "prediction-powered"}
+LABELS = {"judge_only": "judge only", "distilled_only": "distilled only", "ppi": "prediction-powered",
+          "ppi_tuned": "prediction-powered, tuned (PPI++)"}
 
 
 def plot_cost(result: dict[str, Any], path: Path) -> Path:

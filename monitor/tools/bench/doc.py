@@ -82,16 +82,23 @@ def throughput_table(result: dict[str, Any]) -> Table:
     return table
 
 
+COST_ESTIMATORS = {"judge_only": "judge only", "distilled_only": "distilled only", "ppi": "prediction-powered",
+                   "ppi_tuned": "PPI++ (tuned)"}
+
+
+def _slice(value: float | None) -> str:
+    return "none of those measured" if value is None else f"{value:.1%}"
+
+
 def cost_table(result: dict[str, Any]) -> Table:
     table = Table(title=f"Per-item rate error, 95 % over 1-hour windows of {result['volume_per_hour']} conversations "
                         "(points, worst item)")
-    for col in ("source", "slice", "USD / 1M", "judge only", "distilled only", "prediction-powered"):
+    for col in ("source", "slice", "USD / 1M", *COST_ESTIMATORS.values()):
         table.add_column(col)
     for source in result["sources"]:
         for r in source["rows"]:
             table.add_row(source["source"], f"{r['slice']:.1%}", _fmt(r["usd_per_million"], 2),
-                          _fmt(r["judge_only_p95_max_points"], 2), _fmt(r["distilled_only_p95_max_points"], 2),
-                          _fmt(r["ppi_p95_max_points"], 2))
+                          *[_fmt(r[f"{e}_p95_max_points"], 2) for e in COST_ESTIMATORS])
     return table
 
 
@@ -286,7 +293,7 @@ def sampler_markdown(result: dict[str, Any]) -> str:
 
 
 def cost_markdown(result: dict[str, Any]) -> str:
-    names = {"judge_only": "judge only", "distilled_only": "distilled only", "ppi": "prediction-powered"}
+    names = COST_ESTIMATORS
     out = [f"A stream of {result['volume_per_hour']:,} conversations per hour, {result['windows']} 1-hour windows "
            "per slice; each window mixes two regimes (simulator: normal and a DSAT spike; USS: its two corpora) in "
            "a random share, so rates move from hour to hour. Error = exported rate minus the rate judging all of "
@@ -310,17 +317,24 @@ def cost_markdown(result: dict[str, Any]) -> str:
                         for e in names]] for r in source["rows"]]), ""]
         smallest = source["smallest_slice_within_tolerance"]
         out.append(f"Smallest slice keeping every rate within ±{_fmt(result['tolerance_points'], 0)} point at 95 %: "
-                   + "; ".join(f"{n}: {'none of those measured' if smallest[e] is None else f'{smallest[e]:.1%}'}"
-                               for e, n in names.items()) + ". Goal (issue #22): ≤ 1 %.")
+                   + "; ".join(f"{n}: {_slice(smallest[e])}" for e, n in names.items()) + ". Goal (issue #22): ≤ 1 %.")
         out.append("")
+        if source.get("by_volume"):
+            out += [f"Smallest slice within ±{_fmt(result['tolerance_points'], 0)} point by volume (models trained on "
+                    "what each slice collects at that volume, capped as above; 0.5 % is the smallest slice measured; "
+                    "V conversations an hour over H hours judge the same sample as V·H in one hour):", "",
+                    _md(["conversations / h", *names.values()],
+                        [[f"{v['volume_per_hour']:,}", *[_slice(v["smallest_slice_within_tolerance"][e])
+                                                          for e in names]] for v in source["by_volume"]]), ""]
     out += ["Reading: a judge-only rate from n judged conversations has a 95 % error of about "
-            "1.96·sqrt(p(1-p)/n) points, which for rates of 10-50 % needs thousands of judged conversations per "
-            "window for ±1 point; the prediction-powered rate replaces p(1-p) by the variance of the residuals "
-            "(label − probability), which judge noise and imperfect models keep well above zero, so it gains "
-            "little per hour at small slices. The distilled-only rate has almost no variance at this volume but "
-            "carries the model's bias, which moves with the traffic mix. Lengthening the window (more judged "
-            "conversations per estimate) or estimating the prediction-powered correction over a longer window "
-            "than the distilled mean are the levers; neither is measured here.", ""]
+            "1.96·sqrt(p(1-p)/n) points, so ±1 point on rates of 10-50 % takes thousands of judged conversations "
+            "per window, whatever the slice. The prediction-powered rates replace p(1-p) by the variance of the "
+            "residuals (label − probability), which judge noise and imperfect models keep well above zero; PPI++'s "
+            "tuning changes little here because the models are good enough that lambda stays near 1. The "
+            "distilled-only rate has almost no variance but carries the model's bias, which moves with the traffic "
+            "mix (up to 4-5 points on the worst simulator item), so it never meets ±1 point. Hence the volume "
+            "sweep: the ≤ 1 % goal is a statement about judged conversations per window, met from about 1M "
+            "conversations an hour (or a 100-hour window at 10,000 an hour), not at 10,000 an hour.", ""]
     if result.get("plot"):
         out.append(f"![error against spend]({Path(result['plot']).name})")
     return "\n".join(out).strip()
