@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from monitor.contracts.events import EndEvent, Feedback, Role, TurnEvent
 
@@ -106,7 +107,8 @@ def _text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def _messages(value: Any, where: str) -> list[Mapping[str, Any]]:
+def _messages(value: Any, where: str) -> list[Any]:
+    """A list whose dict items are messages (callers skip the rest)."""
     if isinstance(value, str | bytes):
         try:
             value = orjson.loads(value)
@@ -116,7 +118,7 @@ def _messages(value: Any, where: str) -> list[Mapping[str, Any]]:
         value = [value]
     if not isinstance(value, list):
         raise ValueError(f"{where} is not a list of messages")
-    return [m for m in value if isinstance(m, dict)]
+    return value
 
 
 def _flattened(attrs: Mapping[str, Any], prefix: str) -> list[Mapping[str, Any]]:
@@ -153,9 +155,10 @@ def _tail(value: str, known: tuple[str, int] | None) -> tuple[str, int] | None:
 
 
 def history_and_answer(call: Call, known: tuple[str, int] | None = None
-                       ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], int]:
+                       ) -> tuple[list[Any], list[Any], int]:
     """The messages sent (all, or only those after the ``known`` earlier input) and received, from whichever
-    convention the instrumentation used, and the turn index of the first message returned as sent."""
+    convention the instrumentation used, and the turn index of the first message returned as sent. Items
+    that are not JSON objects are left in the lists: callers skip them."""
     a = call.attributes
     if INPUT in a or OUTPUT in a:
         sent, first = a.get(INPUT), 0
@@ -163,7 +166,8 @@ def history_and_answer(call: Call, known: tuple[str, int] | None = None
             sent, first = tail
         return (_messages(sent, INPUT) if sent is not None else [],
                 _messages(a[OUTPUT], OUTPUT) if OUTPUT in a else [], first)
-    history, answer = _flattened(a, PROMPT), _flattened(a, COMPLETION)
+    history: list[Any] = _flattened(a, PROMPT)
+    answer: list[Any] = _flattened(a, COMPLETION)
     for name, event in call.events:  # gen_ai.content.prompt / gen_ai.content.completion span events
         if PROMPT in event:
             history = _messages(event[PROMPT], f"span event {name} {PROMPT}")
@@ -217,7 +221,11 @@ def span_ref(trace_id: bytes, span_id: bytes) -> str | None:
 
 
 _TURN_FIELDS = frozenset(TurnEvent.model_fields)
+_new = object.__new__
 _set = object.__setattr__
+_slots = BaseModel.__dict__
+_set_fields, _set_extra, _set_private = (_slots[n].__set__ for n in (
+    "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 
 
 def _turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadata: dict[str, str],
@@ -225,13 +233,13 @@ def _turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadat
     """Built without validation: every field is valid by construction here (non-empty text, bounded ids,
     a known role, finite times), validation was most of the decode cost, and even pydantic's
     ``model_construct`` costs 4x this (tests/stages/test_otlp_input.py checks it equals a validated event)."""
-    event = TurnEvent.__new__(TurnEvent)
+    event = _new(TurnEvent)
     _set(event, "__dict__", {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role, "text": text,
                              "timestamp": timestamp, "feedback": None, "metadata": metadata, "span": span,
                              "response_id": response_id})
-    _set(event, "__pydantic_fields_set__", set(_TURN_FIELDS))
-    _set(event, "__pydantic_extra__", None)
-    _set(event, "__pydantic_private__", None)
+    _set_fields(event, set(_TURN_FIELDS))
+    _set_extra(event, None)
+    _set_private(event, None)
     return event
 
 
@@ -241,7 +249,8 @@ def call_events(call: Call, cid: str, m: GenAiMapping, seen: set[int] | None = N
     configured end attribute says so, an end event counting them. History turns whose index is in
     ``seen`` (already taken from this message) are not built again; ``known`` (per message) lets a call
     parse only the history its conversation's previous call did not send. Raises :class:`NoContent`."""
-    ended = bool(m.end_attribute and _flag(call.attributes.get(m.end_attribute)))
+    attrs = call.attributes
+    ended = m.end_attribute is not None and _flag(attrs.get(m.end_attribute)) is True
     feedback = _feedback(call, m) if m.thumbs_attribute or m.csat_attribute else None
     try:
         history, answer, index = history_and_answer(call, known.get(cid) if known is not None else None)
@@ -251,22 +260,24 @@ def call_events(call: Call, cid: str, m: GenAiMapping, seen: set[int] | None = N
         raise
     metadata = _dimensions(call, m)
     out: list[TurnEvent | EndEvent] = []
+    start = call.start
     for message in history:
-        role = message.get("role")
-        if role != "user" and role != "assistant":
+        if type(message) is not dict:
             continue
-        text = _text(message)
-        if text:
-            if seen is None or index not in seen:
-                out.append(_turn(cid, index, cast(Role, role), text, call.start, metadata))
-            index += 1
-    sent = call.attributes.get(INPUT)
-    if known is not None and isinstance(sent, str) and (sent := sent.rstrip()).endswith("]"):
-        known[cid] = (sent, index)
+        role = message.get("role")
+        if role == "user" or role == "assistant":
+            text = _text(message)
+            if text:
+                if seen is None or index not in seen:
+                    out.append(_turn(cid, index, role, text, start, metadata))
+                index += 1
+    if known is not None:
+        sent = attrs.get(INPUT)
+        if type(sent) is str and (sent := sent.rstrip()).endswith("]"):
+            known[cid] = (sent, index)
     for message in answer:  # several choices (n > 1): the first is the one the user saw
-        text = _text(message)
-        if message.get("role", "assistant") == "assistant" and text:
-            response = call.attributes.get(RESPONSE_ID)
+        if type(message) is dict and message.get("role", "assistant") == "assistant" and (text := _text(message)):
+            response = attrs.get(RESPONSE_ID)
             out.append(_turn(cid, index, "assistant", text, call.end, metadata, span_ref(call.trace_id, call.span_id),
                              str(response)[:128] if response else None))
             index += 1

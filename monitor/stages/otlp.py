@@ -28,7 +28,17 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.metrics import Metrics
-from monitor.stages.genai import FLATTENED, Call, GenAiMapping, Known, NoContent, call_events, conversation_id
+from monitor.stages.genai import (
+    FLATTENED,
+    INPUT,
+    OUTPUT,
+    Call,
+    GenAiMapping,
+    Known,
+    NoContent,
+    call_events,
+    conversation_id,
+)
 from monitor.stages.otlp_json import json_calls
 
 Signal = Literal["traces", "logs"]
@@ -115,7 +125,9 @@ class OtlpDecoder:
             if cid is None:
                 outcomes["no_conversation"] += 1
                 continue
-            turns = seen.setdefault(cid, set())
+            turns = seen.get(cid)
+            if turns is None:
+                turns = seen[cid] = set()
             try:
                 events = call_events(call, cid, self.mapping, turns, known)
             except NoContent:
@@ -127,14 +139,14 @@ class OtlpDecoder:
                 continue
             outcomes["turns"] += 1
             for event in events:
-                if isinstance(event, EndEvent):
+                if type(event) is EndEvent:
                     ends.append(event)
                     continue
-                key = (cid, event.turn_index)
-                turns.add(event.turn_index)
-                kept = by_turn.get(key)
-                if kept is None or (event.span and not kept.span):
-                    by_turn[key] = event
+                index = event.turn_index  # type: ignore[union-attr]
+                turns.add(index)
+                kept = by_turn.get((cid, index))
+                if kept is None or (event.span and not kept.span):  # type: ignore[union-attr]
+                    by_turn[cid, index] = event  # type: ignore[assignment]
         for outcome, n in outcomes.items():
             self.metrics.otlp_records.labels(self.signal, outcome).inc(n)
         return [*(by_turn[k] for k in sorted(by_turn)), *ends], problems
@@ -146,9 +158,9 @@ class OtlpDecoder:
                 resource: Mapping[str, Any] | None = None
                 for ss in rs.scope_spans:
                     for span in ss.spans:
-                        events = [(e.name, attributes(e.attributes)) for e in span.events
-                                  if e.name.startswith("gen_ai")] if len(span.events) else []
                         attrs, genai = read(span.attributes, keys)
+                        events = [] if INPUT in attrs or OUTPUT in attrs or not len(span.events) else [
+                            (e.name, attributes(e.attributes)) for e in span.events if e.name.startswith("gen_ai")]
                         if not genai and not events:
                             outcomes["not_genai"] += 1
                             continue
