@@ -83,6 +83,9 @@ class NoContent(Exception):
 
 
 def conversation_id(call: Call, m: GenAiMapping) -> str | None:
+    value = call.attributes.get(CONVERSATION)
+    if type(value) is str and value.strip():  # the usual case
+        return value[:MAX_ID]
     for name in m.conversation_names:
         for attrs in (call.attributes, call.resource):
             value = attrs.get(name)

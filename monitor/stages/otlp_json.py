@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from monitor.contracts.errors import InvalidEvent
-from monitor.stages.genai import FLATTENED, Call
+from monitor.stages.genai import FLATTENED, INPUT, OUTPUT, Call
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _SNAKE = {"resourceSpans": "resource_spans", "scopeSpans": "scope_spans", "resourceLogs": "resource_logs",
@@ -79,9 +79,9 @@ def read(kvs: list[Any], keys: frozenset[str]) -> tuple[dict[str, Any], bool]:
         if key in keys or key.startswith(FLATTENED):
             value = kv.get("value", {})
             string = value.get("stringValue")
-            found[key] = string if isinstance(string, str) else any_value(value)
-        if not genai and key.startswith("gen_ai."):
-            genai = True
+            found[key] = string if type(string) is str else any_value(value)
+        if not genai:
+            genai = key.startswith("gen_ai.")
     return found, genai
 
 
@@ -103,9 +103,11 @@ def _spans(root: Mapping[str, Any], keys: frozenset[str], outcomes: Counter[str]
         resource: dict[str, Any] | None = None
         for ss in _list(rs, "scopeSpans"):
             for span in _list(ss, "spans"):
-                events = [(e.get("name", ""), attributes(_list(e, "attributes"))) for e in _list(span, "events")
-                          if str(e.get("name", "")).startswith("gen_ai")]
-                attrs, genai = read(_list(span, "attributes"), keys)
+                raw_attrs = span.get("attributes") or []
+                attrs, genai = read(raw_attrs if type(raw_attrs) is list else _list(span, "attributes"), keys)
+                events = [] if INPUT in attrs or OUTPUT in attrs or not span.get("events") else [
+                    (e.get("name", ""), attributes(_list(e, "attributes"))) for e in _list(span, "events")
+                    if str(e.get("name", "")).startswith("gen_ai")]
                 if not genai and not events:
                     outcomes["not_genai"] += 1
                     continue
