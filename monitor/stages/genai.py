@@ -15,7 +15,7 @@ converting every attribute of every span was most of the decode cost.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,7 +246,8 @@ def _turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadat
     return event
 
 
-def call_events(call: Call, cid: str, m: GenAiMapping, seen: set[int] | None = None, known: Known | None = None
+def call_events(call: Call, cid: str, m: GenAiMapping, seen: Container[int] | None = None,
+                known: Known | None = None
                 ) -> list[TurnEvent | EndEvent]:
     """The turns of one call (history at its positions, the first answer after them) and, when the
     configured end attribute says so, an end event counting them. History turns whose index is in

@@ -63,6 +63,15 @@ def attributes(kvs: Iterable[KeyValue]) -> dict[str, Any]:
     return {kv.key: any_value(kv.value) for kv in kvs}
 
 
+def _ascending(turns: dict[int, Any]) -> bool:
+    previous = -1
+    for index in turns:
+        if index < previous:
+            return False
+        previous = index
+    return True
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection while a message is decoded: it creates thousands of short-lived,
@@ -130,8 +139,8 @@ class OtlpDecoder:
     def _decode(self, request: Any) -> tuple[list[TurnEvent | EndEvent], list[str]]:
         outcomes: Counter[str] = Counter()
         problems: list[str] = []
-        by_turn: dict[tuple[str, int], TurnEvent] = {}  # one message often repeats a history: keep each turn once
-        seen: dict[str, set[int]] = {}
+        # each conversation's turns by index: one message often repeats a history, keep each turn once
+        by_conversation: dict[str, dict[int, TurnEvent]] = {}
         known: Known = {}
         ends: list[EndEvent] = []
         calls = (json_calls(request, self.signal == "traces", self._keys, outcomes) if self.encoding == "otlp_json"
@@ -142,9 +151,9 @@ class OtlpDecoder:
             if cid is None:
                 outcomes["no_conversation"] += 1
                 continue
-            turns = seen.get(cid)
+            turns = by_conversation.get(cid)
             if turns is None:
-                turns = seen[cid] = set()
+                turns = by_conversation[cid] = {}
             try:
                 events = call_events(call, cid, mapping, turns, known)
             except NoContent:
@@ -160,15 +169,17 @@ class OtlpDecoder:
                     ends.append(event)
                     continue
                 index = event.turn_index  # type: ignore[union-attr]
-                turns.add(index)
-                kept = by_turn.get((cid, index))
+                kept = turns.get(index)
                 if kept is None or (event.span and not kept.span):  # type: ignore[union-attr]
-                    by_turn[cid, index] = event  # type: ignore[assignment]
+                    turns[index] = event  # type: ignore[assignment]
         if mapped:
             outcomes["turns"] += mapped
         for outcome, n in outcomes.items():
             self.metrics.otlp_records.labels(self.signal, outcome).inc(n)
-        return [*(by_turn[k] for k in sorted(by_turn)), *ends], problems
+        out: list[TurnEvent | EndEvent] = []
+        for turns in by_conversation.values():
+            out += turns.values() if _ascending(turns) else (turns[i] for i in sorted(turns))
+        return [*out, *ends], problems
 
     def _calls(self, request: Any, outcomes: Counter[str]) -> Iterable[Call]:
         keys = self._keys
