@@ -96,7 +96,9 @@ class LabelRecord(BaseModel):
             conversation_id=conversation.conversation_id, rubric_set=score.rubric_set,
             rubric_version=score.rubric_version, judge=score.judge, model_version=score.model_version,
             turns=[t.model_copy(update={"text": redact(t.text) or "[redacted]"}) for t in conversation.turns],
-            items=score.items, R=score.R, thumbs=feedback.thumbs if feedback else None,
+            items=[i.model_copy(update={"explanation": redact(i.explanation)}) if i.explanation else i
+                   for i in score.items],  # a judge's reason may quote the user
+            R=score.R, thumbs=feedback.thumbs if feedback else None,
             csat=feedback.csat if feedback else None, labelled_at=score.scored_at,
             metadata={key: redact(value) for key, value in conversation.metadata.items()},
             ended_at=conversation.ended_at, inclusion_probability=score.inclusion_probability,

@@ -30,7 +30,7 @@ class ItemResult(BaseModel):
     uncertain: bool = False
     mass: float | None = Field(default=None, ge=0, le=1)  # logprobs: raw P(yes)+P(no) before normalising
     # llm: the judge's reason for the verdict, when its mode asks for one (may quote user text: redact on output;
-    # not on the scores topic). No judge mode asks for it yet.
+    # not on the scores topic). SPUR mode asks for it with judge_explanations.
     explanation: str | None = Field(default=None, max_length=2000)
 
 

@@ -238,6 +238,17 @@ class JudgeSettings(BaseModel):
     # the mode's schema; "strip_prose" also accepts one such object inside prose or a code fence (counted);
     # "lenient" = the tolerant free-text parser, for endpoints that cannot answer in JSON (counted).
     judge_answer_repair: Literal["none", "strip_prose", "lenient"] = "none"
+    # Issue #21: ask the judge (SPUR mode) for a one-sentence reason per item ("why", at most
+    # monitor.judge.strict.MAX_EXPLANATION characters), sent out as gen_ai.evaluation.explanation and kept in the
+    # label store, both redacted. Off by default: it adds output tokens to every judge call.
+    judge_explanations: bool = False
+
+    @model_validator(mode="after")
+    def _check_explanations(self) -> Self:
+        if self.judge_explanations and self.judge_mode != "spur":
+            raise ValueError(f"judge_explanations needs judge_mode=spur (its JSON answer has room for a reason per "
+                             f"item); judge_mode is {self.judge_mode!r}")
+        return self
 
     @field_validator("pii_phone_regions")
     @classmethod

@@ -55,18 +55,23 @@ def rubric_sections(items: list[RubricItem]) -> str:
     return "\n".join(out) + "\n"
 
 
-def spur_answer_format(items: list[RubricItem]) -> str:
-    """The JSON answer shape for SPUR mode, with an example built from the first items."""
+def spur_answer_format(items: list[RubricItem], *, explanations: int = 0) -> str:
+    """The JSON answer shape for SPUR mode, with an example built from the first items; with
+    ``explanations`` (a character bound) each answer also gives its reason as ``"why"``."""
     lines = ["Answer with one JSON object with one key per statement id, and no other text:"]
     example: dict[str, dict[str, object]] = {}
+    why: dict[str, object] = {"why": "one short sentence"} if explanations else {}
     for item in items:
         if item.polarity == "maxim":
-            example.setdefault(item.id, {"answer": "S", "score": 0})
+            example.setdefault(item.id, {"answer": "S", "score": 0, **why})
         elif item.polarity == "sat" and not any(k.startswith("sat.") for k in example):
-            example[item.id] = {"answer": "Y", "score": 7}
+            example[item.id] = {"answer": "Y", "score": 7, **why}
         elif item.polarity == "dsat" and not any(k.startswith("dsat.") for k in example):
-            example[item.id] = {"answer": "N", "score": 0}
+            example[item.id] = {"answer": "N", "score": 0, **why}
     lines.append(json.dumps(example) + "  (and so on for every id)")
+    if explanations:
+        lines.append(f'"why" is the reason for that answer in one short sentence of at most {explanations} '
+                     "characters; describe what happened, do not copy text from the conversation.")
     if any(item.polarity != "maxim" for item in items):
         lines.append('For rubric statements "answer" is "Y" or "N" and "score" an integer: 1-10 for Y, 0 for N.')
     if any(item.polarity == "maxim" for item in items):

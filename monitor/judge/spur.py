@@ -16,20 +16,27 @@ from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
 from monitor.judge.interpret import parse_spur
 from monitor.judge.prompt import conversation_budget, conversation_message, render, rubric_sections, spur_answer_format
+from monitor.judge.strict import EXPLANATION, MAX_EXPLANATION
 
 _MAXIM_RULES = "- For the conversational maxims, judge the assistant's turns: S, V or NA, with score 0.\n"
 
 
-def spur_schema(items: list[RubricItem]) -> dict[str, Any]:
-    """Strict JSON schema: one ``{"answer", "score"}`` object per item id, all required."""
+def spur_schema(items: list[RubricItem], *, explanations: bool = False) -> dict[str, Any]:
+    """Strict JSON schema: one ``{"answer", "score"}`` object per item id (plus ``"why"`` with
+    ``explanations``), all required. The length bound of ``why`` is checked by monitor.judge.strict, not
+    sent: strict structured outputs do not take ``maxLength`` everywhere, and a 400 would switch the
+    client to free text for good."""
+    fields: dict[str, Any] = {"score": {"type": "integer"}}
+    if explanations:
+        fields[EXPLANATION] = {"type": "string"}
     properties = {
         item.id: {
             "type": "object",
             "properties": {
                 "answer": {"type": "string", "enum": ["S", "V", "NA"] if item.polarity == "maxim" else ["Y", "N"]},
-                "score": {"type": "integer"},
+                **fields,
             },
-            "required": ["answer", "score"],
+            "required": ["answer", *fields],
             "additionalProperties": False,
         }
         for item in items
@@ -44,7 +51,8 @@ class SpurScorer(ModeScorer):
         self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
     ) -> None:
         super().__init__(settings, client, metrics, items, model=model)
-        self.answer_format = spur_answer_format(items)
+        explanations = settings.judge_explanations
+        self.answer_format = spur_answer_format(items, explanations=MAX_EXPLANATION if explanations else 0)
         self.system = render(
             settings.prompts_dir,
             "spur_estimation",
@@ -55,7 +63,7 @@ class SpurScorer(ModeScorer):
             answer_format=self.answer_format,
         )
         self.max_chars = conversation_budget(settings.judge_max_prompt_chars, self.system)
-        self.response_format = spur_schema(items)
+        self.response_format = spur_schema(items, explanations=explanations)
 
     async def score_items(self, conversation: Conversation) -> Scored:
         user, truncated = conversation_message(self.settings.prompts_dir, conversation, max_chars=self.max_chars)

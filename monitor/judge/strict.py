@@ -27,6 +27,8 @@ from monitor.judge.interpret import Interpreter
 from monitor.judge.parse import RawAnswer, fail
 
 _SHOWN = 40  # characters of a model-written key quoted in a problem (it may echo user text)
+EXPLANATION = "why"  # the optional reason per item (judge_explanations); the schema says whether it is asked for
+MAX_EXPLANATION = 160  # characters: one short sentence; the prompt states the same bound
 
 
 def _key(name: object) -> str:
@@ -111,10 +113,15 @@ def parse_strict(
             raw = (RawAnswer(item.id, str(answer["answer"]), float(answer["score"])) if isinstance(answer, dict)
                    else RawAnswer(item.id, str(answer), None))
             result = interpret(item, raw)
+            why = answer.get(EXPLANATION) if isinstance(answer, dict) else None
             if isinstance(result, str):
                 problems.append(("bad_value", result))
+            elif isinstance(why, str) and len(why) > MAX_EXPLANATION:
+                problems.append(("bad_value", f"{item.id}.{EXPLANATION} is {len(why)} characters long: at most "
+                                              f"{MAX_EXPLANATION}"))
             else:
-                results.append(result)
+                why = " ".join(why.split()) if isinstance(why, str) else ""
+                results.append(result.model_copy(update={"explanation": why}) if why else result)
     if problems:
         for code in {code for code, _ in problems}:
             metrics.judge_answers_rejected.labels(code).inc()

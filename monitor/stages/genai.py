@@ -8,16 +8,19 @@ attributes). Every call repeats the history, so a turn's index is its position i
 counting only user and assistant messages with text: the same turn gets the same index in every
 call, and the sessionizer stores it once. System and tool messages are not turns.
 
-No protobuf here: :mod:`monitor.stages.otlp` walks the OTLP payloads and hands over attribute dicts.
+No protobuf here: :mod:`monitor.stages.otlp` (and :mod:`monitor.stages.otlp_json`) walk the OTLP
+payloads and hand over dicts of the attributes this module reads (:func:`read_keys`), nothing more:
+converting every attribute of every span was most of the decode cost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from monitor.contracts.events import EndEvent, Feedback, Role, TurnEvent
 
@@ -26,6 +29,7 @@ INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
 PROMPT, COMPLETION = "gen_ai.prompt", "gen_ai.completion"  # older semconv: span events / flattened attributes
 RESPONSE_ID = "gen_ai.response.id"
 MODELS = ("gen_ai.response.model", "gen_ai.request.model")
+FLATTENED = (PROMPT + ".", COMPLETION + ".")
 MAX_ID = 256
 TRUE = {"true", "1", "yes", "up", "+1", "positive"}
 FALSE = {"false", "0", "no", "down", "-1", "negative"}
@@ -41,11 +45,29 @@ class GenAiMapping:
     thumbs_attribute: str | None = None
     csat_attribute: str | None = None
     end_attribute: str | None = None
+    # derived once, read per call: each dimension's attribute names in order, every attribute the mapping reads
+    dimension_names: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False, repr=False, compare=False)
+    keys: frozenset[str] = field(init=False, repr=False, compare=False)
+    conversation_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        mapped = dict(self.dimension_attributes)
+        names = tuple((d, (mapped.get(d, d), *(MODELS if d == "model_version" else ()))) for d in self.dimensions)
+        object.__setattr__(self, "dimension_names", names)
+        object.__setattr__(self, "keys", read_keys(self))
+        object.__setattr__(self, "conversation_names", (CONVERSATION, *self.conversation_attributes))
 
 
-@dataclass(frozen=True)
+def read_keys(m: GenAiMapping) -> frozenset[str]:
+    """The span / log attributes the mapping reads (besides the flattened ``gen_ai.prompt.<i>.*`` ones)."""
+    names = {CONVERSATION, INPUT, OUTPUT, RESPONSE_ID, *m.conversation_attributes, *(n for _, ns in m.dimension_names
+                                                                                       for n in ns)}
+    return frozenset(n for n in (*names, m.thumbs_attribute, m.csat_attribute, m.end_attribute) if n)
+
+
+@dataclass(slots=True)
 class Call:
-    """One GenAI call's telemetry: its attributes, its resource's, and where it sits in a trace."""
+    """One GenAI call's telemetry: the attributes the mapping reads, its resource's, where it sits in a trace."""
 
     attributes: Mapping[str, Any]
     resource: Mapping[str, Any]
@@ -61,10 +83,13 @@ class NoContent(Exception):
 
 
 def conversation_id(call: Call, m: GenAiMapping) -> str | None:
-    for name in (CONVERSATION, *m.conversation_attributes):
+    value = call.attributes.get(CONVERSATION)
+    if type(value) is str and value.strip():  # the usual case
+        return value[:MAX_ID]
+    for name in m.conversation_names:
         for attrs in (call.attributes, call.resource):
             value = attrs.get(name)
-            if value is not None and str(value).strip():
+            if value is not None and (value if isinstance(value, str) else str(value)).strip():
                 return str(value)[:MAX_ID]
     return None
 
@@ -72,6 +97,9 @@ def conversation_id(call: Call, m: GenAiMapping) -> str | None:
 def _text(message: Mapping[str, Any]) -> str:
     parts = message.get("parts")
     if isinstance(parts, list):
+        if len(parts) == 1 and isinstance(one := parts[0], dict) and isinstance(text := one.get("content"), str) \
+                and one.get("type", "text") == "text":  # the usual single text part, without the lists
+            return text.strip()
         texts = [str(p.get("content", "")) for p in parts if isinstance(p, dict) and p.get("type", "text") == "text"]
         return "\n".join(t for t in texts if t).strip()
     content = message.get("content")
@@ -82,7 +110,8 @@ def _text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def _messages(value: Any, where: str) -> list[Mapping[str, Any]]:
+def _messages(value: Any, where: str) -> list[Any]:
+    """A list whose dict items are messages (callers skip the rest)."""
     if isinstance(value, str | bytes):
         try:
             value = orjson.loads(value)
@@ -92,7 +121,7 @@ def _messages(value: Any, where: str) -> list[Mapping[str, Any]]:
         value = [value]
     if not isinstance(value, list):
         raise ValueError(f"{where} is not a list of messages")
-    return [m for m in value if isinstance(m, dict)]
+    return value
 
 
 def _flattened(attrs: Mapping[str, Any], prefix: str) -> list[Mapping[str, Any]]:
@@ -107,13 +136,41 @@ def _flattened(attrs: Mapping[str, Any], prefix: str) -> list[Mapping[str, Any]]
     return [found[i] for i in sorted(found)]
 
 
-def history_and_answer(call: Call) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """The messages sent and received, from whichever convention the instrumentation used."""
+Known = dict[str, tuple[str, int]]  # conversation -> its last input messages JSON in this message, turns in it
+
+
+def _tail(value: str, known: tuple[str, int] | None) -> tuple[str, int] | None:
+    """A later call repeats the history of an earlier one and appends to it: when ``value`` extends the
+    conversation's previous input JSON, the JSON array of only the appended messages and the turn index
+    they start at, so a conversation's history is parsed once per message, not once per call."""
+    if known is None:
+        return None
+    previous, turns = known
+    head = previous[:-1]  # previous parsed as a JSON array and was stored right-stripped: it ends with "]"
+    if not value.startswith(head):
+        return None
+    rest = value[len(head):].lstrip()
+    if rest[:1] == ",":
+        return "[" + rest[1:], turns
+    if rest[:1] == "]":
+        return "[" + rest, turns
+    return None
+
+
+def history_and_answer(call: Call, known: tuple[str, int] | None = None
+                       ) -> tuple[list[Any], list[Any], int]:
+    """The messages sent (all, or only those after the ``known`` earlier input) and received, from whichever
+    convention the instrumentation used, and the turn index of the first message returned as sent. Items
+    that are not JSON objects are left in the lists: callers skip them."""
     a = call.attributes
     if INPUT in a or OUTPUT in a:
-        return (_messages(a[INPUT], INPUT) if INPUT in a else [],
-                _messages(a[OUTPUT], OUTPUT) if OUTPUT in a else [])
-    history, answer = _flattened(a, PROMPT), _flattened(a, COMPLETION)
+        sent, first = a.get(INPUT), 0
+        if isinstance(sent, str) and (tail := _tail(sent, known)) is not None:
+            sent, first = tail
+        return (_messages(sent, INPUT) if sent is not None else [],
+                _messages(a[OUTPUT], OUTPUT) if OUTPUT in a else [], first)
+    history: list[Any] = _flattened(a, PROMPT)
+    answer: list[Any] = _flattened(a, COMPLETION)
     for name, event in call.events:  # gen_ai.content.prompt / gen_ai.content.completion span events
         if PROMPT in event:
             history = _messages(event[PROMPT], f"span event {name} {PROMPT}")
@@ -121,16 +178,17 @@ def history_and_answer(call: Call) -> tuple[list[Mapping[str, Any]], list[Mappin
             answer = _messages(event[COMPLETION], f"span event {name} {COMPLETION}")
     if not history and not answer:
         raise NoContent
-    return history, answer
+    return history, answer, 0
 
 
 def _dimensions(call: Call, m: GenAiMapping) -> dict[str, str]:
-    mapped = dict(m.dimension_attributes)
     out: dict[str, str] = {}
-    for dim in m.dimensions:
-        names = [mapped.get(dim, dim)] + (list(MODELS) if dim == "model_version" else [])
+    attributes, resource = call.attributes, call.resource
+    for dim, names in m.dimension_names:
         for name in names:
-            value = call.attributes.get(name, call.resource.get(name))
+            value = attributes.get(name)
+            if value is None:
+                value = resource.get(name)
             if value is not None and str(value):
                 out[dim] = str(value)[:MAX_ID]
                 break
@@ -156,49 +214,74 @@ def _feedback(call: Call, m: GenAiMapping) -> Feedback | None:
     return Feedback(thumbs=thumbs, csat=csat) if thumbs or csat else None
 
 
+_NO_TRACE, _NO_SPAN = bytes(16), bytes(8)
+
+
 def span_ref(trace_id: bytes, span_id: bytes) -> str | None:
-    if len(trace_id) != 16 or len(span_id) != 8 or not any(trace_id) or not any(span_id):
+    if len(trace_id) != 16 or len(span_id) != 8 or trace_id == _NO_TRACE or span_id == _NO_SPAN:
         return None
     return f"{trace_id.hex()}-{span_id.hex()}"
 
 
+_TURN_FIELDS = frozenset(TurnEvent.model_fields)
+_new = object.__new__
+_set = object.__setattr__
+_slots = BaseModel.__dict__
+_set_fields, _set_extra, _set_private = (_slots[n].__set__ for n in (
+    "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
+
+
 def _turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadata: dict[str, str],
           span: str | None = None, response_id: str | None = None) -> TurnEvent:
-    """Built without re-validation: every field is valid by construction here (non-empty text, bounded ids,
-    a known role, finite nanosecond times), and validation was most of the decode cost."""
-    return TurnEvent.model_construct(type="turn", conversation_id=cid, turn_index=index, role=role, text=text,
-                                     timestamp=timestamp, feedback=None, metadata=metadata, span=span,
-                                     response_id=response_id)
+    """Built without validation: every field is valid by construction here (non-empty text, bounded ids,
+    a known role, finite times), validation was most of the decode cost, and even pydantic's
+    ``model_construct`` costs 4x this (tests/stages/test_otlp_input.py checks it equals a validated event)."""
+    event = _new(TurnEvent)
+    _set(event, "__dict__", {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role, "text": text,
+                             "timestamp": timestamp, "feedback": None, "metadata": metadata, "span": span,
+                             "response_id": response_id})
+    _set_fields(event, set(_TURN_FIELDS))
+    _set_extra(event, None)
+    _set_private(event, None)
+    return event
 
 
-def call_events(call: Call, cid: str, m: GenAiMapping, seen: set[int] | None = None) -> list[TurnEvent | EndEvent]:
+def call_events(call: Call, cid: str, m: GenAiMapping, seen: Container[int] | None = None,
+                known: Known | None = None
+                ) -> list[TurnEvent | EndEvent]:
     """The turns of one call (history at its positions, the first answer after them) and, when the
     configured end attribute says so, an end event counting them. History turns whose index is in
-    ``seen`` (already taken from this message) are not built again. Raises :class:`NoContent`."""
-    ended = bool(m.end_attribute and _flag(call.attributes.get(m.end_attribute)))
-    feedback = _feedback(call, m)
+    ``seen`` (already taken from this message) are not built again; ``known`` (per message) lets a call
+    parse only the history its conversation's previous call did not send. Raises :class:`NoContent`."""
+    attrs = call.attributes
+    ended = m.end_attribute is not None and _flag(attrs.get(m.end_attribute)) is True
+    feedback = _feedback(call, m) if m.thumbs_attribute or m.csat_attribute else None
     try:
-        history, answer = history_and_answer(call)
+        history, answer, index = history_and_answer(call, known.get(cid) if known is not None else None)
     except NoContent:
         if ended or feedback:  # a content-less span can still end the conversation or carry its feedback
             return [EndEvent(type="end", conversation_id=cid, timestamp=call.end, feedback=feedback)]
         raise
     metadata = _dimensions(call, m)
     out: list[TurnEvent | EndEvent] = []
-    index = 0
+    start = call.start
     for message in history:
-        role = message.get("role")
-        if role not in ("user", "assistant"):
+        if type(message) is not dict:
             continue
-        text = _text(message)
-        if text:
-            if seen is None or index not in seen:
-                out.append(_turn(cid, index, cast(Role, role), text, call.start, metadata))
-            index += 1
+        role = message.get("role")
+        if role == "user" or role == "assistant":
+            text = _text(message)
+            if text:
+                if seen is None or index not in seen:
+                    out.append(_turn(cid, index, role, text, start, metadata))
+                index += 1
+    if known is not None:
+        sent = attrs.get(INPUT)
+        if type(sent) is str and (sent := sent.rstrip()).endswith("]"):
+            known[cid] = (sent, index)
     for message in answer:  # several choices (n > 1): the first is the one the user saw
-        text = _text(message)
-        if message.get("role", "assistant") == "assistant" and text:
-            response = call.attributes.get(RESPONSE_ID)
+        if type(message) is dict and message.get("role", "assistant") == "assistant" and (text := _text(message)):
+            response = attrs.get(RESPONSE_ID)
             out.append(_turn(cid, index, "assistant", text, call.end, metadata, span_ref(call.trace_id, call.span_id),
                              str(response)[:128] if response else None))
             index += 1

@@ -287,10 +287,19 @@ def answer(body: dict[str, Any], behaviour: str = "good") -> tuple[str, dict[str
             return {"answer": "S" if yes else "V", "score": 0}
         return {"answer": "Y" if yes else "N", "score": int(score)}
     if structured:
-        return json.dumps({i: spur(i, y, s) for i, _, y, s in rows}), None
+        why = _asks_why(body)  # judge_explanations: a reason quoting the user, as real judges do (redact on output)
+        return json.dumps({i: {**spur(i, y, s), **({"why": f"the user wrote {user_text.strip()[:80]!r}"[:160]}
+                                                  if why else {})} for i, _, y, s in rows}), None
     lines = [f"{k}. [{i}] {n}: {spur(i, y, s)['answer']}, {spur(i, y, s)['score']}"
              for k, (i, n, y, s) in enumerate(rows, 1)]
     return "Here is my evaluation.\n" + "\n".join(lines), None
+
+
+def _asks_why(body: dict[str, Any]) -> bool:
+    """Whether the request's JSON schema asks for a ``why`` per item (convmon's judge_explanations)."""
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
+    return any("why" in (p.get("properties") or {}) for p in (schema.get("properties") or {}).values()
+               if isinstance(p, dict))
 
 
 def _logprobs_answer(

@@ -5,17 +5,18 @@ from __future__ import annotations
 import orjson
 import pytest
 from google.protobuf import json_format
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.errors import InvalidEvent
-from monitor.contracts.events import EndEvent, TurnEvent, decode_event
+from monitor.contracts.events import EndEvent, TurnEvent, decode_event, encode
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.genai import GenAiMapping
+from monitor.stages.genai import Call, GenAiMapping, call_events
 from monitor.stages.hotpath import HotPath, Input
 from monitor.stages.inputs import OtlpInput, build_input
 from monitor.stages.otlp import OtlpDecoder
@@ -195,3 +196,59 @@ def test_otel_settings_are_validated_with_one_line_errors(monkeypatch: pytest.Mo
         monkeypatch.delenv(name)
     monkeypatch.setenv("CONVMON_OTLP_CONVERSATION_ATTRIBUTES", "session.id,app.thread")
     assert load_settings().otel.otlp_conversation_attributes == ["session.id", "app.thread"]
+
+
+def test_turns_built_without_validation_equal_validated_ones() -> None:
+    app = GenAiApp()
+    app.trace([Chat("fast", conversation_texts(2, "f"), feedback={"app.thumbs": "up"})])
+    events, _ = decoder(thumbs_attribute="app.thumbs")[0].decode(app.take_traces("otlp_proto"))
+    turns = [e for e in events if isinstance(e, TurnEvent)]
+    assert len(turns) == 4 and turns[-1].feedback is not None
+    for turn in turns:
+        assert TurnEvent.model_validate(turn.model_dump()) == turn
+        assert decode_event(encode(turn)) == turn
+        assert turn.model_fields_set == set(TurnEvent.model_fields)
+
+
+def _call(history: list[tuple[str, str]], answer: str) -> Call:
+    sent = orjson.dumps([{"role": r, "parts": [{"type": "text", "content": t}]} for r, t in history]).decode()
+    return Call({"gen_ai.conversation.id": "t", "gen_ai.input.messages": sent,
+                 "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "content": answer}]).decode()},
+                {}, bytes(range(1, 17)), bytes(range(1, 9)), 1.0, 2.0)
+
+
+@pytest.mark.parametrize("second", [
+    [("system", "s"), ("user", "u0"), ("assistant", "a0"), ("user", "u1")],  # extends the first call's history
+    [("system", "s"), ("user", "u0")],  # the same history (a retry)
+    [("system", "other"), ("user", "u0"), ("assistant", "a0"), ("user", "u1")],  # not an extension
+    [("user", "u0"), ("assistant", ""), ("tool", "x"), ("user", "u1")],  # an empty answer is no turn
+])
+def test_parsing_only_the_new_history_gives_what_a_full_parse_gives(second: list[tuple[str, str]]) -> None:
+    first = _call([("system", "s"), ("user", "u0")], "a0")
+    later = _call(second, "a1")
+    mapping = GenAiMapping(dimensions=())
+    seen: set[int] = set()
+    known: dict[str, tuple[str, int]] = {}
+    for event in call_events(first, "t", mapping, seen, known):
+        seen.add(event.turn_index)  # type: ignore[union-attr]
+    cached = call_events(later, "t", mapping, seen, known)
+    full_seen = {e.turn_index for e in call_events(first, "t", mapping)}  # type: ignore[union-attr]
+    fresh = call_events(later, "t", mapping, full_seen)
+    assert [(e.turn_index, e.text) for e in cached] == [(e.turn_index, e.text) for e in fresh]  # type: ignore[union-attr]
+
+
+def test_otlp_json_walk_reads_what_protobufs_json_parser_read() -> None:
+    app = GenAiApp()
+    refs = app.trace([Chat("snake", conversation_texts(1, "s"))])
+    request = json_format.MessageToDict(encode_spans(app.spans.get_finished_spans()), preserving_proto_field_name=True)
+    raw = orjson.dumps(request)  # snake_case field names and base64 ids: protobuf's JSON mapping, not OTLP/JSON's
+    events, problems = decoder(encoding="otlp_json")[0].decode(raw)
+    assert problems == []
+    assert [e.span for e in events if isinstance(e, TurnEvent) and e.span] == refs["snake"]
+    assert [e.text for e in events if isinstance(e, TurnEvent)] == conversation_texts(1, "s")
+    dec_json, _ = decoder(encoding="otlp_json")
+    bad_value = b'{"key": "gen_ai.conversation.id", "value": 5}'  # an attribute the mapping reads
+    for bad in (b"[1, 2]", b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [' + bad_value + b"]}]}]}]}",
+                b'{"resourceSpans": [{"scopeSpans": "spans"}]}'):
+        with pytest.raises(InvalidEvent, match="malformed_otlp"):
+            dec_json.decode(bad)

@@ -126,17 +126,40 @@ def throughput(
     concurrency: Annotated[int, typer.Option(min=1, help="Concurrent judge calls.")] = 8,
     judge_latency_ms: Annotated[float, typer.Option(min=0.0, help="Fixed latency of the test OpenAI server.")] = 200.0,
     partitions: Annotated[int, typer.Option(min=1, help="Topic partitions.")] = 4,
+    otlp: Annotated[bool, typer.Option("--otlp/--no-otlp", help="Also the OTLP-input row (otlp_proto traces, "
+                                                                "as `bench otlp-throughput`).")] = True,
     seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """Distilled path vs raw aiokafka consume on the embedded broker; judge path vs a fixed-latency server."""
     from monitor.tools.bench.doc import throughput_table
+    from monitor.tools.bench.otlp_throughput import with_otlp_row
     from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
 
     config = ThroughputConfig(conversations=conversations, source=source, data_dir=data, featurizers=_csv(featurizers),
                               judge_conversations=judge_conversations, concurrency=concurrency,
                               judge_latency_s=judge_latency_ms / 1000, partitions=partitions, seed=seed)
-    _emit(_run(lambda: run_throughput(config, _progress(quiet))), as_json, out, throughput_table)
+    progress = _progress(quiet)
+    _emit(_run(lambda: with_otlp_row(run_throughput(config, progress), otlp, progress)), as_json, out,
+          throughput_table)
+
+
+@app.command("otlp-throughput")
+def otlp_throughput(
+    conversations: Annotated[int, typer.Option(min=1, help="Conversations to trace.")] = 2000,
+    calls: Annotated[int, typer.Option(min=1, help="Assistant calls per conversation (2 turns each).")] = 3,
+    per_message: Annotated[int, typer.Option(min=1, help="Conversations per OTLP message.")] = 25,
+    warmup: Annotated[int, typer.Option(min=1, help="Conversations scored before timing starts.")] = 50,
+    partitions: Annotated[int, typer.Option(min=1, help="Topic partitions.")] = 4,
+    seed: Seed = 0,
+    as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
+) -> None:
+    """The OTLP-input row of `bench throughput` alone: otlp_proto batches vs raw consume of the same bytes."""
+    from monitor.tools.bench.otlp_throughput import OtlpThroughputConfig, otlp_table, run_otlp_throughput
+
+    config = OtlpThroughputConfig(conversations=conversations, calls=calls, per_message=per_message, warmup=warmup,
+                                  partitions=partitions, seed=seed)
+    _emit(_run(lambda: {"otlp": run_otlp_throughput(config, _progress(quiet))}), as_json, out, otlp_table)
 
 
 @app.command()

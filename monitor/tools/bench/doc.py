@@ -75,6 +75,11 @@ def throughput_table(result: dict[str, Any]) -> Table:
         table.add_row(f"monitor, distilled ({name})", _fmt(rate), _fmt(result["ratio"].get(name), 3))
     for name, rate in result.get("standalone_per_s", {}).items():
         table.add_row(f"{name} featurize+predict, standalone", _fmt(rate), "-")
+    if result.get("otlp"):
+        from monitor.tools.bench.otlp_throughput import otlp_rows
+
+        for path, rate, share in otlp_rows(result["otlp"]):
+            table.add_row(path, _fmt(rate), _fmt(share, 3))
     judge = result.get("judge") or {}
     if judge:
         table.add_row(f"judge (c={judge['concurrency']}, p50 {_fmt(judge['p50_ms'])} ms, "
@@ -227,6 +232,10 @@ def throughput_markdown(result: dict[str, Any]) -> str:
                 + (" (The simulator's sentences repeat so much that it needs fewer than one, which is why this "
                    "benchmark reads real dialogues by default.)" if uss else "")]
     out += ["", _md(["path", "conversations / s", "share of raw"], rows)]
+    if result.get("otlp"):
+        from monitor.tools.bench.otlp_throughput import otlp_markdown
+
+        out += ["", otlp_markdown(result["otlp"], _md, _fmt)]
     if result.get("minilm_encode_fraction") is not None:
         out += ["", "MiniLM: monitor rate / standalone MiniLM featurize rate = "
                 f"{100 * result['minilm_encode_fraction']:.1f} %."]
@@ -411,6 +420,7 @@ def regenerate(results_dir: Path, doc: Path, *, run: bool = False, data_dir: Pat
 def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str], None] | None) -> None:
     from monitor.tools.bench.cost import CostConfig, run_cost
     from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
+    from monitor.tools.bench.otlp_throughput import with_otlp_row
     from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
     from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
     from monitor.tools.bench.use import UseConfig, run_use
@@ -418,7 +428,8 @@ def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str],
     jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("use", lambda: run_use(UseConfig(data_dir=data_dir or SHARED_DATA), progress)),
         ("distill", lambda: run_fidelity(FidelityConfig(), progress)),
-        ("throughput", lambda: run_throughput(ThroughputConfig(data_dir=data_dir or SHARED_DATA), progress)),
+        ("throughput", lambda: with_otlp_row(run_throughput(ThroughputConfig(data_dir=data_dir or SHARED_DATA),
+                                                            progress), True, progress)),
         ("sampler", lambda: run_sampler(SamplerConfig(data_dir=data_dir or SHARED_DATA), progress)),
         ("cost", lambda: run_cost(CostConfig(data_dir=data_dir or SHARED_DATA), progress,
                                   plot=Path("docs/bench-cost.png"))),
