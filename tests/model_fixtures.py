@@ -14,7 +14,8 @@ from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.settings import Settings
 from monitor.judge.simulated import SimulatedJudge
-from monitor.stages.sessionize import DictStore, Limits, Sessionizer
+from monitor.stages.session_store import DictStore
+from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.tools.simulator.generate import ConversationGenerator
 
 

@@ -33,7 +33,7 @@ from distill.rubrics.summarize import SUMMARIZATION_MAX_TOKENS, summarize_iterat
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import RubricItem, RubricSet
 from monitor.contracts.settings import Settings
-from monitor.judge.client import estimate_tokens, price_for
+from monitor.judge.completion import estimate_tokens, price_for
 from monitor.judge.redact import Redactor
 
 Track = Callable[[str, int], Callable[[], None]]

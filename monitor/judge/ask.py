@@ -19,7 +19,8 @@ from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricItem
 from monitor.contracts.scores import ItemResult
 from monitor.contracts.settings import Settings
-from monitor.judge.client import Completion, JudgeClient, Usage
+from monitor.judge.client import JudgeClient
+from monitor.judge.completion import Completion, Usage
 from monitor.judge.interpret import Interpreter, interpret_likert, interpret_spur, parse_likert, parse_spur
 from monitor.judge.prompt import render
 from monitor.judge.strict import parse_strict, schema_of

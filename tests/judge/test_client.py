@@ -14,7 +14,8 @@ from conftest import API_KEY, sample
 from monitor.contracts.errors import BudgetExhausted, JudgeError, JudgeUnavailable
 from monitor.contracts.settings import Settings
 from monitor.judge import client as client_module
-from monitor.judge.client import JudgeClient, Usage, price_for, prompt_bound, retry_after
+from monitor.judge.client import JudgeClient
+from monitor.judge.completion import Usage, price_for, prompt_bound, retry_after
 
 MESSAGES = [{"role": "system", "content": "rubric"}, {"role": "user", "content": "conversation"}]
 Handler = Callable[[httpx.Request], httpx.Response]
