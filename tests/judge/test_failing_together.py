@@ -14,7 +14,8 @@ from monitor.judge.build import build_judge
 from monitor.judge.client import JudgeClient
 from monitor.judge.gather import gather_or_cancel
 from monitor.judge.logprobs import LogprobsScorer
-from monitor.tools.openai_server import OpenAIServer, answer
+from monitor.tools.openai_server import OpenAIServer
+from monitor.tools.stand_in_judge import answer
 
 HAPPY = make_conversation("Please write a haiku", "Leaves drift...", "Thanks, that's perfect!")
 

@@ -162,7 +162,7 @@ async def test_maxims_rubric(make_settings, metrics, server) -> None:
 
 async def test_jury_of_two_models_marks_disagreements_uncertain(make_settings, rubric, metrics, server) -> None:
     def contrarian(body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
-        from monitor.tools.openai_server import answer
+        from monitor.tools.stand_in_judge import answer
 
         text, _ = answer(body)
         if body["model"] == "gpt-4.1-mini":  # this juror never sees gratitude
