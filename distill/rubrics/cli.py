@@ -52,7 +52,7 @@ def _settings() -> Settings:
 
 
 def _llm(settings: Settings) -> CachingClient:
-    client = JudgeClient(settings, Metrics(CollectorRegistry())) if settings.judge_configured else None
+    client = JudgeClient(settings.judge, Metrics(CollectorRegistry())) if settings.judge_configured else None
     return CachingClient(client, ResponseCache(settings.data_dir / "rubric_cache"),
                          temperature=settings.judge_temperature, default_model=settings.judge_model)
 
@@ -97,7 +97,7 @@ def learn(
         if dry_run:
             typer.echo(f"{len(data)} labelled conversations ({counts['SAT']} SAT, {counts['DSAT']} DSAT, "
                        f"{counts['NEUTRAL']} neutral dropped)")
-            stdout().print(plan_table(plan_calls(settings, llm, data, opts), opts.model))
+            stdout().print(plan_table(plan_calls(settings.judge, settings.rubrics, llm, data, opts), opts.model))
             return
         set_id = set_id or "learned-" + (re.sub(r"[^a-z0-9]+", "-", labeled.stem.lower()).strip("-") or "set")
         info = {"file": labeled.name, "sha256": file_sha256(labeled), "limit": limit, "counts": counts}
@@ -112,8 +112,8 @@ def learn(
         async def run() -> Any:
             try:
                 with progress() as track:
-                    return await learn_rubric_set(llm, settings, data, opts, embedder=embed, set_id=set_id,
-                                                  data_info=info, track=track)
+                    return await learn_rubric_set(llm, settings.judge, settings.rubrics, data, opts, embedder=embed,
+                                                  set_id=set_id, data_info=info, track=track)
             finally:
                 if llm.client is not None:
                     await llm.client.aclose()
@@ -182,7 +182,8 @@ def evaluate(
         async def run() -> list[Any]:
             try:
                 with progress() as track:
-                    return [await score_matrix(llm, settings, list(r.items), [x.conversation for x in data],
+                    return [await score_matrix(llm, settings.judge, settings.rubrics, list(r.items),
+                                               [x.conversation for x in data],
                                                mode=mode,  # type: ignore[arg-type]
                                                model=model or settings.judge_model, on_done=track(r.key, len(data)),
                                                failures=why)

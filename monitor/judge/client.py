@@ -24,7 +24,7 @@ import openai
 
 from monitor.contracts.errors import JudgeError, JudgeUnavailable
 from monitor.contracts.metrics import Metrics
-from monitor.contracts.settings import Settings
+from monitor.contracts.sections import JudgeSettings
 from monitor.judge.budget import DailyBudget
 from monitor.judge.completion import (
     BadResponse,
@@ -48,7 +48,7 @@ class JudgeClient:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: JudgeSettings,
         metrics: Metrics,
         *,
         http_client: httpx.AsyncClient | None = None,
@@ -74,7 +74,7 @@ class JudgeClient:
                 )
 
     @staticmethod
-    def _make_openai(settings: Settings, http_client: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
+    def _make_openai(settings: JudgeSettings, http_client: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unused"
         common: dict[str, Any] = {
             "api_key": key, "max_retries": 0, "timeout": settings.judge_timeout_s, "http_client": http_client
