@@ -26,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from monitor.contracts.errors import LabelRejected, StoreError
 from monitor.contracts.events import Conversation, Turn
 from monitor.contracts.scores import ItemResult, SampledBy, ScoreRecord
+from monitor.contracts.sections import DistillSettings
 
 log = logging.getLogger(__name__)
 Redact = Callable[[str], str]
@@ -190,7 +191,7 @@ class LabelStore:
                 conn.execute(sa.text(f'ALTER TABLE "{self.table.name}" ADD COLUMN "{column.name}" {kind}'))
 
     @classmethod
-    def from_settings(cls, settings: Any, *, redact: Redact = _identity) -> LabelStore:
+    def from_settings(cls, settings: DistillSettings, *, redact: Redact = _identity) -> LabelStore:
         return cls(settings.label_store_url, redact=redact, retention_days=settings.label_retention_days)
 
     def _run(self, work: Callable[[sa.Connection], Any], what: str, *, ensure: bool = True) -> Any:
