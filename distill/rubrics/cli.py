@@ -32,6 +32,7 @@ from distill.rubrics.measure import bootstrap_indices, evaluate_set, score_matri
 from monitor.contracts.errors import RubricError
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet, dump_rubric_set, load_rubric_set
+from monitor.contracts.sections import JudgeSettings
 from monitor.contracts.settings import Settings
 from monitor.judge.client import JudgeClient
 
@@ -51,10 +52,11 @@ def _settings() -> Settings:
     return load_settings()
 
 
-def _llm(settings: Settings) -> CachingClient:
-    client = JudgeClient(settings.judge, Metrics(CollectorRegistry())) if settings.judge_configured else None
-    return CachingClient(client, ResponseCache(settings.data_dir / "rubric_cache"),
-                         temperature=settings.judge_temperature, default_model=settings.judge_model)
+def _llm(judge: JudgeSettings, data_dir: Path) -> CachingClient:
+    """The judge endpoint behind a response cache under ``data_dir`` (a rerun resumes from it)."""
+    client = JudgeClient(judge, Metrics(CollectorRegistry())) if judge.judge_configured else None
+    return CachingClient(client, ResponseCache(data_dir / "rubric_cache"),
+                         temperature=judge.judge_temperature, default_model=judge.judge_model)
 
 
 @app.command()
@@ -93,7 +95,7 @@ def learn(
                             batch_size=batch_size, n=n, dedup_threshold=dedup_threshold, embedder=embedder,
                             score_mode=score_mode, max_pool=max_pool, sat_budget=sat_budget,  # type: ignore[arg-type]
                             dsat_budget=dsat_budget, seed=seed)
-        llm = _llm(settings)
+        llm = _llm(settings.judge, settings.data_dir)
         if dry_run:
             typer.echo(f"{len(data)} labelled conversations ({counts['SAT']} SAT, {counts['DSAT']} DSAT, "
                        f"{counts['NEUTRAL']} neutral dropped)")
@@ -175,7 +177,7 @@ def evaluate(
         rubrics = [load_rubric_set(s, settings.prompts_dir) for s in sets]
         for rubric in rubrics:
             _check_scorable(rubric)
-        llm = _llm(settings)
+        llm = _llm(settings.judge, settings.data_dir)
         y = np.array([1 if x.label == "SAT" else 0 for x in data])
         failures: list[Counter[str]] = [Counter() for _ in rubrics]
 
