@@ -62,7 +62,7 @@ def feedback_label_records(rubric: RubricSet, n: int, *, seed: int = 0, judge: s
     Each item is "yes" with probability 0.15 (uncertain 5% of the time); about 60% of the
     conversations get a thumbs vote and 50% a CSAT answer (satisfied 4-5, not 1-2, some neutral 3s).
     """
-    from distill.store import LabelRecord
+    from distill.label_record import LabelRecord
     from monitor.contracts.events import Turn
     from monitor.contracts.scores import ItemResult, aggregate_r
 
