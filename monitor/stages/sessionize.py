@@ -187,7 +187,11 @@ class Sessionizer:
 
     def rebuild(self, owned: set[int], now: float) -> None:
         """The in-memory index from the store (after a restart or rebalance); idle clocks restart at ``now``."""
-        self.open, self.closed = read_index(self.store, owned, now)
+        open_, closed = read_index(self.store, owned, now)
+        self.open.clear()
+        self.open.update(open_)
+        self.closed.clear()
+        self.closed.update(closed)
 
     # --- internals -------------------------------------------------------------------------------
 
