@@ -98,11 +98,11 @@ def train(
                       "progress": progress, "report_dir": settings.distill_report_dir}
             if jsonl is not None:
                 data = dataset_from_records(read_jsonl(jsonl), rubric_set)
-                result = train_evaluate_publish(data, settings=settings, **common)  # type: ignore[arg-type]
+                result = train_evaluate_publish(data, settings=settings.distill, **common)  # type: ignore[arg-type]
             else:
                 store = LabelStore(settings.label_store_url, retention_days=settings.label_retention_days)
                 try:
-                    result = retrain_once(settings, store, **common)  # type: ignore[arg-type]
+                    result = retrain_once(settings.distill, store, **common)  # type: ignore[arg-type]
                 finally:
                     store.close()
     except ConvmonError as exc:

@@ -20,6 +20,7 @@ from distill.store import DAY_S, LabelStore
 from distill.train import Progress, TrainedModel, TrainingSet, dataset_from_records, split_holdout, train_items
 from monitor.contracts.errors import ConfigError, ModelError
 from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.sections import DistillSettings
 
 log = logging.getLogger(__name__)
 Status = Literal["promoted", "rejected", "skipped"]
@@ -38,7 +39,7 @@ def _live_evaluation(registry: ModelRegistry, rubric: RubricSet, test: TrainingS
 
 
 def train_evaluate_publish(
-    data: TrainingSet, *, settings: Any, registry: ModelRegistry, rubric: RubricSet, featurizer: Any = None,
+    data: TrainingSet, *, settings: DistillSettings, registry: ModelRegistry, rubric: RubricSet, featurizer: Any = None,
     kind: str = KIND, openai_client: Any = None, progress: Progress | None = None, report_dir: Path | None = None,
     seed: int = 0,
 ) -> RetrainResult:
@@ -77,7 +78,7 @@ def train_evaluate_publish(
 
 
 def retrain_once(
-    settings: Any, store: LabelStore, registry: ModelRegistry, rubric: RubricSet, *, featurizer: Any = None,
+    settings: DistillSettings, store: LabelStore, registry: ModelRegistry, rubric: RubricSet, *, featurizer: Any = None,
     now: float | None = None, kind: str = KIND, openai_client: Any = None, progress: Progress | None = None,
     report_dir: Path | None = None,
 ) -> RetrainResult:

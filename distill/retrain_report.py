@@ -7,13 +7,16 @@ never silent.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.typing import LegendLocType  # noqa: E402
 from sklearn.calibration import calibration_curve  # noqa: E402
 from sklearn.metrics import roc_curve  # noqa: E402
 
@@ -28,32 +31,41 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
-def plot_roc(evaluation: Evaluation, path: Path) -> None:
+def _plot_items(evaluation: Evaluation, path: Path, curve: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]],
+                label: Callable[[str], str], *, style: dict[str, Any], xlabel: str, ylabel: str, title: str,
+                legend: LegendLocType) -> None:
+    """One curve per item with both classes in the held-out set, over the diagonal, saved to ``path``."""
     fig, ax = plt.subplots(figsize=(6, 6))
     for item_id, (y, p) in evaluation.predictions.items():
         if 0 < y.sum() < len(y):
-            fpr, tpr, _ = roc_curve(y, p)
-            ax.plot(fpr, tpr, lw=1, label=f"{item_id} ({_fmt(evaluation.items[item_id].roc_auc)})")
+            x_values, y_values = curve(y, p)
+            ax.plot(x_values, y_values, **style, label=label(item_id))
     ax.plot([0, 1], [0, 1], "k--", lw=0.8)
-    ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC vs teacher (held-out)")
-    ax.legend(fontsize=6, loc="lower right")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend(fontsize=6, loc=legend)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_roc(evaluation: Evaluation, path: Path) -> None:
+    def roc(y: np.ndarray, p: np.ndarray) -> tuple[Any, Any]:
+        fpr, tpr, _ = roc_curve(y, p)
+        return fpr, tpr
+
+    _plot_items(evaluation, path, roc, lambda i: f"{i} ({_fmt(evaluation.items[i].roc_auc)})",
+                style={"lw": 1}, xlabel="false positive rate", ylabel="true positive rate",
+                title="ROC vs teacher (held-out)", legend="lower right")
 
 
 def plot_reliability(evaluation: Evaluation, path: Path, *, n_bins: int = 10) -> None:
-    fig, ax = plt.subplots(figsize=(6, 6))
-    for item_id, (y, p) in evaluation.predictions.items():
-        if 0 < y.sum() < len(y):
-            frac, mean = calibration_curve(y, p, n_bins=n_bins, strategy="quantile")
-            ax.plot(mean, frac, marker="o", ms=3, lw=1, label=item_id)
-    ax.plot([0, 1], [0, 1], "k--", lw=0.8)
-    ax.set(xlabel="predicted P(yes)", ylabel="observed frequency", title="Reliability (held-out)")
-    ax.legend(fontsize=6, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    def reliability(y: np.ndarray, p: np.ndarray) -> tuple[Any, Any]:
+        frac, mean = calibration_curve(y, p, n_bins=n_bins, strategy="quantile")
+        return mean, frac
+
+    _plot_items(evaluation, path, reliability, str, style={"marker": "o", "ms": 3, "lw": 1},
+                xlabel="predicted P(yes)", ylabel="observed frequency", title="Reliability (held-out)",
+                legend="upper left")
 
 
 def render_markdown(result: RetrainResult, rubric: RubricSet) -> str:

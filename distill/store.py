@@ -19,16 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
+from distill.label_record import LabelRecord, Redact, no_redaction
 from monitor.contracts.errors import LabelRejected, StoreError
-from monitor.contracts.events import Conversation, Turn
-from monitor.contracts.scores import ItemResult, SampledBy, ScoreRecord
+from monitor.contracts.events import Conversation
+from monitor.contracts.scores import ScoreRecord
+from monitor.contracts.sections import DistillSettings
 
 log = logging.getLogger(__name__)
-Redact = Callable[[str], str]
 KEY = ("conversation_id", "rubric_set", "rubric_version", "judge")
 DAY_S = 86_400.0
 # The database refused the data, not the connection: retrying the same row cannot help.
@@ -44,76 +45,6 @@ def sanitise(value: Any) -> Any:
     if isinstance(value, list):
         return [sanitise(v) for v in value]
     return value
-
-
-def _identity(text: str) -> str:
-    return text
-
-
-class LabelRecord(BaseModel):
-    """One teacher-labelled conversation: redacted turns, the judge's items, human feedback."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    conversation_id: str
-    rubric_set: str
-    rubric_version: str
-    judge: str
-    model_version: str = ""
-    turns: list[Turn] = Field(min_length=1)
-    items: list[ItemResult]
-    R: float = 0.0
-    thumbs: str | None = None
-    csat: int | None = None
-    metadata: dict[str, str] = Field(default_factory=dict)
-    labelled_at: float = Field(default_factory=time.time)
-    ended_at: float | None = None
-    # the router's inclusion probability and what sampled it (issue #22); None on labels from before the sampler,
-    # which were all hash-slice picks
-    inclusion_probability: float | None = Field(default=None, gt=0, le=1)
-    sampled_by: SampledBy | None = None
-
-    @property
-    def in_hash_slice(self) -> bool:
-        """A member of the uniform hash slice: the population the holdout and drift reference must come from."""
-        return self.sampled_by in (None, "hash")
-
-    @property
-    def rubric_key(self) -> str:
-        return f"{self.rubric_set}@{self.rubric_version}"
-
-    @classmethod
-    def from_score(cls, conversation: Conversation, score: ScoreRecord, *, redact: Redact = _identity) -> LabelRecord:
-        """Pair a conversation with its judge score; distilled scores are predictions, not labels."""
-        if score.scorer != "llm":
-            raise StoreError(f"only judge (scorer='llm') records are labels; got scorer={score.scorer!r}")
-        if score.conversation_id != conversation.conversation_id:
-            raise StoreError(
-                f"score for {score.conversation_id!r} paired with conversation {conversation.conversation_id!r}"
-            )
-        feedback = conversation.feedback
-        return cls(
-            conversation_id=conversation.conversation_id, rubric_set=score.rubric_set,
-            rubric_version=score.rubric_version, judge=score.judge, model_version=score.model_version,
-            turns=[t.model_copy(update={"text": redact(t.text) or "[redacted]"}) for t in conversation.turns],
-            items=[i.model_copy(update={"explanation": redact(i.explanation)}) if i.explanation else i
-                   for i in score.items],  # a judge's reason may quote the user
-            R=score.R, thumbs=feedback.thumbs if feedback else None,
-            csat=feedback.csat if feedback else None, labelled_at=score.scored_at,
-            metadata={key: redact(value) for key, value in conversation.metadata.items()},
-            ended_at=conversation.ended_at, inclusion_probability=score.inclusion_probability,
-            sampled_by=score.sampled_by,
-        )
-
-    def conversation(self) -> Conversation:
-        feedback = {"thumbs": self.thumbs, "csat": self.csat} if (self.thumbs or self.csat) else None
-        return Conversation.model_validate(
-            {"conversation_id": self.conversation_id, "turns": [t.model_dump() for t in self.turns],
-             "metadata": self.metadata, "feedback": feedback, "ended_at": self.ended_at}
-        )
-
-    def verdicts(self) -> dict[str, bool | None]:
-        return {item.item_id: item.verdict for item in self.items}
 
 
 def _added_columns() -> list[sa.Column[Any]]:
@@ -148,7 +79,7 @@ class LabelStore:
     """Read and write labelled conversations; ``url`` is any SQLAlchemy URL (sqlite, postgresql+psycopg)."""
 
     def __init__(
-        self, url: str, *, table_prefix: str = "convmon_", redact: Redact = _identity,
+        self, url: str, *, table_prefix: str = "convmon_", redact: Redact = no_redaction,
         retention_days: int | None = None,
     ) -> None:
         self.url = url
@@ -192,7 +123,7 @@ class LabelStore:
                 conn.execute(sa.text(f'ALTER TABLE "{self.table.name}" ADD COLUMN "{column.name}" {kind}'))
 
     @classmethod
-    def from_settings(cls, settings: Any, *, redact: Redact = _identity) -> LabelStore:
+    def from_settings(cls, settings: DistillSettings, *, redact: Redact = no_redaction) -> LabelStore:
         return cls(settings.label_store_url, redact=redact, retention_days=settings.label_retention_days)
 
     def _run(self, work: Callable[[sa.Connection], Any], what: str, *, ensure: bool = True) -> Any:

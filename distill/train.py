@@ -1,6 +1,6 @@
 """Train every rubric item from teacher labels: data assembly, held-out split, per-item fits.
 
-Labels come from the label store (or a JSONL export of :class:`~distill.store.LabelRecord`).
+Labels come from the label store (or a JSONL export of :class:`~distill.label_record.LabelRecord`).
 A label matrix holds 1/0 per (conversation, item) and NaN where the judge gave no verdict (jury
 disagreement); each item trains on its own non-missing rows. Items with fewer than
 ``min_positives`` positive (or negative) training labels are reported, not trained.
@@ -27,8 +27,8 @@ from sklearn.base import BaseEstimator
 from sklearn.model_selection import GroupShuffleSplit
 
 from distill.featurizers.spec import featurizer_config, featurizer_name, make_featurizer
+from distill.label_record import LabelRecord
 from distill.model import ItemClassifier, RubricModel
-from distill.store import LabelRecord
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
 from monitor.contracts.rubric_set import RubricSet

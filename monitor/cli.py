@@ -268,7 +268,9 @@ def inspect(
 
     if scorer not in (None, "llm", "distilled"):
         raise ConfigError(f"--scorer {scorer!r}: expected llm or distilled")
-    rows = inspect_rows(load_settings(), item, window_s=parse_window(window), limit=limit, scorer=scorer)
+    settings = load_settings()
+    rows = inspect_rows(settings.rubrics, settings.judge, settings.distill, item, window_s=parse_window(window),
+                        limit=limit, scorer=scorer)
     print_rows(rows, item, Console())
 
 

@@ -14,7 +14,8 @@ from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.settings import Settings
 from monitor.judge.simulated import SimulatedJudge
-from monitor.stages.sessionize import DictStore, Limits, Sessionizer
+from monitor.stages.session_store import DictStore
+from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.tools.simulator.generate import ConversationGenerator
 
 
@@ -61,7 +62,7 @@ def feedback_label_records(rubric: RubricSet, n: int, *, seed: int = 0, judge: s
     Each item is "yes" with probability 0.15 (uncertain 5% of the time); about 60% of the
     conversations get a thumbs vote and 50% a CSAT answer (satisfied 4-5, not 1-2, some neutral 3s).
     """
-    from distill.store import LabelRecord
+    from distill.label_record import LabelRecord
     from monitor.contracts.events import Turn
     from monitor.contracts.scores import ItemResult, aggregate_r
 

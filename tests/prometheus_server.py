@@ -4,19 +4,13 @@ the fault suite asks it: how much did a counter increase over the run, as ``incr
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-import yaml
 
-from monitor.contracts.settings import REPO_ROOT
-from monitor.runtime.broker import free_port, stop_process
+from monitor.tools.local_prometheus import LocalPrometheus, prometheus_binary
 from tests.workers import wait_until
 
 
@@ -28,52 +22,15 @@ class SeriesIncrease:
     samples: int
 
 
-class PrometheusServer:
+class PrometheusServer(LocalPrometheus):
     """Scrapes ``targets`` every ``scrape_s`` seconds with convmon's rule files, evaluated as often."""
 
     def __init__(self, workdir: Path, targets: list[str], *, scrape_s: float = 1.0) -> None:
-        exe = shutil.which("prometheus")
+        exe = prometheus_binary()
         if exe is None:
             pytest.fail("prometheus not found: install the Debian package `prometheus` (apt-get install prometheus)")
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.scrape_s = scrape_s
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        interval = f"{int(scrape_s * 1000)}ms"
-        config = {
-            "global": {"scrape_interval": interval, "evaluation_interval": interval},
-            "rule_files": [str(p) for p in self._rules(workdir, interval)],
-            "scrape_configs": [{"job_name": "convmon", "static_configs": [{"targets": targets}]}],
-        }
-        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.log_path = workdir / "prometheus.log"
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [exe, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}"],
-                stdout=log, stderr=subprocess.STDOUT,
-            )
-        wait_until(lambda: httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200, timeout=60,
-                   message=f"prometheus ready ({self.log_path})")
-
-    @staticmethod
-    def _rules(workdir: Path, interval: str) -> list[Path]:
-        """The real rule files, every group evaluated at the scrape interval (recording rules stay current)."""
-        out = []
-        for path in sorted((REPO_ROOT / "deploy" / "prometheus" / "rules").glob("*.yml")):
-            doc = yaml.safe_load(path.read_text())
-            for group in doc["groups"]:
-                group["interval"] = interval
-            target = workdir / path.name
-            target.write_text(yaml.safe_dump(doc, sort_keys=False))
-            out.append(target)
-        return out
-
-    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
-        body = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=30).json()
-        assert body["status"] == "success", body
-        return body["data"]["result"]
+        super().__init__(exe, workdir, targets, scrape_s=scrape_s, evaluate_every_scrape=True)
+        self.start(timeout=60)
 
     def wait_scraped_after(self, t: float, targets: list[str], timeout: float = 60.0) -> None:
         """Until every target in ``targets`` was scraped (successfully) after wall-clock time ``t``."""
@@ -124,6 +81,3 @@ class PrometheusServer:
             result = self.query(f"increase({selector_of_one}[{span_ms}ms] @ {t1:.3f})", at=now)
             out.append(SeriesIncrease(labels, float(result[0]["value"][1]) if result else 0.0, v0, len(values)))
         return out
-
-    def stop(self) -> None:
-        stop_process(self.proc)

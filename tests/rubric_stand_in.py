@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from monitor.tools.openai_server import KEYWORDS, answer, conversation_users
+from monitor.tools.stand_in_judge import KEYWORDS, answer, conversation_users
 
 PATTERNS = {
     "satisfied": {

@@ -5,7 +5,7 @@ plus the rubric scores, with a logistic head (P(satisfied)) or a linear head (a 
 LLM-Rubric data holds the judge's answers but not the dialogue texts, so no embedding can be
 computed here: the features are the rubric scores alone, i.e. the judge's answer distributions
 for every question, flattened (the same input the LLM-Rubric network reads). Both heads are
-:class:`distill.model.SatisfactionModel` and are shared by every label source (they ignore
+:class:`distill.satisfaction.SatisfactionModel` and are shared by every label source (they ignore
 ``judges``), which makes the comparison with the personalized network a test of personalization.
 
 - :class:`AppendixDLinear`: ``head="linear"`` (ridge) regressing the target answer (1..K);
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from distill.calibration.baselines import check_target
-from distill.model import SatisfactionModel
+from distill.satisfaction import SatisfactionModel
 
 __all__ = ["AppendixDLinear", "AppendixDLogistic", "rubric_scores"]
 

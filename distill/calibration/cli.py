@@ -163,7 +163,7 @@ def _train_from_store(url: str, rubric_set: str | None, llm_judge: str | None, r
         rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
         store = LabelStore(settings.label_store_url, retention_days=settings.label_retention_days)
         try:
-            result = retrain_calibration(settings.model_copy(update={"calibration_min_labels": 1}), store,
+            result = retrain_calibration(settings.distill.model_copy(update={"calibration_min_labels": 1}), store,
                                          ModelRegistry(registry), rubric, params=params, llm_judge=llm_judge,
                                          promote=promote)
         finally:

@@ -130,7 +130,7 @@ def most_common_judge(records: Iterable[Any]) -> str:
 
 def calibration_set_from_labels(records: Iterable[Any], rubric: RubricSet, *, llm_judge: str,
                                 mapping: FeedbackMapping | None = None) -> CalibrationSet:
-    """Judge verdicts and feedback of label-store records (``distill.store.LabelRecord``) as a set.
+    """Judge verdicts and feedback of label-store records (``distill.label_record.LabelRecord``) as a set.
 
     Only records of ``rubric`` (id and version) scored by ``llm_judge`` count, and only those with
     usable feedback give label rows; what was left out is counted in ``notes``.

@@ -37,6 +37,7 @@ from distill.registry import ModelRegistry
 from distill.store import DAY_S, LabelStore
 from monitor.contracts.errors import ConvmonError
 from monitor.contracts.rubric_set import RubricSet
+from monitor.contracts.sections import DistillSettings
 
 __all__ = ["KIND", "CalibrationResult", "heldout_mask", "retrain_calibration", "train_calibration"]
 
@@ -182,13 +183,15 @@ def train_calibration(
 
 
 def retrain_calibration(
-    settings: Any, store: LabelStore, registry: ModelRegistry, rubric: RubricSet, *, now: float | None = None,
+    settings: DistillSettings, store: LabelStore, registry: ModelRegistry, rubric: RubricSet, *,
+    now: float | None = None,
     params: dict[str, Any] | None = None, llm_judge: str | None = None, promote: bool = True,
 ) -> CalibrationResult:
     """Read the retention window's labels with feedback, train and gate; skipped below ``calibration_min_labels``."""
     now = time.time() if now is None else now
     since = now - settings.label_retention_days * DAY_S
-    filters = {"rubric_set": rubric.id, "rubric_version": rubric.version, "since": since, "with_feedback": True}
+    filters: dict[str, Any] = {"rubric_set": rubric.id, "rubric_version": rubric.version, "since": since,
+                               "with_feedback": True}
     if llm_judge is not None:
         filters["judge"] = llm_judge
     minimum = max(settings.calibration_min_labels, 1)

@@ -38,15 +38,20 @@ STRUCTURE_KEYS = ("input_size", "output_size", "num_answers", "finetune_output",
 METRICS = ("rmse", "pearson", "spearman", "kendall", "log_likelihood")
 
 
-def read_judge_map(path: Path | str) -> dict[str, int]:
-    """``{"annotator id": judge index}`` from a JSON object; indices must be 0..n-1, each once."""
-    path = Path(path)
+def _read_json(path: Path) -> Any:
+    """A JSON file's value; a missing file or bad JSON is a CalibrationDataError naming the file (and line)."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CalibrationDataError("file not found", path=path) from None
     except json.JSONDecodeError as exc:
         raise CalibrationDataError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from None
+
+
+def read_judge_map(path: Path | str) -> dict[str, int]:
+    """``{"annotator id": judge index}`` from a JSON object; indices must be 0..n-1, each once."""
+    path = Path(path)
+    raw = _read_json(path)
     if not isinstance(raw, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw.values()):
         raise CalibrationDataError("expected a JSON object of judge id -> integer index", path=path)
     if sorted(raw.values()) != list(range(len(raw))):
@@ -58,12 +63,7 @@ def read_judge_map(path: Path | str) -> dict[str, int]:
 def read_reference_hyperparameters(path: Path | str, data: CalibrationSet) -> dict[str, Any]:
     """Calibrator parameters from LLM-Rubric's hyper-parameter JSON, checked against ``data``'s shape."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CalibrationDataError("file not found", path=path) from None
-    except json.JSONDecodeError as exc:
-        raise CalibrationDataError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from None
+    raw = _read_json(path)
     if not isinstance(raw, dict):
         raise CalibrationDataError("expected a JSON object of hyper-parameters", path=path)
     unknown = sorted(set(raw) - set(REFERENCE_KEYS) - set(STRUCTURE_KEYS))

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from monitor.contracts.errors import ConfigError
-from monitor.judge.client import Completion, JudgeClient, Usage
+from monitor.judge.client import JudgeClient
+from monitor.judge.completion import Completion, Usage
 
 log = logging.getLogger(__name__)
 _NONCE = re.compile(r"<<<CONVERSATION (\w+)>>>")

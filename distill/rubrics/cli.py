@@ -5,42 +5,45 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import re
-import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from prometheus_client import CollectorRegistry
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from distill.rubrics.cache import CachingClient, ResponseCache
+from distill.rubrics.console import (
+    TOO_LITTLE,
+    console,
+    errors,
+    exit_if_too_little,
+    plan_table,
+    progress,
+    report_table,
+    stdout,
+)
 from distill.rubrics.dedup import make_embedder
 from distill.rubrics.extract import file_sha256, load_labeled
-from distill.rubrics.learn import Drops, LearnOptions, learn_rubric_set, plan_calls, too_little
-from distill.rubrics.measure import METRICS, SetReport, bootstrap_indices, evaluate_set, score_matrix
-from monitor.contracts.errors import ConvmonError, RubricError
+from distill.rubrics.learn import LearnOptions, learn_rubric_set, plan_calls, too_little
+from distill.rubrics.measure import bootstrap_indices, evaluate_set, score_matrix
+from monitor.contracts.errors import RubricError
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet, dump_rubric_set, load_rubric_set
+from monitor.contracts.sections import JudgeSettings
 from monitor.contracts.settings import Settings
 from monitor.judge.client import JudgeClient
 
 app = typer.Typer(help="Learn rubric sets from labelled conversations (SPUR, RUBICON), evaluate and apply them.",
                   no_args_is_help=True)
-console = Console(stderr=True, soft_wrap=True)  # one line per message, also when not a terminal
 Labeled = Annotated[Path, typer.Option("--labeled", help="JSONL with a label per conversation, or a USS .txt file.")]
 Model = Annotated[str | None, typer.Option(help="Chat model (default: judge_model).")]
 Limit = Annotated[int | None, typer.Option(min=1, help="Use only the first N conversations of the file.")]
 Seed = Annotated[int, typer.Option(min=0, help="Seed for batching, folds and bootstrap.")]
 MaxDropped = Annotated[float, typer.Option(
     min=0.0, max=1.0, help="Exit 3 when a stage drops more than this share of its answers (cut off, unparseable).")]
-TOO_LITTLE = 3  # exit code: the run finished, but its result rests on too few usable answers
 
 
 def _settings() -> Settings:
@@ -49,48 +52,11 @@ def _settings() -> Settings:
     return load_settings()
 
 
-@contextlib.contextmanager
-def _errors() -> Iterator[None]:
-    try:
-        yield
-    except ConvmonError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from exc
-
-
-def _llm(settings: Settings) -> CachingClient:
-    client = JudgeClient(settings, Metrics(CollectorRegistry())) if settings.judge_configured else None
-    return CachingClient(client, ResponseCache(settings.data_dir / "rubric_cache"),
-                         temperature=settings.judge_temperature, default_model=settings.judge_model)
-
-
-def _stdout() -> Console:
-    """Tables for stdout: the terminal's width, or unlimited when piped or redirected (no cut-off columns)."""
-    return Console() if sys.stdout.isatty() else Console(width=100_000, soft_wrap=True)
-
-
-@contextlib.contextmanager
-def _progress() -> Iterator[Callable[[str, int], Callable[[], None]]]:
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        def track(label: str, total: int) -> Callable[[], None]:
-            task = progress.add_task(label, total=total)
-            return lambda: progress.advance(task)
-
-        yield track
-
-
-def _plan_table(rows: list[Any], model: str) -> Table:
-    table = Table(title=f"rubrics learn --dry-run (model {model})")
-    for column in ("stage", "calls", "cached", "prompt tokens", "output tokens", "est. cost USD"):
-        table.add_column(column, justify="left" if column == "stage" else "right")
-    for r in rows:
-        cost = "no price" if r.cost_usd is None else f"{r.cost_usd:.4f}"
-        table.add_row(r.stage, str(r.calls), str(r.cached), str(r.prompt_tokens), str(r.output_tokens), cost)
-    known = [r.cost_usd for r in rows if r.cost_usd is not None]
-    table.add_row("total", str(sum(r.calls for r in rows)), str(sum(r.cached for r in rows)), "", "",
-                  f"{sum(known):.4f}" if known else "no price")
-    return table
+def _llm(judge: JudgeSettings, data_dir: Path) -> CachingClient:
+    """The judge endpoint behind a response cache under ``data_dir`` (a rerun resumes from it)."""
+    client = JudgeClient(judge, Metrics(CollectorRegistry())) if judge.judge_configured else None
+    return CachingClient(client, ResponseCache(data_dir / "rubric_cache"),
+                         temperature=judge.judge_temperature, default_model=judge.judge_model)
 
 
 @app.command()
@@ -119,7 +85,7 @@ def learn(
 
     Exit 0 written, 2 error (nothing usable), 3 a stage dropped more than --max-dropped of its answers.
     """
-    with _errors():
+    with errors():
         if method not in ("spur", "rubicon") or score_mode not in ("likert", "spur"):
             raise RubricError(f"--method must be spur or rubicon and --score-mode likert or spur; got {method!r}, "
                               f"{score_mode!r}")
@@ -129,11 +95,11 @@ def learn(
                             batch_size=batch_size, n=n, dedup_threshold=dedup_threshold, embedder=embedder,
                             score_mode=score_mode, max_pool=max_pool, sat_budget=sat_budget,  # type: ignore[arg-type]
                             dsat_budget=dsat_budget, seed=seed)
-        llm = _llm(settings)
+        llm = _llm(settings.judge, settings.data_dir)
         if dry_run:
             typer.echo(f"{len(data)} labelled conversations ({counts['SAT']} SAT, {counts['DSAT']} DSAT, "
                        f"{counts['NEUTRAL']} neutral dropped)")
-            _stdout().print(_plan_table(plan_calls(settings, llm, data, opts), opts.model))
+            stdout().print(plan_table(plan_calls(settings.judge, settings.rubrics, llm, data, opts), opts.model))
             return
         set_id = set_id or "learned-" + (re.sub(r"[^a-z0-9]+", "-", labeled.stem.lower()).strip("-") or "set")
         info = {"file": labeled.name, "sha256": file_sha256(labeled), "limit": limit, "counts": counts}
@@ -147,9 +113,9 @@ def learn(
 
         async def run() -> Any:
             try:
-                with _progress() as track:
-                    return await learn_rubric_set(llm, settings, data, opts, embedder=embed, set_id=set_id,
-                                                  data_info=info, track=track)
+                with progress() as track:
+                    return await learn_rubric_set(llm, settings.judge, settings.rubrics, data, opts, embedder=embed,
+                                                  set_id=set_id, data_info=info, track=track)
             finally:
                 if llm.client is not None:
                     await llm.client.aclose()
@@ -168,13 +134,6 @@ def learn(
         target = out or settings.data_dir / "rubrics" / f"{result.rubric.id}.yaml"
         dump_rubric_set(result.rubric, target)
         typer.echo(f"wrote {result.rubric.key} ({len(result.rubric.items)} items) to {target}; {spent}")
-
-
-def _cell(value: float, ci: tuple[float, float] | None) -> str:
-    def number(x: float, digits: int) -> str:
-        return f"{x:.{digits}f}" if math.isfinite(x) else "n/a"
-
-    return number(value, 3) + (f" [{number(ci[0], 2)}, {number(ci[1], 2)}]" if ci else "")
 
 
 def _check_scorable(rubric: RubricSet) -> None:
@@ -210,7 +169,7 @@ def evaluate(
     """
     import numpy as np
 
-    with _errors():
+    with errors():
         if mode not in ("spur", "likert") or positive not in ("sat", "dsat"):
             raise RubricError(f"--mode must be spur or likert and --positive sat or dsat; got {mode!r}, {positive!r}")
         settings = _settings()
@@ -218,14 +177,15 @@ def evaluate(
         rubrics = [load_rubric_set(s, settings.prompts_dir) for s in sets]
         for rubric in rubrics:
             _check_scorable(rubric)
-        llm = _llm(settings)
+        llm = _llm(settings.judge, settings.data_dir)
         y = np.array([1 if x.label == "SAT" else 0 for x in data])
         failures: list[Counter[str]] = [Counter() for _ in rubrics]
 
         async def run() -> list[Any]:
             try:
-                with _progress() as track:
-                    return [await score_matrix(llm, settings, list(r.items), [x.conversation for x in data],
+                with progress() as track:
+                    return [await score_matrix(llm, settings.judge, settings.rubrics, list(r.items),
+                                               [x.conversation for x in data],
                                                mode=mode,  # type: ignore[arg-type]
                                                model=model or settings.judge_model, on_done=track(r.key, len(data)),
                                                failures=why)
@@ -245,30 +205,8 @@ def evaluate(
                                "llm": llm.stats.as_dict(), "sets": [r.as_dict() for r in reports]}, indent=2,
                               allow_nan=False))
     else:
-        _stdout().print(_report_table(labeled.name, len(data), positive, reports))
-    _exit_if_too_little(reports, max_dropped)
-
-
-def _exit_if_too_little(reports: list[SetReport], max_dropped: float) -> None:
-    drops = [Drops(f"{r.key}", r.n + r.failed, r.failures or {"unusable": r.failed}) for r in reports if r.failed]
-    for d in drops:
-        console.print(f"dropped: {escape(str(d))}")
-    if short := too_little(drops, max_dropped):
-        every = [d.stage for d in short if d.dropped == d.answers]
-        console.print(f"[red]error:[/red] measured on too little: {len(short)} set(s) lost more than --max-dropped "
-                      f"{max_dropped:g} of their answers" + (f"; every answer failed for {', '.join(every)}, whose "
-                                                             "metrics are undefined" if every else ""))
-        raise typer.Exit(code=TOO_LITTLE)
-
-
-def _report_table(name: str, n: int, positive: str, reports: list[SetReport]) -> Table:
-    table = Table(title=f"{name}: {n} conversations, positive={positive}, 95% bootstrap CI")
-    for column in ("set", "n", *METRICS):
-        table.add_column(column)
-    for r in reports:
-        table.add_row(f"{r.name}\n{r.key}", f"{r.n}" + (f" ({r.failed} failed)" if r.failed else ""),
-                      *(_cell(r.values[m], r.ci.get(m)) for m in METRICS))
-    return table
+        stdout().print(report_table(labeled.name, len(data), positive, reports))
+    exit_if_too_little(reports, max_dropped)
 
 
 def _live_keys(registry: Path) -> dict[str, str]:
@@ -287,7 +225,7 @@ def apply(
     rubrics_dir: Annotated[Path | None, typer.Option(help="Target directory (default: <prompts_dir>/rubrics).")] = None,
 ) -> None:
     """Validate a learned set, install it where the monitor loads rubric sets, and print the setting."""
-    with _errors():
+    with errors():
         settings = _settings()
         rubric = load_rubric_set(path, settings.prompts_dir)
         default_dir = settings.prompts_dir / "rubrics"

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from distill.rubrics.cache import CachingClient
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
-from monitor.contracts.settings import Settings
+from monitor.contracts.sections import JudgeSettings, RubricSettings
 from monitor.judge.gather import gather_or_cancel
 from monitor.judge.prompt import conversation_budget, conversation_message, render
 from monitor.judge.redact import Redactor
@@ -120,22 +120,22 @@ def load_labeled(path: Path, *, limit: int | None = None) -> tuple[list[Labeled]
     return kept, counts
 
 
-def context_message(settings: Settings) -> dict[str, str]:
+def context_message(rubrics: RubricSettings) -> dict[str, str]:
     """The system message naming the product's domain (Settings.domain_description)."""
-    return {"role": "system", "content": render(settings.prompts_dir, "rubric_context",
-                                                domain=settings.domain_description)}
+    return {"role": "system", "content": render(rubrics.prompts_dir, "rubric_context",
+                                                domain=rubrics.domain_description)}
 
 
-def extraction_messages(settings: Settings, item: Labeled, redactor: Redactor, *, max_reasons: int = 3
-                        ) -> list[dict[str, str]]:
+def extraction_messages(judge: JudgeSettings, rubrics: RubricSettings, item: Labeled, redactor: Redactor, *,
+                        max_reasons: int = 3) -> list[dict[str, str]]:
     feeling, noun, signal = FEELING[item.label]
     values = {"feeling": feeling, "feeling_noun": noun, "signal": signal, "max_reasons": max_reasons}
-    static = render(settings.prompts_dir, "spur_extraction", conversation="", **values)
-    budget = conversation_budget(settings.judge_max_prompt_chars, static)
-    block, _ = conversation_message(settings.prompts_dir, redactor.redact_conversation(item.conversation),
+    static = render(rubrics.prompts_dir, "spur_extraction", conversation="", **values)
+    budget = conversation_budget(judge.judge_max_prompt_chars, static)
+    block, _ = conversation_message(rubrics.prompts_dir, redactor.redact_conversation(item.conversation),
                                     max_chars=budget)
-    user = render(settings.prompts_dir, "spur_extraction", conversation=block, **values)
-    return [context_message(settings), {"role": "user", "content": user}]
+    user = render(rubrics.prompts_dir, "spur_extraction", conversation=block, **values)
+    return [context_message(rubrics), {"role": "user", "content": user}]
 
 
 def parse_reasons(text: str, max_reasons: int = 3) -> list[str] | None:
@@ -170,15 +170,16 @@ class ExtractionResult:
 
 
 async def extract_patterns(
-    llm: CachingClient, settings: Settings, data: list[Labeled], *, model: str, max_reasons: int = 3,
+    llm: CachingClient, judge: JudgeSettings, rubrics: RubricSettings, data: list[Labeled], *, model: str,
+    max_reasons: int = 3,
     on_done: Callable[[], None] | None = None,
 ) -> ExtractionResult:
     """One extraction call per conversation, concurrently (the judge client bounds concurrency)."""
-    redactor = Redactor.from_settings(settings.judge)
+    redactor = Redactor.from_settings(judge)
     result = ExtractionResult(patterns=[], answers=len(data))
 
     async def one(item: Labeled) -> None:
-        messages = extraction_messages(settings, item, redactor, max_reasons=max_reasons)
+        messages = extraction_messages(judge, rubrics, item, redactor, max_reasons=max_reasons)
         completion = await llm.complete_whole(messages, model=model, max_tokens=EXTRACTION_MAX_TOKENS)
         reasons = None if completion is None else parse_reasons(completion.text, max_reasons)
         if completion is None:

@@ -32,8 +32,8 @@ from distill.rubrics.rubicon import select
 from distill.rubrics.summarize import SUMMARIZATION_MAX_TOKENS, summarize_iterative, summarize_pool
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import RubricItem, RubricSet
-from monitor.contracts.settings import Settings
-from monitor.judge.client import estimate_tokens, price_for
+from monitor.contracts.sections import JudgeSettings, RubricSettings
+from monitor.judge.completion import estimate_tokens, price_for
 from monitor.judge.redact import Redactor
 
 Track = Callable[[str, int], Callable[[], None]]
@@ -105,7 +105,7 @@ def _noop(label: str, total: int) -> Callable[[], None]:
     return lambda: None
 
 
-async def _pool(llm: CachingClient, settings: Settings, patterns: list[Any], opts: LearnOptions,
+async def _pool(llm: CachingClient, rubrics: RubricSettings, patterns: list[Any], opts: LearnOptions,
                 embedder: BaseEstimator, track: Track) -> tuple[list[RubricItem], dict[str, Any]]:
     """Summarize and de-duplicate both polarities: SPUR's n items, or RUBICON's capped pool."""
     items: list[RubricItem] = []
@@ -114,7 +114,7 @@ async def _pool(llm: CachingClient, settings: Settings, patterns: list[Any], opt
     for label in ("SAT", "DSAT"):
         count = sum(p.label == label for p in patterns)
         done = track(f"summarize {label}", max(1, math.ceil(count / opts.batch_size)))
-        result = await run(llm, settings, patterns, label, model=opts.model, batch_size=opts.batch_size, n=opts.n,
+        result = await run(llm, rubrics, patterns, label, model=opts.model, batch_size=opts.batch_size, n=opts.n,
                            seed=opts.seed, on_done=done)
         kept, dropped = deduplicate(result.items, embedder, threshold=opts.dedup_threshold)
         items += kept if opts.method == "spur" else kept[: opts.max_pool]
@@ -126,11 +126,12 @@ async def _pool(llm: CachingClient, settings: Settings, patterns: list[Any], opt
 
 
 async def learn_rubric_set(
-    llm: CachingClient, settings: Settings, data: list[Labeled], opts: LearnOptions, *, embedder: BaseEstimator,
+    llm: CachingClient, judge: JudgeSettings, rubrics: RubricSettings, data: list[Labeled], opts: LearnOptions, *,
+    embedder: BaseEstimator,
     set_id: str, data_info: dict[str, Any], track: Track = _noop,
 ) -> LearnResult:
     """The whole pipeline; raises ``ConfigError`` when nothing usable comes out."""
-    extraction = await extract_patterns(llm, settings, data, model=opts.model, max_reasons=opts.max_reasons,
+    extraction = await extract_patterns(llm, judge, rubrics, data, model=opts.model, max_reasons=opts.max_reasons,
                                         on_done=track("extract reasons", len(data)))
     drops = [Drops("extraction", extraction.answers, {
         f"cut off at the output limit even with {2 * EXTRACTION_MAX_TOKENS} tokens": extraction.cut_off,
@@ -140,7 +141,7 @@ async def learn_rubric_set(
     if not extraction.patterns:
         raise ConfigError(f"extraction found no reasons in {len(data)} conversations ({extraction.none} NONE, "
                           f"{extraction.unparseable} unparseable answers, {extraction.cut_off} cut off)")
-    items, stats = await _pool(llm, settings, extraction.patterns, opts, embedder, track)
+    items, stats = await _pool(llm, rubrics, extraction.patterns, opts, embedder, track)
     drops.append(Drops("summarization", stats["summarization_calls"], {
         f"cut off at the output limit even with {2 * SUMMARIZATION_MAX_TOKENS} tokens": stats["cut_off_batches"],
         "no numbered <Rubric> list": stats["failed_batches"]}))
@@ -155,7 +156,7 @@ async def learn_rubric_set(
     if opts.method == "rubicon":
         conversations = [x.conversation for x in data]
         failures: Counter[str] = Counter()
-        scores = await score_matrix(llm, settings, items, conversations, mode=opts.score_mode, model=opts.model,
+        scores = await score_matrix(llm, judge, rubrics, items, conversations, mode=opts.score_mode, model=opts.model,
                                     on_done=track("score pool", len(conversations)), failures=failures)
         ok = ~np.isnan(scores).any(axis=1)
         drops.append(Drops("pool scoring", len(conversations), dict(failures)))
@@ -210,34 +211,35 @@ class PlanRow:
     cost_usd: float | None
 
 
-def _cost(settings: Settings, model: str, prompt: int, output: int) -> float | None:
-    price = price_for(model, settings.judge_prices)
+def _cost(judge: JudgeSettings, model: str, prompt: int, output: int) -> float | None:
+    price = price_for(model, judge.judge_prices)
     return None if price is None else (prompt * price[0] + output * price[1]) / 1_000_000
 
 
-def plan_calls(settings: Settings, llm: CachingClient, data: list[Labeled], opts: LearnOptions) -> list[PlanRow]:
+def plan_calls(judge: JudgeSettings, rubrics: RubricSettings, llm: CachingClient, data: list[Labeled],
+               opts: LearnOptions) -> list[PlanRow]:
     """Calls and cost before running: extraction exactly, later stages as upper bounds."""
-    redactor = Redactor.from_settings(settings.judge)
+    redactor = Redactor.from_settings(judge)
     rows, cached, prompt, conv_tokens = [], 0, 0, 0
     for item in data:
-        messages = extraction_messages(settings, item, redactor, max_reasons=opts.max_reasons)
+        messages = extraction_messages(judge, rubrics, item, redactor, max_reasons=opts.max_reasons)
         cached += llm.key(messages, model=opts.model, max_tokens=EXTRACTION_MAX_TOKENS) in llm.cache
         prompt += estimate_tokens(messages)
         conv_tokens += estimate_tokens([{"content": messages[-1]["content"]}])
     out = len(data) * EXTRACTION_MAX_TOKENS // 2
-    rows.append(PlanRow("extraction", len(data), cached, prompt, out, _cost(settings, opts.model, prompt, out)))
+    rows.append(PlanRow("extraction", len(data), cached, prompt, out, _cost(judge, opts.model, prompt, out)))
     per_label = [sum(x.label == label for x in data) for label in ("SAT", "DSAT")]
     calls = sum(math.ceil(opts.max_reasons * count / opts.batch_size) for count in per_label)
     prompt = calls * (opts.batch_size * _PROMPT_TOKENS_PER_REASON + 400)
     out = calls * SUMMARIZATION_MAX_TOKENS // 2
-    rows.append(PlanRow("summarization (at most)", calls, 0, prompt, out, _cost(settings, opts.model, prompt, out)))
+    rows.append(PlanRow("summarization (at most)", calls, 0, prompt, out, _cost(judge, opts.model, prompt, out)))
     if opts.method == "rubicon":
         pool = 2 * opts.max_pool
         per_conv = math.ceil(pool / 10) if opts.score_mode == "likert" else 1
         calls = len(data) * per_conv
         prompt = calls * 400 + conv_tokens * per_conv + len(data) * pool * _PROMPT_TOKENS_PER_ITEM
         out = len(data) * pool * _OUTPUT_TOKENS_PER_ITEM[opts.score_mode]
-        rows.append(PlanRow("pool scoring (at most)", calls, 0, prompt, out, _cost(settings, opts.model, prompt, out)))
+        rows.append(PlanRow("pool scoring (at most)", calls, 0, prompt, out, _cost(judge, opts.model, prompt, out)))
     return rows
 
 

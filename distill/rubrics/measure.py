@@ -31,7 +31,7 @@ from monitor.contracts.errors import JudgeResponseError
 from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricItem, RubricSet
-from monitor.contracts.settings import Settings
+from monitor.contracts.sections import JudgeSettings, RubricSettings
 from monitor.judge.gather import gather_or_cancel
 from monitor.judge.likert import LikertScorer
 from monitor.judge.redact import Redactor
@@ -42,7 +42,8 @@ METRICS = ("accuracy", "precision", "recall", "f1", "delta_netsat", "yield_at_0.
 
 
 async def score_matrix(
-    llm: CachingClient, settings: Settings, items: list[RubricItem], conversations: list[Conversation], *,
+    llm: CachingClient, judge: JudgeSettings, rubrics: RubricSettings, items: list[RubricItem],
+    conversations: list[Conversation], *,
     mode: Mode, model: str, on_done: Callable[[], None] | None = None, failures: Counter[str] | None = None,
 ) -> np.ndarray:
     """(conversations x items) judge scores in [0, 10]; a row is NaN when the answer never parsed.
@@ -50,8 +51,9 @@ async def score_matrix(
     ``failures`` counts why rows are NaN (the judge's error, e.g. "missing items ..."), for the summary.
     """
     scorer_cls = {"spur": SpurScorer, "likert": LikertScorer}[mode]
-    scorer = scorer_cls(settings, llm, Metrics(CollectorRegistry()), items, model=model)  # type: ignore[arg-type]
-    redactor = Redactor.from_settings(settings.judge)
+    scorer = scorer_cls(judge, rubrics, llm, Metrics(CollectorRegistry()), items,  # type: ignore[arg-type]
+                        model=model)
+    redactor = Redactor.from_settings(judge)
     out = np.full((len(conversations), len(items)), np.nan)
     column = {item.id: j for j, item in enumerate(items)}
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from distill.rubrics.cache import CachingClient
 from distill.rubrics.extract import FEELING, Label, Pattern, context_message
 from monitor.contracts.rubric_set import RubricItem
-from monitor.contracts.settings import Settings
+from monitor.contracts.sections import RubricSettings
 from monitor.judge.prompt import render
 
 log = logging.getLogger(__name__)
@@ -84,12 +84,12 @@ def to_items(entries: list[str], label: Label, *, taken: set[str] | None = None)
     return items
 
 
-def summarization_messages(settings: Settings, examples: list[str], label: Label, n: int) -> list[dict[str, str]]:
+def summarization_messages(rubrics: RubricSettings, examples: list[str], label: Label, n: int) -> list[dict[str, str]]:
     feeling, noun, _ = FEELING[label]
     text = "\n".join(f"- {e}" for e in examples)
-    user = render(settings.prompts_dir, "spur_summarization", feeling=feeling, feeling_noun=noun,
+    user = render(rubrics.prompts_dir, "spur_summarization", feeling=feeling, feeling_noun=noun,
                   num_rubric=n + 1, examples=text)
-    return [context_message(settings), {"role": "user", "content": user}]
+    return [context_message(rubrics), {"role": "user", "content": user}]
 
 
 def batches(patterns: list[Pattern], label: Label, batch_size: int, seed: int) -> list[list[str]]:
@@ -127,14 +127,14 @@ async def _summarize(llm: CachingClient, messages: list[dict[str, str]], label: 
 
 
 async def summarize_iterative(
-    llm: CachingClient, settings: Settings, patterns: list[Pattern], label: Label, *, model: str,
+    llm: CachingClient, rubrics: RubricSettings, patterns: list[Pattern], label: Label, *, model: str,
     batch_size: int = 100, n: int = 10, seed: int = 0, on_done: Callable[[], None] | None = None,
 ) -> SummaryResult:
     """SPUR: the previous rubric joins the next batch; the last rubric (at most ``n`` items) wins."""
     result = SummaryResult(items=[])
     previous: list[str] = []
     for batch in batches(patterns, label, batch_size, seed):
-        entries = await _summarize(llm, summarization_messages(settings, batch + previous, label, n), label, n,
+        entries = await _summarize(llm, summarization_messages(rubrics, batch + previous, label, n), label, n,
                                    model, result)
         previous = entries or previous  # a dropped batch keeps the previous rubric
         result.history.append(len(previous))
@@ -145,14 +145,14 @@ async def summarize_iterative(
 
 
 async def summarize_pool(
-    llm: CachingClient, settings: Settings, patterns: list[Pattern], label: Label, *, model: str,
+    llm: CachingClient, rubrics: RubricSettings, patterns: list[Pattern], label: Label, *, model: str,
     batch_size: int = 100, n: int = 10, seed: int = 0, on_done: Callable[[], None] | None = None,
 ) -> SummaryResult:
     """RUBICON: each batch summarized independently; every item kept (de-duplicate afterwards)."""
     result = SummaryResult(items=[])
     taken: set[str] = set()
     for batch in batches(patterns, label, batch_size, seed):
-        entries = await _summarize(llm, summarization_messages(settings, batch, label, n), label, n, model, result)
+        entries = await _summarize(llm, summarization_messages(rubrics, batch, label, n), label, n, model, result)
         result.items.extend(to_items(entries, label, taken=taken))
         result.history.append(len(result.items))
         if on_done is not None:

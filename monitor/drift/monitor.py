@@ -34,7 +34,7 @@ import numpy as np
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricItem, RubricSet
 from monitor.contracts.scores import ScoreRecord, verdict_label
-from monitor.contracts.settings import Settings
+from monitor.contracts.sections import DriftSettings
 from monitor.drift.agreement import Agreement
 from monitor.drift.cusum import CUSUM
 from monitor.drift.feature_drift import FeatureDrift
@@ -138,7 +138,7 @@ class DriftMonitor:
         self._init_series()
 
     @classmethod
-    def from_settings(cls, metrics: Metrics, rubric: RubricSet, settings: Settings) -> DriftMonitor:
+    def from_settings(cls, metrics: Metrics, rubric: RubricSet, settings: DriftSettings) -> DriftMonitor:
         return cls(
             metrics, rubric, window_size=settings.drift_window, reference_size=settings.drift_reference_size,
             batch_size=settings.drift_batch_size, agreement_window=settings.agreement_window,

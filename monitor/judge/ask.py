@@ -18,8 +18,9 @@ from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricItem
 from monitor.contracts.scores import ItemResult
-from monitor.contracts.settings import Settings
-from monitor.judge.client import Completion, JudgeClient, Usage
+from monitor.contracts.sections import JudgeSettings, RubricSettings
+from monitor.judge.client import JudgeClient
+from monitor.judge.completion import Completion, Usage
 from monitor.judge.interpret import Interpreter, interpret_likert, interpret_spur, parse_likert, parse_spur
 from monitor.judge.prompt import render
 from monitor.judge.strict import parse_strict, schema_of
@@ -97,9 +98,11 @@ class ModeScorer(ABC):
     """What every rubric mode holds; subclasses render their prompts and implement ``score_items``."""
 
     def __init__(
-        self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
+        self, judge: JudgeSettings, rubrics: RubricSettings, client: JudgeClient, metrics: Metrics,
+        items: list[RubricItem], *, model: str
     ) -> None:
-        self.settings = settings
+        self.judge = judge
+        self.rubrics = rubrics
         self.client = client
         self.metrics = metrics
         self.items = items
@@ -119,7 +122,7 @@ class ModeScorer(ABC):
         return await ask_with_repair(
             self.client, messages, items=items, parse=self.reader(parse, response_format),
             answer_format=answer_format,
-            prompts_dir=self.settings.prompts_dir, metrics=self.metrics, scored=scored, model=self.model,
+            prompts_dir=self.rubrics.prompts_dir, metrics=self.metrics, scored=scored, model=self.model,
             response_format=response_format,
         )
 
@@ -127,7 +130,7 @@ class ModeScorer(ABC):
     def reader(self, parse: Parse, response_format: dict[str, Any] | None) -> Parse:
         """How answers are read (``judge_answer_repair``): strictly against the mode's schema, with prose
         stripped when configured, or by the tolerant free-text parser (``lenient``, counted)."""
-        mode = self.settings.judge_answer_repair
+        mode = self.judge.judge_answer_repair
         schema = schema_of(response_format)
         interpret = _INTERPRETERS.get(parse)
         if mode != "lenient" and schema is not None and interpret is not None:

@@ -14,13 +14,9 @@ text never reach logs or exception messages.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 import random
 import time
-from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -28,8 +24,18 @@ import openai
 
 from monitor.contracts.errors import JudgeError, JudgeUnavailable
 from monitor.contracts.metrics import Metrics
-from monitor.contracts.settings import Settings
+from monitor.contracts.sections import JudgeSettings
 from monitor.judge.budget import DailyBudget
+from monitor.judge.completion import (
+    BadResponse,
+    Completion,
+    Usage,
+    choice_logprobs,
+    price_for,
+    prompt_bound,
+    reported_usage,
+    retry_after,
+)
 from monitor.judge.ledger import BudgetLedger
 from monitor.judge.ratelimit import RateLimiter
 
@@ -37,85 +43,12 @@ log = logging.getLogger(__name__)
 _MAX_RETRY_AFTER_S = 300.0
 
 
-@dataclass(frozen=True)
-class Usage:
-    prompt: int = 0
-    completion: int = 0
-    cached: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(self.prompt + other.prompt, self.completion + other.completion, self.cached + other.cached)
-
-    def as_dict(self) -> dict[str, int]:
-        return {"prompt": self.prompt, "completion": self.completion, "cached": self.cached}
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One successful chat completion: the text and what it cost."""
-
-    text: str
-    model: str  # the model (or Azure deployment) asked for
-    finish_reason: str | None
-    usage: Usage
-    cost_usd: float
-    latency_s: float
-    response_model: str | None = None  # what the endpoint reports, e.g. a dated version
-    structured: bool = False  # the JSON-schema response_format was sent and accepted
-    top_logprobs: list[list[tuple[str, float]]] = field(default_factory=list)  # per output token
-
-    @property
-    def cut_off(self) -> bool:
-        """The answer stopped at the output limit: a prefix of what the model meant, not an answer."""
-        return self.finish_reason == "length"
-
-
-_MESSAGE_OVERHEAD = 8  # role and delimiter tokens per message (4 in OpenAI's chat format)
-
-
-def prompt_bound(messages: list[dict[str, str]], response_format: dict[str, Any] | None = None) -> int:
-    """An upper bound on prompt tokens without a tokenizer: every BPE token covers at least one byte.
-
-    A JSON-schema ``response_format`` is added to the prompt by the server, so its bytes count too.
-    """
-    content = sum(len((m.get("content") or "").encode("utf-8")) + _MESSAGE_OVERHEAD for m in messages)
-    schema = len(json.dumps(response_format).encode("utf-8")) if response_format is not None else 0
-    return content + schema + _MESSAGE_OVERHEAD
-
-
-estimate_tokens = prompt_bound  # the old name
-
-
-def price_for(model: str, prices: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
-    """USD per 1M (input, output) tokens: exact name, else the longest configured prefix."""
-    if model in prices:
-        return prices[model]
-    matches = [name for name in prices if model.startswith(name)]
-    return prices[max(matches, key=len)] if matches else None
-
-
-def retry_after(headers: httpx.Headers | Any) -> float | None:
-    """Seconds the server asks us to wait: ``retry-after-ms``, ``retry-after`` seconds or HTTP date."""
-    try:
-        if (ms := headers.get("retry-after-ms")) is not None:
-            return max(0.0, float(ms) / 1000.0)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError, AttributeError):
-        return None
-
-
 class JudgeClient:
     """Retrying, rate-limited, budgeted, metered chat completions (shared by judge modes and juries)."""
 
     def __init__(
         self,
-        settings: Settings,
+        settings: JudgeSettings,
         metrics: Metrics,
         *,
         http_client: httpx.AsyncClient | None = None,
@@ -141,7 +74,7 @@ class JudgeClient:
                 )
 
     @staticmethod
-    def _make_openai(settings: Settings, http_client: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
+    def _make_openai(settings: JudgeSettings, http_client: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unused"
         common: dict[str, Any] = {
             "api_key": key, "max_retries": 0, "timeout": settings.judge_timeout_s, "http_client": http_client
@@ -228,7 +161,7 @@ class JudgeClient:
                         completion = self._record(request, response, time.perf_counter() - started, bound)
                         billed = completion.cost_usd
                         return completion
-                    except _BadResponse:
+                    except BadResponse:
                         status, cause, wait, last = "bad_response", "bad_response", None, "bad response body"
                 finally:
                     self.metrics.judge_in_flight.dec()
@@ -286,7 +219,7 @@ class JudgeClient:
         return float(ceiling / 2 + self._rng.uniform(0, ceiling / 2))
 
     def _record(self, request: dict[str, Any], response: Any, latency: float, bound: int) -> Completion:
-        """Meter a response and turn it into a ``Completion``; raise ``_BadResponse`` if it is not one.
+        """Meter a response and turn it into a ``Completion``; raise ``BadResponse`` if it is not one.
 
         Reported usage is capped at the local bound (prompt bytes, ``max_tokens``): a server claiming
         more is counted in ``convmon_judge_usage_capped_total`` and booked at the bound.
@@ -296,13 +229,13 @@ class JudgeClient:
             choice = response.choices[0]
             text = choice.message.content or ""
             finish_reason = choice.finish_reason
-            top = _top_logprobs(choice)
+            top = choice_logprobs(choice)
             if not isinstance(text, str) or not (finish_reason is None or isinstance(finish_reason, str)):
                 raise TypeError("content or finish_reason of the wrong type")
         except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
-            raise _BadResponse(type(exc).__name__) from None
+            raise BadResponse(type(exc).__name__) from None
         ceiling = Usage(prompt=bound, completion=request["max_tokens"])
-        reported = _usage(response)
+        reported = reported_usage(response)
         if reported is not None and (reported.prompt > ceiling.prompt or reported.completion > ceiling.completion):
             self.metrics.judge_usage_capped.labels(model).inc()
             log.warning("judge %s reported more tokens than the request can use (%d prompt, %d completion > "
@@ -327,35 +260,3 @@ class JudgeClient:
             structured="response_format" in request,
             top_logprobs=top,
         )
-
-
-class _BadResponse(Exception):
-    """A 200 response that is not a chat completion."""
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _usage(response: Any) -> Usage | None:
-    """Reported usage, or None when it is missing or malformed (the caller then books its bound)."""
-    usage = getattr(response, "usage", None)
-    prompt = _count(getattr(usage, "prompt_tokens", None))
-    completion = _count(getattr(usage, "completion_tokens", None))
-    if prompt is None or completion is None:
-        return None
-    cached = _count(getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)) or 0
-    return Usage(prompt=prompt, completion=completion, cached=min(cached, prompt))
-
-
-def _top_logprobs(choice: Any) -> list[list[tuple[str, float]]]:
-    content = getattr(getattr(choice, "logprobs", None), "content", None) or []
-    out = []
-    for token in content:
-        alternatives = [  # log-probabilities are <= 0; clamp what a broken server sends
-            (str(t.token), min(0.0, float(t.logprob)))
-            for t in (token.top_logprobs or [])
-            if math.isfinite(float(t.logprob))
-        ]
-        out.append(alternatives or [(str(token.token), min(0.0, float(token.logprob)))])
-    return out

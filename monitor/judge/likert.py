@@ -11,7 +11,7 @@ from typing import Any
 from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricItem
-from monitor.contracts.settings import Settings
+from monitor.contracts.sections import JudgeSettings, RubricSettings
 from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
 from monitor.judge.gather import gather_or_cancel
@@ -30,12 +30,12 @@ def likert_schema(items: list[RubricItem]) -> dict[str, Any]:
 
 
 class _Batch:
-    def __init__(self, settings: Settings, items: list[RubricItem]) -> None:
+    def __init__(self, rubrics: RubricSettings, items: list[RubricItem]) -> None:
         self.items = items
         self.system = render(
-            settings.prompts_dir,
+            rubrics.prompts_dir,
             "likert",
-            domain=settings.domain_description,
+            domain=rubrics.domain_description,
             rubric_sections=rubric_sections(items),
             n_items=len(items),
             example_id=items[0].id,
@@ -46,16 +46,17 @@ class _Batch:
 
 class LikertScorer(ModeScorer):
     def __init__(
-        self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
+        self, judge: JudgeSettings, rubrics: RubricSettings, client: JudgeClient, metrics: Metrics,
+        items: list[RubricItem], *, model: str
     ) -> None:
-        super().__init__(settings, client, metrics, items, model=model)
+        super().__init__(judge, rubrics, client, metrics, items, model=model)
         self.batches = [
-            _Batch(settings, items[i : i + MAX_ITEMS_PER_CALL]) for i in range(0, len(items), MAX_ITEMS_PER_CALL)
+            _Batch(rubrics, items[i : i + MAX_ITEMS_PER_CALL]) for i in range(0, len(items), MAX_ITEMS_PER_CALL)
         ]
-        self.max_chars = min(conversation_budget(settings.judge_max_prompt_chars, b.system) for b in self.batches)
+        self.max_chars = min(conversation_budget(judge.judge_max_prompt_chars, b.system) for b in self.batches)
 
     async def score_items(self, conversation: Conversation) -> Scored:
-        user, truncated = conversation_message(self.settings.prompts_dir, conversation, max_chars=self.max_chars)
+        user, truncated = conversation_message(self.rubrics.prompts_dir, conversation, max_chars=self.max_chars)
         scored = Scored(items=[], truncated=truncated)
         results = await gather_or_cancel(
             self.ask(batch.system, user, scored, items=batch.items, parse=parse_likert,

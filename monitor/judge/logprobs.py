@@ -15,7 +15,7 @@ from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricItem
 from monitor.contracts.scores import ItemResult
-from monitor.contracts.settings import Settings
+from monitor.contracts.sections import JudgeSettings, RubricSettings
 from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
 from monitor.judge.gather import gather_or_cancel
@@ -52,26 +52,27 @@ def item_result(item: RubricItem, alternatives: list[tuple[str, float]]) -> Item
 
 class LogprobsScorer(ModeScorer):
     def __init__(
-        self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
+        self, judge: JudgeSettings, rubrics: RubricSettings, client: JudgeClient, metrics: Metrics,
+        items: list[RubricItem], *, model: str
     ) -> None:
-        super().__init__(settings, client, metrics, items, model=model)
+        super().__init__(judge, rubrics, client, metrics, items, model=model)
         self.systems = {
             item.id: render(
-                settings.prompts_dir,
+                rubrics.prompts_dir,
                 "logprobs",
-                domain=settings.domain_description,
+                domain=rubrics.domain_description,
                 item_id=item.id,
                 item_name=item.name,
                 item_description=item.description,
             )
             for item in items
         }
-        self.max_chars = min(conversation_budget(settings.judge_max_prompt_chars, s) for s in self.systems.values())
+        self.max_chars = min(conversation_budget(judge.judge_max_prompt_chars, s) for s in self.systems.values())
 
     async def score_items(self, conversation: Conversation) -> Scored:
         nonce = new_nonce()
         user, truncated = conversation_message(
-            self.settings.prompts_dir, conversation, max_chars=self.max_chars, nonce=nonce
+            self.rubrics.prompts_dir, conversation, max_chars=self.max_chars, nonce=nonce
         )
         scored = Scored(items=[], truncated=truncated)
         scored.items = await gather_or_cancel(self._ask(item, user, scored) for item in self.items)

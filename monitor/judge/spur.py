@@ -11,7 +11,7 @@ from typing import Any
 from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricItem
-from monitor.contracts.settings import Settings
+from monitor.contracts.sections import JudgeSettings, RubricSettings
 from monitor.judge.ask import ModeScorer, Scored
 from monitor.judge.client import JudgeClient
 from monitor.judge.interpret import parse_spur
@@ -48,25 +48,26 @@ def spur_schema(items: list[RubricItem], *, explanations: bool = False) -> dict[
 
 class SpurScorer(ModeScorer):
     def __init__(
-        self, settings: Settings, client: JudgeClient, metrics: Metrics, items: list[RubricItem], *, model: str
+        self, judge: JudgeSettings, rubrics: RubricSettings, client: JudgeClient, metrics: Metrics,
+        items: list[RubricItem], *, model: str
     ) -> None:
-        super().__init__(settings, client, metrics, items, model=model)
-        explanations = settings.judge_explanations
+        super().__init__(judge, rubrics, client, metrics, items, model=model)
+        explanations = judge.judge_explanations
         self.answer_format = spur_answer_format(items, explanations=MAX_EXPLANATION if explanations else 0)
         self.system = render(
-            settings.prompts_dir,
+            rubrics.prompts_dir,
             "spur_estimation",
-            domain=settings.domain_description,
+            domain=rubrics.domain_description,
             rubric_sections=rubric_sections(items),
             n_items=len(items),
             extra_rules=_MAXIM_RULES if any(i.polarity == "maxim" for i in items) else "",
             answer_format=self.answer_format,
         )
-        self.max_chars = conversation_budget(settings.judge_max_prompt_chars, self.system)
+        self.max_chars = conversation_budget(judge.judge_max_prompt_chars, self.system)
         self.response_format = spur_schema(items, explanations=explanations)
 
     async def score_items(self, conversation: Conversation) -> Scored:
-        user, truncated = conversation_message(self.settings.prompts_dir, conversation, max_chars=self.max_chars)
+        user, truncated = conversation_message(self.rubrics.prompts_dir, conversation, max_chars=self.max_chars)
         scored = Scored(items=[], truncated=truncated)
         scored.items = await self.ask(self.system, user, scored, items=self.items, parse=parse_spur,
                                       answer_format=self.answer_format, response_format=self.response_format)

@@ -138,7 +138,8 @@ def build_pipeline(
 
         exporter.evaluations = EvaluationEvents.from_environment(
             scorers=settings.otel_evaluation_scorers, redact=Redactor(settings.pii_extra_patterns).redact).observe
-    judge = build_judge(settings, rubric, metrics, http_client=http_client)
+    judge = build_judge(settings.judge, settings.rubrics, rubric, metrics, ledger_url=settings.label_store_url,
+                        http_client=http_client)
     models = ModelRegistry(settings.model_registry)
     redactor = Redactor.from_settings(settings.judge)
     store = LabelStore.from_settings(settings, redact=redactor.redact)

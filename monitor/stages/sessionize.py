@@ -22,18 +22,28 @@ past the caps and metadata keys that do not fit are dropped; the conversation is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import orjson
 
-from monitor.contracts.events import Conversation, EndEvent, Feedback, Turn, TurnEvent
+from monitor.contracts.events import Conversation, EndEvent, TurnEvent
+from monitor.stages.session_store import (
+    TRUNCATION_MARK,
+    Open,
+    assemble,
+    end_event,
+    end_key,
+    header_key,
+    json_bytes,
+    read_index,
+    turn_key,
+    turn_size,
+)
+from monitor.stages.session_store import Store as Store  # dedup keeps its marks in the same kind of store
 
 Outcome = Literal["ok", "replaced", "truncated", "pending", "late", "unknown_conversation"]
-TRUNCATION_MARK = " [...truncated]"
 RAW_END_MAX = 65_536  # an end that waits for its turns keeps its original bytes up to this size
-TURN_OVERHEAD = 64  # JSON bytes of a turn besides its text (index, role, timestamp, punctuation)
 
 
 @dataclass(frozen=True)
@@ -46,72 +56,6 @@ class Limits:
     @property
     def max_turn_chars(self) -> int:
         return max(self.max_chars // 4, 50)
-
-
-class Store(Protocol):
-    """Key-value state whose writes name the partition they belong to (the changelog partition)."""
-
-    def get(self, key: str) -> Any: ...
-    def put(self, key: str, value: Any, partition: int) -> None: ...
-    def delete(self, key: str, partition: int) -> None: ...
-    def items(self) -> Iterable[tuple[str, Any]]: ...
-
-
-class DictStore:
-    """A plain dict as the store (tools, tests, offline sessionizing); partitions are not needed there."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-
-    def get(self, key: str) -> Any:
-        return self.data.get(key)
-
-    def put(self, key: str, value: Any, partition: int) -> None:
-        self.data[key] = value
-
-    def delete(self, key: str, partition: int) -> None:
-        self.data.pop(key, None)
-
-    def items(self) -> Iterable[tuple[str, Any]]:
-        return list(self.data.items())
-
-
-def header_key(cid: str) -> str:
-    return f"s|{cid}"
-
-
-def turn_key(cid: str, index: int) -> str:
-    return f"t|{cid}|{index}"
-
-
-def end_key(cid: str) -> str:
-    return f"e|{cid}"
-
-
-def _bytes(obj: object) -> int:
-    return len(orjson.dumps(obj))
-
-
-@dataclass
-class Open:
-    """What the hot path keeps in memory about one open conversation (rebuilt from the store)."""
-
-    partition: int
-    last_seen: float
-    sizes: dict[int, tuple[int, int]] = field(default_factory=dict)  # turn index -> (chars, JSON bytes)
-    dropped: set[int] = field(default_factory=set)  # indices dropped by the caps (this process's lifetime)
-    meta: dict[str, str] = field(default_factory=dict)
-    meta_bytes: int = 2
-    truncated: bool = False
-    end: dict[str, Any] | None = None
-    end_seen: float = 0.0
-
-    def complete(self) -> bool:
-        count = self.end.get("n") if self.end else None
-        if not count:
-            return False
-        have = sum(1 for i in (*self.sizes, *self.dropped) if i < count)
-        return have >= int(count)
 
 
 @dataclass
@@ -144,7 +88,7 @@ class Sessionizer:
         if len(text) > self.limits.max_turn_chars:
             text = text[: self.limits.max_turn_chars] + TRUNCATION_MARK
             outcome = "truncated"
-        size = (len(text), _bytes(text) + TURN_OVERHEAD + len(ev.span or "") + len(ev.response_id or ""))
+        size = turn_size(text, ev.span, ev.response_id)
         old = o.sizes.get(ev.turn_index)
         chars = sum(c for c, _ in o.sizes.values()) - (old[0] if old else 0) + size[0]
         nbytes = sum(b for _, b in o.sizes.values()) - (old[1] if old else 0) + size[1]
@@ -204,7 +148,7 @@ class Sessionizer:
             o = self._create(cid, partition, now)
         o.last_seen = now
         truth = ev.simulated_truth
-        if truth is not None and _bytes(truth) + o.meta_bytes > self.limits.max_metadata_bytes:
+        if truth is not None and json_bytes(truth) + o.meta_bytes > self.limits.max_metadata_bytes:
             truth = None
             self._flag(cid, o)
         o.end = {"ts": ev.timestamp, "n": ev.turn_count, "m": self._fit_metadata(cid, o, ev.metadata),
@@ -230,7 +174,7 @@ class Sessionizer:
                 else:
                     if o.end is not None:
                         raw = o.end.get("raw")
-                        out.unknown.append((cid, raw.encode() if raw else orjson.dumps(self._end_event(cid, o.end)
+                        out.unknown.append((cid, raw.encode() if raw else orjson.dumps(end_event(cid, o.end)
                                                                                       .model_dump(exclude_none=True))))
                     self._drop(cid, o, now)
         for cid, (closed_at, partition) in list(self.closed.items()):
@@ -243,30 +187,11 @@ class Sessionizer:
 
     def rebuild(self, owned: set[int], now: float) -> None:
         """The in-memory index from the store (after a restart or rebalance); idle clocks restart at ``now``."""
+        open_, closed = read_index(self.store, owned, now)
         self.open.clear()
+        self.open.update(open_)
         self.closed.clear()
-        turns: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-        ends: dict[str, dict[str, Any]] = {}
-        for key, value in list(self.store.items()):
-            kind, _, rest = key.partition("|")
-            if kind == "s" and isinstance(value, dict) and value.get("p") in owned:
-                if "c" in value:
-                    self.closed[rest] = (float(value["c"]), int(value["p"]))
-                else:
-                    self.open[rest] = Open(partition=int(value["p"]), last_seen=now, truncated=bool(value.get("tr")))
-            elif kind == "t":
-                cid, _, index = rest.rpartition("|")
-                turns.setdefault(cid, []).append((int(index), value))
-            elif kind == "e":
-                ends[rest] = value
-        for cid, o in self.open.items():
-            for i, entry in sorted(turns.get(cid, [])):
-                o.sizes[i] = (len(entry["x"]), _bytes(entry["x"]) + TURN_OVERHEAD + len(entry.get("sp", ""))
-                                  + len(entry.get("ri", "")))
-                o.meta.update(entry.get("m", {}))
-            o.meta_bytes = _bytes(o.meta)
-            if cid in ends:
-                o.end, o.end_seen = ends[cid], now
+        self.closed.update(closed)
 
     # --- internals -------------------------------------------------------------------------------
 
@@ -286,7 +211,7 @@ class Sessionizer:
         for k, v in metadata.items():
             if o.meta.get(k) == v:
                 continue
-            grown = o.meta_bytes + _bytes({k: v}) - 1 - (_bytes({k: o.meta[k]}) - 1 if k in o.meta else 0)
+            grown = o.meta_bytes + json_bytes({k: v}) - 1 - (json_bytes({k: o.meta[k]}) - 1 if k in o.meta else 0)
             if grown > self.limits.max_metadata_bytes:
                 self._flag(cid, o)
                 continue
@@ -297,7 +222,7 @@ class Sessionizer:
         return [self._close(cid, o, "end", now)] if o.complete() else []
 
     def _close(self, cid: str, o: Open, reason: Literal["end", "idle"], now: float) -> Conversation:
-        conversation = self._finish(cid, o, reason)
+        conversation = assemble(self.store, cid, o, reason)
         self._drop(cid, o, now)
         return conversation
 
@@ -310,35 +235,3 @@ class Sessionizer:
         self.store.put(header_key(cid), {"p": o.partition, "c": now}, o.partition)
         self.closed[cid] = (now, o.partition)
         del self.open[cid]
-
-    def _finish(self, cid: str, o: Open, reason: Literal["end", "idle"]) -> Conversation:
-        """Built from already-validated parts, without re-validation; metadata merges in turn order, end last."""
-        turns: list[Turn] = []
-        metadata: dict[str, str] = {}
-        feedback: dict[str, Any] = {}
-        first = last = None
-        for index in sorted(o.sizes):
-            entry = self.store.get(turn_key(cid, index))
-            ts = entry["ts"]
-            turns.append(Turn.model_construct(index=index, role=entry["r"], text=entry["x"], timestamp=ts,
-                                              span=entry.get("sp"), response_id=entry.get("ri")))
-            metadata.update(entry.get("m", {}))
-            feedback.update(entry.get("f", {}))
-            first = ts if first is None else min(first, ts)
-            last = ts if last is None else max(last, ts)
-        end = o.end or {}
-        metadata.update(end.get("m", {}))
-        feedback.update(end.get("f", {}))
-        return Conversation.model_construct(
-            type="conversation", conversation_id=cid, turns=turns,
-            feedback=Feedback.model_construct(**feedback) if feedback else None, metadata=metadata,
-            started_at=first, ended_at=end.get("ts", last), end_reason=reason, truncated=o.truncated,
-            simulated_truth=end.get("st"),
-        )
-
-    @staticmethod
-    def _end_event(cid: str, end: dict[str, Any]) -> EndEvent:
-        return EndEvent.model_construct(
-            type="end", conversation_id=cid, timestamp=end["ts"], turn_count=end.get("n"),
-            metadata=end.get("m", {}), feedback=Feedback.model_construct(**end["f"]) if end.get("f") else None,
-            simulated_truth=end.get("st"))

@@ -35,14 +35,8 @@ from monitor.runtime.scrape import wait_for_metrics
 from monitor.tools.demo_plot import plot_rates
 from monitor.tools.demo_rates import RateHistory, scrape_counts
 from monitor.tools.demo_view import TREND_STEP_S, View, render
-from monitor.tools.shipped_alerts import (
-    AlertState,
-    LocalPrometheus,
-    alert_state,
-    firing_episodes,
-    prometheus_binary,
-    rule_file_of,
-)
+from monitor.tools.local_prometheus import LocalPrometheus, prometheus_binary
+from monitor.tools.shipped_alerts import AlertState, alert_state, firing_episodes, rule_file_of
 from monitor.tools.simulator.run import SimulationPlan, SimulationStats, simulate
 
 console = Console()

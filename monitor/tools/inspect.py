@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from monitor.contracts.errors import ConfigError
-from monitor.contracts.settings import Settings
+from monitor.contracts.sections import DistillSettings, JudgeSettings, RubricSettings
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_TEXT = 120
@@ -28,19 +28,20 @@ def parse_window(text: str) -> float:
     return float(match.group(1)) * UNITS[match.group(2)]
 
 
-def inspect_rows(settings: Settings, item: str, *, window_s: float, limit: int,
-                 scorer: str | None) -> list[dict[str, object]]:
+def inspect_rows(rubrics: RubricSettings, judge: JudgeSettings, distill: DistillSettings, item: str, *,
+                 window_s: float, limit: int, scorer: str | None) -> list[dict[str, object]]:
+    """The score sink's latest yes rows for ``item``, each with its conversation's last user turn, redacted."""
     from distill.score_store import ScoreStore
     from distill.store import LabelStore
     from monitor.contracts.rubric_set import load_rubric_set
     from monitor.judge.redact import Redactor
 
-    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
+    rubric = load_rubric_set(rubrics.rubric_set, rubrics.prompts_dir)
     if item not in rubric.item_ids:
         raise ConfigError(f"--item {item!r} is not an item of rubric set {rubric.key}; items: "
                           + ", ".join(rubric.item_ids))
-    redact = Redactor(settings.pii_extra_patterns).redact
-    store = LabelStore.from_settings(settings)
+    redact = Redactor(judge.pii_extra_patterns).redact
+    store = LabelStore.from_settings(distill)
     try:
         rows = ScoreStore(store, rubric).latest(item, since=time.time() - window_s, limit=limit, scorer=scorer)
         for row in rows:

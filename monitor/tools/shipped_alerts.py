@@ -3,25 +3,21 @@
 The demo (and tests) cannot wait 30 minutes for a rate window. Every duration of the rule files
 (range windows, subquery steps, offsets, group intervals, ``for:``) is divided by ``scale``; the
 expressions, thresholds and volume guards are the shipped ones, read from ``deploy/prometheus/rules``
-at run time, so the demo follows whatever rule file is shipped.
+at run time, so the demo follows whatever rule file is shipped. A real Prometheus runs them in
+:mod:`monitor.tools.local_prometheus`; this module rewrites the rules and reads the alerts' state.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import REPO_ROOT
-from monitor.runtime.broker import free_port, stop_process
 
 RULES_DIR = REPO_ROOT / "deploy" / "prometheus" / "rules"
 UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
@@ -52,13 +48,17 @@ def scale_expr(expr: str, scale: float) -> str:
     return _OFFSET.sub(lambda m: f"offset {m.group(1)}{scale_duration(m.group(2), scale)}", expr)
 
 
-def scaled_rule_files(out_dir: Path, scale: float, rules_dir: Path = RULES_DIR) -> list[Path]:
-    """Every shipped rule file, time-compressed by ``scale``, written to ``out_dir``."""
+def scaled_rule_files(out_dir: Path, scale: float, rules_dir: Path = RULES_DIR, *,
+                      group_interval: str | None = None) -> list[Path]:
+    """Every shipped rule file, time-compressed by ``scale``, written to ``out_dir``.
+
+    ``group_interval`` evaluates every group that often instead (tests that read recording rules at each scrape).
+    """
     out = []
     for path in sorted(rules_dir.glob("*.yml")):
         doc = yaml.safe_load(path.read_text())
         for group in doc.get("groups", []):
-            group["interval"] = scale_duration(group.get("interval", "1m"), scale)
+            group["interval"] = group_interval or scale_duration(group.get("interval", "1m"), scale)
             for rule in group["rules"]:
                 if "for" in rule:
                     rule["for"] = scale_duration(str(rule["for"]), scale)
@@ -134,69 +134,3 @@ def firing_episodes(timeline: list[tuple[float, AlertState]], scorer: str) -> li
             out.append((t, mine.firing))
         was_firing = mine.state == "firing"
     return out
-
-
-def prometheus_binary() -> str | None:
-    return shutil.which("prometheus")
-
-
-class LocalPrometheus:
-    """A real Prometheus scraping ``targets`` every second with the scaled shipped rules."""
-
-    def __init__(self, exe: str, workdir: Path, targets: list[str], scale: float) -> None:
-        self.exe = exe
-        self.workdir = workdir.resolve()  # Prometheus resolves rule_files against its config's folder
-        self.targets = targets
-        self.scale = scale
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = workdir / "prometheus.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 30.0) -> LocalPrometheus:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        rules = scaled_rule_files(self.workdir, self.scale)
-        if not rules:
-            raise ConfigError(f"no rule files in {RULES_DIR}: run from a source checkout")
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(p) for p in rules],
-            "scrape_configs": [{"job_name": "convmon", "static_configs": [{"targets": self.targets}]}],
-        }
-        (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [self.exe, f"--config.file={self.workdir / 'prometheus.yml'}",
-                 f"--storage.tsdb.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
-                stdout=log, stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ConfigError(f"prometheus exited with code {self.proc.returncode}; see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise ConfigError(f"prometheus did not become ready in {timeout:.0f}s; see {self.log_path}")
-
-    def rule_names(self) -> set[str]:
-        """The alert and recording rules Prometheus has loaded (a rule file it cannot find is silently empty)."""
-        body = httpx.get(f"{self.url}/api/v1/rules", timeout=5).json()
-        return {r["name"] for g in body["data"]["groups"] for r in g["rules"]}
-
-    def alerts(self) -> list[dict[str, Any]]:
-        body = httpx.get(f"{self.url}/api/v1/alerts", timeout=2).json()
-        return list(body["data"]["alerts"])
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_process(self.proc)
-
-    def __enter__(self) -> LocalPrometheus:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

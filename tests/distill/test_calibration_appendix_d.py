@@ -18,7 +18,7 @@ from distill.calibration.cli import app
 from distill.calibration.crossval import dialogue_folds, evaluate, predict_outputs, score
 from distill.calibration.data import CalibrationSet
 from distill.calibration.summary import render_markdown
-from distill.model import SatisfactionModel
+from distill.satisfaction import SatisfactionModel
 
 torch.set_num_threads(1)
 TINY = {"hidden1": 6, "hidden2": 6, "pretrain_epochs": 1, "finetune_epochs": 3, "batch_size": 32}

@@ -185,10 +185,10 @@ def test_retrain_calibration_respects_min_labels(make_settings, rubric: RubricSe
     registry = ModelRegistry(settings.model_registry)
     try:
         store.upsert(feedback_label_records(rubric, 300, seed=6))
-        skipped = retrain_calibration(settings, store, registry, rubric)
+        skipped = retrain_calibration(settings.distill, store, registry, rubric)
         assert skipped.status == "skipped" and "calibration_min_labels=500" in skipped.reasons[0]
         assert registry.versions(KIND) == []
-        done = retrain_calibration(settings.model_copy(update={"calibration_min_labels": 50}), store, registry,
+        done = retrain_calibration(settings.distill.model_copy(update={"calibration_min_labels": 50}), store, registry,
                                    rubric, params={"finetune_epochs": 10})
         assert done.status in ("promoted", "rejected") and registry.versions(KIND) == [done.version]
     finally:

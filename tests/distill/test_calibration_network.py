@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from distill.calibration.network import LLMRubricCalibrator, masked_nll, satisfied_probability
+from distill.calibration.layers import masked_nll
+from distill.calibration.network import LLMRubricCalibrator, satisfied_probability
 from monitor.contracts.errors import ModelError
 
 torch.set_num_threads(1)

@@ -8,8 +8,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from distill.cli import app
+from distill.label_record import LabelRecord
 from distill.registry import ModelRegistry
-from distill.store import LabelRecord
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_retrain import synth  # noqa: E402

@@ -12,9 +12,10 @@ from sklearn.metrics import roc_auc_score
 
 from distill.datasets import load_uss, rated_prefixes
 from distill.featurizers.spec import featurizer_from_config
-from distill.model import ItemClassifier, RubricModel, SatisfactionModel, satisfaction_features
+from distill.model import ItemClassifier, RubricModel
 from distill.promotion import evaluate
 from distill.registry import ModelRegistry
+from distill.satisfaction import SatisfactionModel, satisfaction_features
 from distill.train import TrainingSet, split_holdout, train_items
 from monitor.contracts.errors import ConfigError, ModelError
 from monitor.contracts.rubric_set import RubricItem, RubricSet

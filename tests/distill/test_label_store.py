@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from distill.store import DAY_S, LabelRecord, LabelStore
+from distill.label_record import LabelRecord
+from distill.store import DAY_S, LabelStore
 from monitor.contracts.errors import LabelRejected, StoreError
 from monitor.contracts.events import Conversation, Feedback, Turn
 from monitor.contracts.scores import ItemResult, ScoreRecord

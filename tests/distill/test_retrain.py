@@ -63,7 +63,7 @@ def test_retrain_skips_without_enough_labels(env) -> None:
     settings, store, registry = env
     store.upsert(synth(20, seed=1))
     store.upsert(synth(40, seed=9, now=1_700_000_000.0 - 4000 * 86_400))  # past the 3650-day retention
-    result = retrain_once(settings, store, registry, rubric(), now=1_700_000_000.0)
+    result = retrain_once(settings.distill, store, registry, rubric(), now=1_700_000_000.0)
     assert result.status == "skipped" and result.reasons == ["insufficient labels: 20 < retrain_min_labels=50"]
     assert result.purged == 40 and store.count() == 20
     assert registry.versions("distilled") == []
@@ -73,7 +73,7 @@ def test_retrain_promotes_then_gate_rejects_a_worse_candidate(env, tmp_path: Pat
     settings, store, registry = env
     rub = rubric()
     store.upsert(synth(240, seed=2))
-    first = retrain_once(settings, store, registry, rub, now=1_700_000_000.0, report_dir=tmp_path / "reports")
+    first = retrain_once(settings.distill, store, registry, rub, now=1_700_000_000.0, report_dir=tmp_path / "reports")
     assert first.status == "promoted" and registry.live_version("distilled") == first.version
     assert first.item_status["sat.gratitude"] == "trained"
     assert first.item_status["sat.praise"] == "insufficient positives: 0 < 10"
@@ -88,7 +88,7 @@ def test_retrain_promotes_then_gate_rejects_a_worse_candidate(env, tmp_path: Pat
 
     # a degraded featurizer (every n-gram hashed into one bucket) is worse on the same held-out rows: kept, not live
     crippled = HashingFeaturizer(n_word_features=1, n_char_features=1, n_context_features=1, n_last_features=1)
-    second = retrain_once(settings, store, registry, rub, now=1_700_000_000.0, featurizer=crippled)
+    second = retrain_once(settings.distill, store, registry, rub, now=1_700_000_000.0, featurizer=crippled)
     assert second.status == "rejected" and second.live_version == first.version
     assert any("macro ROC-AUC" in r for r in second.reasons)
     assert registry.live_version("distilled") == first.version and second.version in registry.versions("distilled")

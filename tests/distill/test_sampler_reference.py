@@ -34,7 +34,8 @@ def trained(make_settings, tmp_path: Path):
     settings = make_settings(retrain_min_labels=50, label_retention_days=3650, featurizer="hashing")
     store = LabelStore(settings.label_store_url, retention_days=settings.label_retention_days)
     store.upsert(_boosted(synth(240, seed=3, now=1_700_000_000.0), every=3))
-    result = retrain_once(settings, store, ModelRegistry(settings.model_registry), rubric(), now=1_700_000_100.0)
+    result = retrain_once(settings.distill, store, ModelRegistry(settings.model_registry), rubric(),
+                          now=1_700_000_100.0)
     yield settings, store, result
     store.close()
 

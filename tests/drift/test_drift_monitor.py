@@ -197,7 +197,7 @@ def test_feature_drift_on_the_probability_vector() -> None:
 def test_from_settings_uses_the_drift_settings() -> None:
     settings = Settings(drift_window=100, drift_reference_size=300, drift_batch_size=25, agreement_window=50,
                         drift_hold_s=60)
-    drift = DriftMonitor.from_settings(Metrics(CollectorRegistry()), RUBRIC, settings)
+    drift = DriftMonitor.from_settings(Metrics(CollectorRegistry()), RUBRIC, settings.drift)
     assert (drift.window_size, drift.reference_size, drift.batch_size, drift.agreement_window, drift.hold_s) == (
         100, 300, 25, 50, 60)
 

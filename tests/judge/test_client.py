@@ -14,7 +14,8 @@ from conftest import API_KEY, sample
 from monitor.contracts.errors import BudgetExhausted, JudgeError, JudgeUnavailable
 from monitor.contracts.settings import Settings
 from monitor.judge import client as client_module
-from monitor.judge.client import JudgeClient, Usage, price_for, prompt_bound, retry_after
+from monitor.judge.client import JudgeClient
+from monitor.judge.completion import Usage, price_for, prompt_bound, retry_after
 
 MESSAGES = [{"role": "system", "content": "rubric"}, {"role": "user", "content": "conversation"}]
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -71,7 +72,7 @@ def make_client(handler: Handler, metrics, **overrides: Any) -> JudgeClient:
     }
     settings = Settings(**(values | overrides))
     http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    return JudgeClient(settings, metrics, http_client=http, rng=random.Random(0))
+    return JudgeClient(settings.judge, metrics, http_client=http, rng=random.Random(0))
 
 
 async def test_success_meters_tokens_spend_and_sends_the_key(metrics) -> None:
@@ -187,7 +188,7 @@ async def test_concurrent_calls_reserve_worst_case_cost_and_cannot_overshoot(met
         return ok(usage={"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20})
 
     settings = Settings(openai_base_url="http://judge.test/v1", openai_api_key=API_KEY, judge_daily_budget_usd=0.001)
-    client = JudgeClient(settings, metrics, http_client=httpx.AsyncClient(transport=httpx.MockTransport(slow)))
+    client = JudgeClient(settings.judge, metrics, http_client=httpx.AsyncClient(transport=httpx.MockTransport(slow)))
     first = asyncio.create_task(client.complete(MESSAGES))  # reserves ~1500 output tokens = $0.0009
     await asyncio.sleep(0.01)
     with pytest.raises(BudgetExhausted):
@@ -237,7 +238,7 @@ async def test_azure_uses_deployment_urls_and_api_key_header(metrics) -> None:
     handler = Recorder(ok())
     settings = Settings(openai_base_url="https://res.openai.azure.com", openai_api_key=API_KEY,
                         azure_api_version="2024-10-21", judge_model="my-deployment")
-    client = JudgeClient(settings, metrics, http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    client = JudgeClient(settings.judge, metrics, http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
     await client.complete(MESSAGES)
     request = handler.requests[0]
     assert request.url.path == "/openai/deployments/my-deployment/chat/completions"

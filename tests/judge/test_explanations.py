@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 from conftest import make_conversation, sample
+from judge_wiring import judge_from
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from test_strict_answers import respond
 
 from distill.store import LabelRecord
 from monitor.contracts.errors import ConfigError, JudgeResponseError
-from monitor.judge.build import build_judge
 from monitor.judge.redact import Redactor
 from monitor.judge.strict import MAX_EXPLANATION
 from monitor.stages.evaluations import EvaluationEvents
@@ -27,7 +27,7 @@ def _item_schemas(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def test_off_by_default_nothing_is_asked_or_kept(make_settings, rubric, metrics, server) -> None:
-    judge = build_judge(make_settings(), rubric, metrics)
+    judge = judge_from(make_settings(), rubric, metrics)
     record = await judge.score(CONVERSATION)
     assert all("why" not in s["properties"] for s in _item_schemas(server.requests[0]))
     assert '"why"' not in server.requests[0]["messages"][0]["content"]
@@ -37,7 +37,7 @@ async def test_off_by_default_nothing_is_asked_or_kept(make_settings, rubric, me
 
 async def test_explanations_reach_evaluation_events_and_the_label_store_redacted(make_settings, rubric, metrics,
                                                                                   server) -> None:
-    judge = build_judge(make_settings(judge_explanations=True), rubric, metrics)
+    judge = judge_from(make_settings(judge_explanations=True), rubric, metrics)
     record = await judge.score(CONVERSATION)  # the test server's reasons quote the user turns it was sent
     body = server.requests[0]
     assert all(s["required"] == ["answer", "score", "why"] and s["properties"]["why"] == {"type": "string"}
@@ -77,7 +77,7 @@ missing = respond(lambda obj, _: json.dumps({k: {a: b for a, b in v.items() if a
 async def test_explanations_are_validated_strictly(make_settings, rubric, metrics, server, bad, problem: str,
                                                    said: str) -> None:
     server.script(bad, bad)
-    judge = build_judge(make_settings(judge_explanations=True), rubric, metrics)
+    judge = judge_from(make_settings(judge_explanations=True), rubric, metrics)
     with pytest.raises(JudgeResponseError, match=said):
         await judge.score(CONVERSATION)
     assert sample(metrics, "convmon_judge_answers_rejected_total", problem=problem) == 2

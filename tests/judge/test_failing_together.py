@@ -10,11 +10,12 @@ import pytest
 from conftest import make_conversation
 
 from monitor.contracts.errors import JudgeError
-from monitor.judge.build import build_judge
 from monitor.judge.client import JudgeClient
 from monitor.judge.gather import gather_or_cancel
 from monitor.judge.logprobs import LogprobsScorer
-from monitor.tools.openai_server import OpenAIServer, answer
+from monitor.tools.openai_server import OpenAIServer
+from monitor.tools.stand_in_judge import answer
+from tests.judge_wiring import judge_from
 
 HAPPY = make_conversation("Please write a haiku", "Leaves drift...", "Thanks, that's perfect!")
 
@@ -29,7 +30,7 @@ def whole_answer_cut_off(body: dict[str, Any]) -> tuple[int, dict[str, Any], dic
 
 async def test_a_cut_off_answer_that_parses_is_still_not_used(make_settings, rubric, metrics, server) -> None:
     server.script(whole_answer_cut_off)
-    judge = build_judge(make_settings(), rubric, metrics)
+    judge = judge_from(make_settings(), rubric, metrics)
     record = await judge.score(HAPPY)
     await judge.aclose()
     assert len(server.requests) == 2  # the cut-off answer was not used: a repair prompt followed
@@ -45,8 +46,9 @@ async def test_a_fatal_logprobs_error_cancels_the_sibling_calls(make_settings, r
         server.script("401", *["slow"] * 20)
         settings = make_settings(openai_base_url=server.url, judge_max_retries=5, judge_backoff_base_s=0.05,
                                  judge_backoff_max_s=0.05)
-        client = JudgeClient(settings, metrics)
-        scorer = LogprobsScorer(settings, client, metrics, list(rubric.items), model="gpt-4o-mini")
+        client = JudgeClient(settings.judge, metrics)
+        scorer = LogprobsScorer(settings.judge, settings.rubrics, client, metrics, list(rubric.items),
+                                model="gpt-4o-mini")
         caplog.set_level(logging.WARNING, logger="monitor.judge.client")
         with pytest.raises(JudgeError, match="refused the credentials"):
             await scorer.score_items(HAPPY)

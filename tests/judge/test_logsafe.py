@@ -13,9 +13,9 @@ from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
-from monitor.judge.build import build_judge
 from monitor.judge.logsafe import QUIET_LOGGERS, install_log_safety, scrub_credentials
 from monitor.tools.openai_server import OpenAIServer
+from tests.judge_wiring import judge_from
 
 PASSWORD = "pw-Zq81-never-log-me"
 
@@ -43,7 +43,7 @@ def _judge_through(url: str, caplog: pytest.LogCaptureFixture) -> None:
     conversation = Conversation(conversation_id="c", turns=[{"index": 0, "role": "user", "text": "thanks!"}])
 
     async def run() -> None:
-        judge = build_judge(settings, rubric, Metrics(CollectorRegistry()))
+        judge = judge_from(settings, rubric, Metrics(CollectorRegistry()))
         try:
             await judge.score(conversation)
         finally:

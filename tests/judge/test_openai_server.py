@@ -10,7 +10,8 @@ from conftest import make_conversation
 
 from monitor.contracts.settings import REPO_ROOT
 from monitor.judge.prompt import conversation_message
-from monitor.tools.openai_server import OpenAIServer, decide, embed
+from monitor.tools.openai_server import OpenAIServer
+from monitor.tools.stand_in_judge import decide, embed
 
 
 async def test_embeddings_are_deterministic_and_normalised(server: OpenAIServer) -> None:
@@ -33,7 +34,7 @@ def test_decide_is_keyword_driven() -> None:
 
 
 def test_rubric_answer_reads_the_delimited_conversation(server: OpenAIServer) -> None:
-    from monitor.tools.openai_server import answer
+    from monitor.tools.stand_in_judge import answer
 
     user, _ = conversation_message(REPO_ROOT / "prompts", make_conversation("thank you"), max_chars=2000)
     body = {"messages": [{"role": "system", "content": "- [sat.gratitude] Gratitude: thanks"},

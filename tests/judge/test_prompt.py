@@ -51,8 +51,8 @@ def test_nonce_is_fresh_per_message_and_conversation_comes_last() -> None:
 
 def test_system_prompt_is_static_and_holds_every_item(make_settings, metrics, rubric) -> None:
     settings = make_settings()
-    scorer = SpurScorer(settings, None, metrics, list(rubric.items), model="m")  # type: ignore[arg-type]
-    again = SpurScorer(settings, None, metrics, list(rubric.items), model="m")  # type: ignore[arg-type]
+    scorer = SpurScorer(settings.judge, settings.rubrics, None, metrics, list(rubric.items), model="m")  # type: ignore[arg-type]
+    again = SpurScorer(settings.judge, settings.rubrics, None, metrics, list(rubric.items), model="m")  # type: ignore[arg-type]
     assert scorer.system == again.system  # identical prefix for every conversation: cacheable
     for item in rubric.items:
         assert f"- [{item.id}] {item.name}: {item.description}" in scorer.system

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from distill.rubrics.cli import app
 from monitor.contracts.errors import ConfigError
-from monitor.contracts.settings import Settings, load_settings, split_commas
+from monitor.contracts.setting_values import split_commas
+from monitor.contracts.settings import Settings, load_settings
 
 LISTS = ["judge_models", "pii_extra_patterns", "pii_phone_regions", "metric_dimensions",
          "otlp_conversation_attributes"]

@@ -105,7 +105,7 @@ def test_budget_exhausted_across_two_workers_and_a_restart(broker: str, make_set
     limit = 0.02
 
     def fantastic(body: dict) -> tuple[int, dict, dict]:
-        from monitor.tools.openai_server import answer
+        from monitor.tools.stand_in_judge import answer
 
         text, _ = answer(body)
         return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],

@@ -28,9 +28,9 @@ from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.scores import ScoreRecord
 from monitor.contracts.settings import Settings
-from monitor.judge.build import build_judge
 from monitor.judge.interpret import parse_likert, parse_spur
 from monitor.stages import sessionize as ses
+from tests.judge_wiring import judge_from
 from tests.stages.memstore import MemStore
 
 DECODE_REASONS = {"empty", "malformed_json", "invalid_schema", "too_large"}
@@ -355,7 +355,7 @@ def test_a_judge_endpoint_answering_garbage_with_200_never_crashes_the_judge_age
         transport = httpx.MockTransport(
             lambda request: httpx.Response(200, content=body, headers={"content-type": "application/json"}))
         async with httpx.AsyncClient(transport=transport) as http:
-            judge = build_judge(settings_, RUBRIC, Metrics(CollectorRegistry()), http_client=http)
+            judge = judge_from(settings_, RUBRIC, Metrics(CollectorRegistry()), http_client=http)
             try:
                 record = await judge.score(_CONVERSATION)
             except JudgeError as exc:

@@ -27,13 +27,13 @@ from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
-from monitor.judge.build import build_judge
 from monitor.runtime.app import aiokafka_kwargs, credentials
 from monitor.runtime.broker import free_port
 from monitor.runtime.deadletter import DeadLetters
 from monitor.runtime.produce import produce_events
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator
+from tests.judge_wiring import judge_from
 from tests.workers import settings_env, wait_until
 
 FAKE_KEY = "sk-convmon-LEAKCHECK-7f3a9c21e8"
@@ -123,7 +123,7 @@ def test_the_judge_never_sends_pii_and_never_logs_the_key(caplog: pytest.LogCapt
         server.script("good", "500", "401")
 
         async def run() -> None:
-            judge = build_judge(s, rubric, Metrics(CollectorRegistry()))
+            judge = judge_from(s, rubric, Metrics(CollectorRegistry()))
             try:
                 await judge.score(conversation)
                 with pytest.raises(JudgeError) as info:

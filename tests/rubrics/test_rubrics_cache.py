@@ -32,7 +32,7 @@ def conversation_prompt(nonce: str, text: str) -> list[dict[str, str]]:
 
 async def _run(server, tmp_path: Path, prompts: list[list[dict[str, str]]]) -> CachingClient:
     settings = settings_for(server, tmp_path)
-    client = JudgeClient(settings, Metrics(CollectorRegistry()))
+    client = JudgeClient(settings.judge, Metrics(CollectorRegistry()))
     llm = CachingClient(client, ResponseCache(tmp_path / "cache"))
     try:
         for messages in prompts:

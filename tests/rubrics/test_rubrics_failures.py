@@ -18,7 +18,7 @@ from distill.rubrics.extract import EXTRACTION_MAX_TOKENS
 from distill.rubrics.summarize import SUMMARIZATION_MAX_TOKENS
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT
-from monitor.tools.openai_server import answer
+from monitor.tools.stand_in_judge import answer
 
 runner = CliRunner()
 Reply = tuple[int, dict[str, Any], dict[str, str]]

@@ -315,7 +315,8 @@ def judge_rate(rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]], concu
         settings = Settings(openai_base_url=server.url, openai_api_key="bench", judge_concurrency=concurrency,
                             judge_requests_per_minute=1e9, judge_tokens_per_minute=1e12,
                             judge_daily_budget_usd=1e9)
-        judge = build_judge(settings, rubric, Metrics(CollectorRegistry()))
+        judge = build_judge(settings.judge, settings.rubrics, rubric, Metrics(CollectorRegistry()),
+                            ledger_url=settings.label_store_url)
         latencies: list[float] = []
         cold: list[float] = []
 

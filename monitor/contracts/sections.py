@@ -1,0 +1,303 @@
+"""The frozen settings sections: each component is built from the one it needs.
+
+:class:`monitor.contracts.settings.Settings` is all of them flat (the public ``CONVMON_*`` names);
+``settings.kafka``, ``settings.judge`` ... hand a component its own section.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from monitor.contracts.setting_values import (
+    DEFAULT_PRICES,
+    REPO_ROOT,
+    RETRAIN_OFF,
+    SCORERS,
+    ScorerList,
+    StringList,
+)
+
+
+class KafkaSettings(BaseModel):
+    """Where the Kafka cluster is and how to reach it; topic naming and partitions."""
+
+    model_config = ConfigDict(frozen=True)
+
+    broker_url: str = "kafka://127.0.0.1:9092"
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: Path | None = None
+    kafka_ssl_certfile: Path | None = None
+    kafka_ssl_keyfile: Path | None = None
+    app_id: str = "convmon"
+    topic_prefix: str = "convmon."
+    topic_partitions: int = Field(default=4, ge=1)
+    # Topics created by workers or `convmon topics create` (monitor/runtime/topics.py): replication, and how
+    # long the input, the scores and the dead letters are kept (changelogs are compacted instead).
+    topic_replication: int = Field(default=1, ge=1)
+    retention_events_s: float = Field(default=7 * 86400.0, ge=1)
+    retention_scores_s: float = Field(default=30 * 86400.0, ge=1)
+    retention_dead_letters_s: float = Field(default=30 * 86400.0, ge=1)
+
+    @model_validator(mode="after")
+    def _check_security(self) -> Self:
+        if self.kafka_security_protocol.startswith("SASL") and not (
+            self.kafka_sasl_mechanism and self.kafka_sasl_username and self.kafka_sasl_password
+        ):
+            raise ValueError(
+                "kafka_security_protocol=SASL_* needs kafka_sasl_mechanism, kafka_sasl_username and "
+                "kafka_sasl_password (CONVMON_KAFKA_SASL_*)"
+            )
+        return self
+
+    def topic(self, name: str) -> str:
+        """Full topic name for a stage (``events``, ``scores``, ``dead-letters``, ...)."""
+        return f"{self.topic_prefix}{name}"
+
+
+class StreamSettings(BaseModel):
+    """The hot path: sessionizing, the judge slice, batching and the size limits on input."""
+
+    model_config = ConfigDict(frozen=True)
+
+    data_dir: Path = Path("var")
+    sample_rate: float = Field(default=0.1, ge=0.0, le=1.0)
+    idle_timeout_s: float = Field(default=300.0, gt=0)
+    closed_retention_s: float = Field(default=3600.0, gt=0)
+    dedup_window_s: float = Field(default=2 * 86400.0, gt=0)
+    classify_batch: int = Field(default=256, ge=1)
+    classify_within_s: float = Field(default=0.2, gt=0)
+    max_event_bytes: int = Field(default=1_000_000, ge=1024)
+    max_turns: int = Field(default=200, ge=2)
+    max_chars: int = Field(default=100_000, ge=100)
+    max_conversation_bytes: int = Field(default=262_144, ge=4096)  # JSON bytes of a session's turns
+    max_metadata_bytes: int = Field(default=8192, ge=256)  # JSON bytes of a session's merged metadata
+    max_request_bytes: int = Field(default=1_048_576, ge=65_536)  # the producer's max_request_size
+    allowed_lateness_s: float = Field(default=5.0, ge=0)  # grace for turns after an end without turn_count
+    event_batch: int = Field(default=1000, ge=1)  # events per hot-path batch (stream.take_events)
+    dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
+    # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py, issue #22): at least sample_rate,
+    # raised by the distilled models' uncertainty (active_learning_rate: the extra share of traffic to spend on
+    # average) and by negative user feedback (active_feedback_rate: pi of a thumbs-down / CSAT <= 2 conversation).
+    # A conversation goes to the judge when hash(sample_salt, id) < pi(x); the empty salt is the hash of before.
+    active_learning_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    active_feedback_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    active_uncertainty_measure: Literal["margin", "entropy"] = "margin"
+    active_budget_pacing: bool = True  # boosts pause while the day's judge spend runs ahead of the day
+    sample_salt: str = ""
+
+    @model_validator(mode="after")
+    def _check_sampler(self) -> Self:
+        if self.sample_rate == 0.0 and (self.active_learning_rate > 0.0 or self.active_feedback_rate > 0.0):
+            raise ValueError(
+                "active_learning_rate / active_feedback_rate need sample_rate > 0: the hash rate is the floor of "
+                "every conversation's inclusion probability, and a conversation the judge can never see makes "
+                "judge-based rates biased"
+            )
+        return self
+
+    # Dead letters keep the original bytes only when this is set; by default they carry the redacted
+    # text, with the original size and the reason in headers.
+    dead_letter_raw: bool = False
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> Self:
+        """Every session, finished conversation and record must fit one produce request."""
+        worst = self.max_conversation_bytes + self.max_metadata_bytes + self.max_turns * 96 + 16_384
+        if worst > self.max_request_bytes:
+            raise ValueError(
+                f"max_conversation_bytes + max_metadata_bytes + max_turns * 96 + 16 KiB = {worst} exceeds "
+                f"max_request_bytes={self.max_request_bytes}: a finished conversation would not fit one "
+                "produce request; lower the caps or raise max_request_bytes (and the broker's message.max.bytes)"
+            )
+        return self
+
+
+class JudgeSettings(BaseModel):
+    """The LLM judge: endpoint, model(s), mode, limits, budget and redaction."""
+
+    model_config = ConfigDict(frozen=True)
+
+    judge_mode: Literal["spur", "likert", "logprobs"] = "spur"
+    judge_model: str = "gpt-4o-mini"
+    judge_models: StringList = Field(default_factory=list)
+    judge_jury_size: int = Field(default=1, ge=1)
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("CONVMON_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(  # may carry user:pass@: never in a repr or a log
+        default=None, validation_alias=AliasChoices("CONVMON_OPENAI_BASE_URL", "OPENAI_BASE_URL"), repr=False
+    )
+    azure_api_version: str | None = None
+    judge_concurrency: int = Field(default=8, ge=1)
+    judge_requests_per_minute: float = Field(default=500.0, gt=0)
+    judge_tokens_per_minute: float = Field(default=200_000.0, gt=0)
+    judge_daily_budget_usd: float = Field(default=50.0, ge=0)
+    judge_prices: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+    judge_max_retries: int = Field(default=5, ge=0)
+    judge_timeout_s: float = Field(default=60.0, gt=0)
+    judge_max_prompt_chars: int = Field(default=24_000, ge=1000)
+    pii_extra_patterns: StringList = Field(default_factory=list)
+    # Countries whose national-format phone numbers are redacted (phonenumbers' default regions, tried
+    # in order); international +CC numbers are redacted whatever this says.
+    pii_phone_regions: StringList = Field(default_factory=lambda: ["US"])
+    # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
+    # to free text by itself on a 400), answer length cap, sampling temperature, retry backoff.
+    judge_structured_output: bool = True
+    judge_max_output_tokens: int = Field(default=1500, ge=16)
+    judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    judge_backoff_base_s: float = Field(default=0.5, ge=0.0)
+    judge_backoff_max_s: float = Field(default=30.0, ge=0.0)
+    # How judge answers are read (issue #19, docs/security.md): "none" = exactly one JSON object valid against
+    # the mode's schema; "strip_prose" also accepts one such object inside prose or a code fence (counted);
+    # "lenient" = the tolerant free-text parser, for endpoints that cannot answer in JSON (counted).
+    judge_answer_repair: Literal["none", "strip_prose", "lenient"] = "none"
+    # Issue #21: ask the judge (SPUR mode) for a one-sentence reason per item ("why", at most
+    # monitor.judge.strict.MAX_EXPLANATION characters), sent out as gen_ai.evaluation.explanation and kept in the
+    # label store, both redacted. Off by default: it adds output tokens to every judge call.
+    judge_explanations: bool = False
+
+    @model_validator(mode="after")
+    def _check_explanations(self) -> Self:
+        if self.judge_explanations and self.judge_mode != "spur":
+            raise ValueError(f"judge_explanations needs judge_mode=spur (its JSON answer has room for a reason per "
+                             f"item); judge_mode is {self.judge_mode!r}")
+        return self
+
+    @field_validator("pii_phone_regions")
+    @classmethod
+    def _check_phone_regions(cls, regions: list[str]) -> list[str]:
+        import phonenumbers  # here, not at import: settings load must stay light
+
+        out = [r.strip().upper() for r in regions]
+        unknown = [r for r in out if r not in phonenumbers.SUPPORTED_REGIONS]
+        if unknown:
+            raise ValueError(f"unknown region codes {unknown}: use ISO 3166 alpha-2 codes such as US, GB, DE")
+        return out
+
+    @property
+    def judge_configured(self) -> bool:
+        return self.openai_api_key is not None or self.openai_base_url is not None
+
+
+class RubricSettings(BaseModel):
+    """Which rubric set to score and where prompts live."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompts_dir: Path = REPO_ROOT / "prompts"
+    rubric_set: str = "spur-copilot"
+    domain_description: str = "a general-purpose AI chat assistant"
+
+
+class DistillSettings(BaseModel):
+    """Labels, the model registry, retraining and calibration."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model_registry: Path = Path("var/models")
+    registry_poll_s: float = Field(default=10.0, gt=0)
+    label_store_url: str = "sqlite:///var/labels.db"
+    label_retention_days: int = Field(default=90, ge=1)
+    featurizer: str = "hashing"
+    # When `convmon retrain` runs a round (cron, croniter syntax; a 6th field is seconds). "off" or empty:
+    # never (`convmon retrain --once` then does nothing either). Workers never retrain.
+    retrain_cron: str | None = "*/15 * * * *"
+    retrain_min_labels: int = Field(default=50, ge=10)
+    # Deprecated alias: every this many seconds instead of retrain_cron (it used to make the worker leader retrain).
+    retrain_interval_s: float | None = Field(default=None, gt=0)
+    retrain_metrics_port: int = Field(default=9101, ge=0, le=65535)  # `convmon retrain`'s /metrics (on metrics_host)
+    label_buffer_max: int = Field(default=10_000, ge=1)
+    # Drill-down (issue #21): a score sink writes the "yes" verdicts of every score record to <prefix>score_items
+    # in the label store's database (Grafana's table of the latest DSAT conversations, `convmon inspect`).
+    score_store: bool = False
+    distill_holdout_fraction: float = Field(default=0.25, gt=0.0, lt=1.0)
+    distill_min_positives: int = Field(default=10, ge=3)
+    distill_gate_tolerance: float = Field(default=0.01, ge=0.0)
+    distill_report_dir: Path = Path("var/reports")
+    # LLM-Rubric calibration of the judge into P(satisfied) against user feedback (docs/calibration.md).
+    # Retrained with the distilled models once this many judged conversations carry thumbs or CSAT; 0 = never.
+    calibration_min_labels: int = Field(default=200, ge=0)
+    calibration_csat_neutral: Literal["na", "satisfied", "unsatisfied"] = "na"  # what a CSAT of 3 means
+    calibration_tenant_key: str | None = None  # metadata key whose value splits label sources: thumbs:<tenant>
+    calibration_label_source: str | None = None  # whose satisfaction to serve; None = the shared model
+
+    @field_validator("retrain_cron")
+    @classmethod
+    def _check_cron(cls, value: str | None) -> str | None:
+        if value is None or value.strip().lower() in RETRAIN_OFF:
+            return None
+        from croniter import croniter  # only when a schedule is set: `convmon --help` stays fast
+
+        if not croniter.is_valid(value.strip()):
+            raise ValueError(f"{value!r} is not a cron expression (minute hour day month weekday [second]); "
+                             "use 'off' to turn retraining off")
+        return value.strip()
+
+    @property
+    def retrain_enabled(self) -> bool:
+        return self.retrain_cron is not None or self.retrain_interval_s is not None
+
+
+class MetricsSettings(BaseModel):
+    """What /metrics serves and which label values it may carry."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=9100, ge=0, le=65535)
+    metric_dimensions: StringList = Field(default_factory=lambda: ["app", "locale", "model_version"])
+    dimension_cap: int = Field(default=20, ge=1)
+    # Values of a dimension always exported as themselves (they count towards dimension_cap);
+    # listing them makes every worker agree on which values are kept and which become "other".
+    dimension_values: dict[str, list[str]] = Field(default_factory=dict)
+    # Most series the dimensioned metrics may use, all dimensions together (issue #20): a new combination of
+    # dimension values that would pass it is exported with values folded into "other" (counted, never dropped).
+    metric_series_budget: int = Field(default=50_000, ge=1000)
+    # Liveness: the worker's event loop is stalled when it has not ticked for this long (/healthz, /readyz fail).
+    health_stall_s: float = Field(default=30.0, ge=2.0)
+
+
+class DriftSettings(BaseModel):
+    """Drift detectors and judge/distilled agreement."""
+
+    model_config = ConfigDict(frozen=True)
+
+    drift_window: int = Field(default=500, ge=10)
+    drift_reference_size: int = Field(default=1000, ge=10)  # first-N fallback when no reference is given
+    drift_batch_size: int = Field(default=50, ge=1)  # conversations per rate sample of the change detectors
+    drift_hold_s: float = Field(default=900.0, gt=0)  # how long convmon_drift_detected stays 1
+    drift_feature_interval_s: float = Field(default=15.0, ge=0)  # min seconds between domain-classifier fits
+    agreement_window: int = Field(default=500, ge=10)
+
+
+class OtelSettings(BaseModel):
+    """OpenTelemetry: the input format of the events topic (convmon JSON or OTLP GenAI telemetry from the
+    Collector's kafka exporter) and verdicts out as ``gen_ai.evaluation.result`` log events (docs/otel.md)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_format: Literal["json", "otlp_traces", "otlp_logs"] = "json"
+    otlp_encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"  # the kafka exporter's `encoding`
+    # Attributes (span, then resource) that name the conversation when gen_ai.conversation.id is absent.
+    otlp_conversation_attributes: StringList = Field(default_factory=lambda: ["session.id"])
+    # Metric dimension -> the span/resource attribute it is read from (a dimension not listed is read from the
+    # attribute of its own name; model_version falls back to gen_ai.response.model, then gen_ai.request.model).
+    otlp_dimension_attributes: dict[str, str] = Field(default_factory=lambda: {"app": "service.name"})
+    otlp_thumbs_attribute: str | None = None  # e.g. "app.feedback.thumbs": up/down, true/false, 1/-1
+    otlp_csat_attribute: str | None = None  # e.g. "app.feedback.csat": 1..5
+    otlp_end_attribute: str | None = None  # e.g. "app.conversation.ended": a true value ends the conversation
+    # Verdicts as OTLP log events through the OpenTelemetry SDK (endpoint etc. from the standard OTEL_* variables).
+    otel_evaluation_events: bool = False
+    otel_evaluation_scorers: ScorerList = Field(default_factory=lambda: list(SCORERS))
+
+    @model_validator(mode="after")
+    def _check_otel(self) -> Self:
+        if any(not a.strip() for a in self.otlp_conversation_attributes):
+            raise ValueError("otlp_conversation_attributes: empty attribute name")
+        return self

@@ -1,0 +1,153 @@
+"""How a session lives in the store: its keys, the in-memory index of an open one, and the way back.
+
+Each turn is written once under ``t|<cid>|<index>``, a header under ``s|<cid>`` (a tombstone once closed)
+and a pending end under ``e|<cid>``. :func:`read_index` rebuilds :class:`Open` from those keys after a
+restart or rebalance, and :func:`assemble` turns the stored entries into the finished ``Conversation``.
+The :class:`monitor.stages.sessionize.Sessionizer` decides when; this module only knows the layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from monitor.contracts.events import Conversation, EndEvent, Feedback, Turn
+
+TRUNCATION_MARK = " [...truncated]"
+TURN_OVERHEAD = 64  # JSON bytes of a turn besides its text (index, role, timestamp, punctuation)
+
+
+class Store(Protocol):
+    """Key-value state whose writes name the partition they belong to (the changelog partition)."""
+
+    def get(self, key: str) -> Any: ...
+    def put(self, key: str, value: Any, partition: int) -> None: ...
+    def delete(self, key: str, partition: int) -> None: ...
+    def items(self) -> Iterable[tuple[str, Any]]: ...
+
+
+class DictStore:
+    """A plain dict as the store (tools, tests, offline sessionizing); partitions are not needed there."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def put(self, key: str, value: Any, partition: int) -> None:
+        self.data[key] = value
+
+    def delete(self, key: str, partition: int) -> None:
+        self.data.pop(key, None)
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return list(self.data.items())
+
+
+def header_key(cid: str) -> str:
+    return f"s|{cid}"
+
+
+def turn_key(cid: str, index: int) -> str:
+    return f"t|{cid}|{index}"
+
+
+def end_key(cid: str) -> str:
+    return f"e|{cid}"
+
+
+def json_bytes(obj: object) -> int:
+    return len(orjson.dumps(obj))
+
+
+@dataclass
+class Open:
+    """What the hot path keeps in memory about one open conversation (rebuilt from the store)."""
+
+    partition: int
+    last_seen: float
+    sizes: dict[int, tuple[int, int]] = field(default_factory=dict)  # turn index -> (chars, JSON bytes)
+    dropped: set[int] = field(default_factory=set)  # indices dropped by the caps (this process's lifetime)
+    meta: dict[str, str] = field(default_factory=dict)
+    meta_bytes: int = 2
+    truncated: bool = False
+    end: dict[str, Any] | None = None
+    end_seen: float = 0.0
+
+    def complete(self) -> bool:
+        count = self.end.get("n") if self.end else None
+        if not count:
+            return False
+        have = sum(1 for i in (*self.sizes, *self.dropped) if i < count)
+        return have >= int(count)
+
+
+def turn_size(text: str, span: str | None, response_id: str | None) -> tuple[int, int]:
+    """(chars, JSON bytes) a stored turn counts against the session's caps."""
+    return len(text), json_bytes(text) + TURN_OVERHEAD + len(span or "") + len(response_id or "")
+
+
+def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Open], dict[str, tuple[float, int]]]:
+    """The open sessions and tombstones of the ``owned`` partitions, as kept in ``store``."""
+    open_: dict[str, Open] = {}
+    closed: dict[str, tuple[float, int]] = {}
+    turns: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    ends: dict[str, dict[str, Any]] = {}
+    for key, value in list(store.items()):
+        kind, _, rest = key.partition("|")
+        if kind == "s" and isinstance(value, dict) and value.get("p") in owned:
+            if "c" in value:
+                closed[rest] = (float(value["c"]), int(value["p"]))
+            else:
+                open_[rest] = Open(partition=int(value["p"]), last_seen=now, truncated=bool(value.get("tr")))
+        elif kind == "t":
+            cid, _, index = rest.rpartition("|")
+            turns.setdefault(cid, []).append((int(index), value))
+        elif kind == "e":
+            ends[rest] = value
+    for cid, o in open_.items():
+        for i, entry in sorted(turns.get(cid, [])):
+            o.sizes[i] = turn_size(entry["x"], entry.get("sp"), entry.get("ri"))
+            o.meta.update(entry.get("m", {}))
+        o.meta_bytes = json_bytes(o.meta)
+        if cid in ends:
+            o.end, o.end_seen = ends[cid], now
+    return open_, closed
+
+
+def assemble(store: Store, cid: str, o: Open, reason: Literal["end", "idle"]) -> Conversation:
+    """Built from already-validated parts, without re-validation; metadata merges in turn order, end last."""
+    turns: list[Turn] = []
+    metadata: dict[str, str] = {}
+    feedback: dict[str, Any] = {}
+    first = last = None
+    for index in sorted(o.sizes):
+        entry = store.get(turn_key(cid, index))
+        ts = entry["ts"]
+        turns.append(Turn.model_construct(index=index, role=entry["r"], text=entry["x"], timestamp=ts,
+                                          span=entry.get("sp"), response_id=entry.get("ri")))
+        metadata.update(entry.get("m", {}))
+        feedback.update(entry.get("f", {}))
+        first = ts if first is None else min(first, ts)
+        last = ts if last is None else max(last, ts)
+    end = o.end or {}
+    metadata.update(end.get("m", {}))
+    feedback.update(end.get("f", {}))
+    return Conversation.model_construct(
+        type="conversation", conversation_id=cid, turns=turns,
+        feedback=Feedback.model_construct(**feedback) if feedback else None, metadata=metadata,
+        started_at=first, ended_at=end.get("ts", last), end_reason=reason, truncated=o.truncated,
+        simulated_truth=end.get("st"),
+    )
+
+
+def end_event(cid: str, end: dict[str, Any]) -> EndEvent:
+    """The end event a pending end was stored from (for its dead letter when no turn ever came)."""
+    return EndEvent.model_construct(
+        type="end", conversation_id=cid, timestamp=end["ts"], turn_count=end.get("n"),
+        metadata=end.get("m", {}), feedback=Feedback.model_construct(**end["f"]) if end.get("f") else None,
+        simulated_truth=end.get("st"))
