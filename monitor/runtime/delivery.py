@@ -24,6 +24,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, AppT
 
 from monitor.contracts.metrics import Metrics
+from monitor.runtime.log_ends import EndCheckingConsumer
 
 log = logging.getLogger(__name__)
 EXIT_AFTER_S = 20.0  # a failed delivery stops the worker this long after it is seen (one scrape, at least)
@@ -81,8 +82,9 @@ def install(app: AppT, guard: DeliveryGuard) -> None:
     _GUARDS[app] = guard
 
 
-class GuardedConsumer(faust_aiokafka.Consumer):
-    """faust's aiokafka consumer that commits nothing once the app's delivery guard saw a failure."""
+class GuardedConsumer(EndCheckingConsumer):
+    """faust's aiokafka consumer that commits nothing once the app's delivery guard saw a failure (and whose
+    table restores read to the end a fetch reports: runtime/log_ends.py)."""
 
     async def _commit(self, offsets: Mapping[TP, int]) -> bool:
         guard = _GUARDS.get(self.app)

@@ -87,6 +87,8 @@ def read_topic(bootstrap: str, topic: str) -> list[Any]:
                     break
                 for records in (await consumer.getmany(*behind, timeout_ms=500)).values():
                     out.extend(records)
+                # a fetch's high watermark, not ListOffsets, is where Tansu's log ends (monitor/runtime/log_ends.py)
+                ends = {tp: max(end, consumer.highwater(tp) or 0) for tp, end in ends.items()}
             return out
         finally:
             await consumer.stop()
