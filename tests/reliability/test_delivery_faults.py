@@ -245,6 +245,10 @@ FAULTS = ("kill_9_twice", "broker_restart", "unkeyed", "bomb", "five_mb", "inter
 # Fixed by the hot-path runtime (#18 items 3-5): unkeyed input, the metadata bomb, 5 MB events and internal
 # garbage now pass every per-id check. What is still open is marked, each with its reason.
 LOST: dict[str, str] = {}
+# Not strict: only when the broker dies between a batch and its offset commit (measured once: 3 of 2,000 ids).
+FLAKY_WRONG = {"broker_restart": "#18 item 7: a broker restart between a batch and its offset commit re-delivers "
+                                 "turns of conversations that batch closed; their session tombstone makes them "
+                                 "`late_event` dead letters although each conversation is scored once"}
 TWICE = {
     "kill_9_twice": "#18 item 1/7: after a kill -9 the restarted worker re-processes what it consumed since its "
                     "last offset commit and sends those score records to `scores` again (counting is deduplicated; "
@@ -280,7 +284,7 @@ def _result(request: pytest.FixtureRequest, fault: str) -> FaultResult:
     return result
 
 
-@pytest.mark.parametrize("fault", _params(LOST))
+@pytest.mark.parametrize("fault", _params(LOST, FLAKY_WRONG))
 def test_every_id_accounted_for(request: pytest.FixtureRequest, fault: str) -> None:
     """Per id: scored, or dead-lettered with the expected reason; nothing lost, no wrong outcome (dead-lettered
     when it should be scored, or both); every garbage record dead-lettered."""
