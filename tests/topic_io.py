@@ -1,8 +1,9 @@
 """Producing to and reading back whole topics, as a black box: for the fault suite's per-id accounting.
 
-Reading never trusts the broker's end offsets: Tansu's S3 storage engine reports a stale high
-watermark (measured: 17 for a partition holding 31 records), so a tail reads until the broker
-has nothing more to give, and keeps its positions between polls.
+Reading never trusts the broker's end offsets: Tansu answers ListOffsets(latest) with the base
+offset of the partition's last record batch + 1 (measured: 17 for a partition holding 31 records;
+monitor/runtime/log_ends.py), so a tail reads until the broker has nothing more to give, and keeps
+its positions between polls.
 """
 
 from __future__ import annotations

@@ -222,7 +222,20 @@ def operations() -> Board:
     b.panel("stat", "Budget exhausted", [("max(convmon_judge_budget_exhausted)", "")], w=6, h=4)
     b.row("Kafka")
     b.panel(TS, "Consumer lag", [("topic:convmon_consumer_lag_messages:sum", "{{topic}}")])
+    b.panel(TS, "Partitions owned per worker", [("instance:convmon_partition_owned:count", "{{instance}}")],
+            description="Input partitions whose running totals each worker exports (issue #18): they add up "
+                        "to the partition count except during a rebalance.")
+    b.panel(TS, "Conversations counted per partition / min", [
+        ("sum by (partition) (rate(partition:convmon_partition_conversations_scored_total:max[5m])) * 60",
+         "partition {{partition}}")],
+        description="From the per-partition running totals (one owner's value per partition): continuous "
+                    "across worker crashes and rebalances.")
     b.panel(TS, "Consumer lag per worker", [("convmon_consumer_lag_messages", "{{instance}} {{topic}}")])
+    b.panel(TS, "Delivery failures", [
+        ("sum by (topic) (increase(convmon_delivery_failures_total[5m]))", "{{topic}}"),
+        ("max by (instance) (convmon_offset_commits_blocked)", "commits blocked {{instance}}"),
+    ], description="Records the broker did not acknowledge: the worker stops committing and exits, its successor "
+                   "re-reads from the last commit.")
     b.row("Judge")
     b.panel(TS, "Judge latency", [
         ("model:convmon_judge_request_duration_seconds:p95_rate5m", "p95 {{model}}"),

@@ -8,6 +8,8 @@ Each worker exports its own series; rates and sums across workers are PromQL's j
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from monitor.contracts.rubric_set import RubricSet
@@ -20,11 +22,46 @@ DELAY_BUCKETS = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)
 BATCH_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
+@dataclass(frozen=True)
+class PartitionFamily:
+    """A per-partition running total (monitor/stages/totals.py), exported by the partition's owner."""
+
+    name: str  # exported with ``_total``
+    documentation: str
+    labels: tuple[str, ...]  # after ``partition``
+
+
+def partition_families(dimensions: tuple[str, ...]) -> dict[str, PartitionFamily]:
+    """Metrics attribute -> the per-partition total that mirrors it (issue #18 item 6).
+
+    The per-worker counters stay as they were; these are their partition-owned, crash-safe twins.
+    Each multiplies its series by the partition count (``topic_partitions``)."""
+    dims = tuple(dimensions)
+    return {
+        "scored": PartitionFamily(
+            "convmon_partition_conversations_scored",
+            "Score records counted in an input partition, since the partition's first count (kept in the scored "
+            "table's changelog; exported by the partition's current owner).",
+            ("scorer", *dims)),
+        "verdicts": PartitionFamily(
+            "convmon_partition_rubric_verdicts",
+            "Per-item verdicts counted in an input partition (as convmon_rubric_verdicts_total), exported by the "
+            "partition's current owner.",
+            ("rubric", "polarity", "scorer", "verdict", *dims)),
+        "probability_sum": PartitionFamily(
+            "convmon_partition_rubric_probability_sum",
+            "Sum of per-item probabilities in an input partition (as convmon_rubric_probability_sum_total), "
+            "exported by the partition's current owner.",
+            ("rubric", "polarity", "scorer", *dims)),
+    }
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry, *, dimensions: tuple[str, ...] = ()) -> None:
         self.registry = registry
         self.dimensions = tuple(dimensions)
         dims = list(self.dimensions)
+        self.partition_families = partition_families(self.dimensions)
         r = registry
         # --- flow ---------------------------------------------------------------------------
         self.events = Counter("convmon_events", "Input records consumed, by kind.", ["kind"], registry=r)
@@ -106,6 +143,22 @@ class Metrics:
             "convmon_repeated_turns",
             "Turns skipped because the session already holds them (each OTLP call repeats the chat history).",
             registry=r,
+        )
+        # --- delivery (issue #18 item 7): a record the broker did not take stops commits, then the worker ----
+        self.delivery_failures = Counter(
+            "convmon_delivery_failures",
+            "Records (sends and table changelog writes) the broker did not acknowledge, by topic; the worker "
+            "stops committing offsets and exits so its successor re-reads from the last commit.",
+            ["topic"],
+            registry=r,
+        )
+        self.commits_blocked = Gauge(
+            "convmon_offset_commits_blocked",
+            "1 once a delivery failed in this worker: it commits no more offsets and is about to exit.",
+            registry=r,
+        )
+        self.commits_refused = Counter(
+            "convmon_offset_commits_refused", "Offset commits refused after a failed delivery.", registry=r
         )
         self.dead_letters = Counter(
             "convmon_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"], registry=r

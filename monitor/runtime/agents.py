@@ -31,15 +31,16 @@ TOPIC_CHECK_INTERVAL_S = 10.0
 
 def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
     s, p, hot = c.settings, c.pipeline, c.hot
-    lock = asyncio.Lock()  # the hot-path agent and the sweep timer share the sessionizer
+    lock = c.lock  # the hot-path agent and the sweep timer share the sessionizer; a revocation waits for it
 
     async def send_all(topic: faust.TopicT, sends: Sequence[Send]) -> None:
+        """Each record's delivery is watched: a failure stops offset commits (runtime/delivery.py)."""
+        name = topic.get_topic_name()
         for send in sends:
-            await topic.send(key=send.key, value=send.value, headers=send.headers)
+            c.guard.watch(await topic.send(key=send.key, value=send.value, headers=send.headers), name)
 
     async def emit(out: Outputs) -> None:
-        for key, raw in out.rekey:
-            await topics.events.send(key=key, value=raw, headers=[(REKEYED, b"1")])
+        await send_all(topics.events, [Send(key, raw, [(REKEYED, b"1")]) for key, raw in out.rekey])
         for letter in out.dead:
             await c.dead_letters.send_letter(letter)
         accepting = p.judge.accepting()
@@ -52,13 +53,23 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
             records = hot.mark_shadows(records, judged)
             await send_all(topics.scores, hot.count(records, {cv.conversation_id: n for cv, n in chunk}, time.time()))
 
+    async def emit_then_release(out: Outputs) -> None:
+        """The sessions' changelog writes of a batch (held since before it was sessionized) go out only once
+        its counts, scores and dead letters are on the broker: a crash in between re-delivers the batch to
+        sessions as they were before it, instead of to tombstones of conversations whose counts were lost."""
+        await emit(out)
+        await app.producer.flush()
+        await c.counts.wait_acked()  # the batch's commit records are on the broker
+        c.sessions.release()
+
     @app.agent(topics.events)
     async def hot_path(stream: faust.StreamT[Any]) -> None:
         async for events in event_batches(stream, s.event_batch, within=s.classify_within_s):
             async with lock:
                 now = c.ownership.refresh(hot)
+                c.sessions.hold()
                 batch = [Input(e.key, e.value, e.message.partition, is_rekeyed(e.headers)) for e in events]
-                await emit(hot.ingest(batch, now))
+                await emit_then_release(hot.ingest(batch, now))
 
     @app.timer(min(s.idle_timeout_s / 4, s.allowed_lateness_s / 2 or 1.0, 5.0))
     async def sweep_sessions() -> None:
@@ -66,7 +77,14 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         if c.ownership.ready:
             async with lock:
                 now = c.ownership.refresh(hot)
-                await emit(hot.sweep(now, c.ownership.owned()))
+                c.sessions.hold()
+                await emit_then_release(hot.sweep(now, c.ownership.owned()))
+
+    def refresh_unless_busy() -> None:
+        """A rebalance during a judge call (retries can take a minute): rebuild the partition state before the
+        call is counted, unless a hot-path batch holds it (then that record is sent but not counted)."""
+        if c.ownership.dirty and not lock.locked():
+            c.ownership.refresh(hot)
 
     @app.agent(topics.judge, concurrency=s.judge_concurrency)
     async def judge(stream: faust.StreamT[Any]) -> None:
@@ -74,7 +92,8 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
             if c.ownership.dirty:  # the dedup window must be rebuilt before it answers
                 async with lock:
                     c.ownership.refresh(hot)
-            out = await c.judge.handle(event.value, event.key, event.message.partition, _headers(event.headers))
+            out = await c.judge.handle(event.value, event.key, event.message.partition, _headers(event.headers),
+                                       before_count=refresh_unless_busy)
             await send_all(topics.scores, out.scores)
             await send_all(topics.labels, out.labels)
             for letter in out.dead:

@@ -14,6 +14,7 @@ import faust
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import Settings
+from monitor.runtime.delivery import GuardedTransport
 
 # `conversations` and `sessions-control` are gone since the hot path runs in one agent (see the README).
 TOPIC_NAMES = ("events", "judge", "scores", "labels", "dead-letters")
@@ -104,6 +105,9 @@ def create_app(settings: Settings) -> tuple[faust.App, Topics]:
         producer_max_batch_size=1 << 20,
         producer_max_request_size=settings.max_request_bytes,
     )
+
+    # faust's aiokafka transport with a consumer that commits no offsets after a failed delivery
+    app.transport = GuardedTransport(app.conf.broker_consumer, app)
 
     def topic(name: str) -> faust.TopicT:
         return app.topic(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +15,7 @@ from faust.types import TableT
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import Topics
 from monitor.runtime.deadletter import DeadLetters
+from monitor.runtime.delivery import DeliveryGuard, install
 from monitor.runtime.ownership import Ownership
 from monitor.runtime.tablestore import TableStore
 from monitor.runtime.wiring import Pipeline
@@ -20,6 +24,7 @@ from monitor.stages.hotpath import HotPath
 from monitor.stages.inputs import build_input
 from monitor.stages.judging import JudgeStage
 from monitor.stages.sessionize import Limits, Sessionizer
+from monitor.stages.totals import PartitionTotals, TotalsCollector
 
 
 @dataclass(frozen=True)
@@ -31,26 +36,50 @@ class Components:
     dead_letters: DeadLetters
     ownership: Ownership
     tables: tuple[TableT[Any, Any], ...]
+    guard: DeliveryGuard
+    sessions: TableStore  # held per hot-path batch until its counts are on the broker (runtime/agents.py)
+    lock: asyncio.Lock  # one hot-path batch (or sweep) at a time; a revocation waits for it
+    counts: TableStore  # the scored table: dedup marks, totals, commit records
+
+
+def exit_for_replay(error: BaseException) -> None:
+    """Stop the worker at once, without committing anything more: its successor re-reads from the last commit."""
+    logging.getLogger(__name__).critical("exiting after a failed delivery (%s)", type(error).__name__)
+    logging.shutdown()
+    os._exit(70)  # EX_SOFTWARE; a supervisor (Kubernetes, compose restart policy) starts the successor
 
 
 def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Components:
     s = pipeline.settings
+    guard = DeliveryGuard(pipeline.metrics, on_fatal=exit_for_replay)
+    lock = asyncio.Lock()
+    install(app, guard)  # the consumer asks it before every offset commit (runtime/delivery.py)
     # Table names are part of the changelog topics' names (<app_id>-sessions-changelog, -scored-changelog).
     sessions = app.Table("sessions", partitions=s.topic_partitions)
-    scored = app.Table("scored", partitions=s.topic_partitions)  # the dedup window: "scorer:id" -> [t, partition]
+    # the dedup window ("scorer:id" -> [t, partition, batch]) and the per-partition running totals: one
+    # changelog, so a partition's marks, totals and commit records stay in order (stages/totals.py)
+    scored = app.Table("scored", partitions=s.topic_partitions)
     limits = Limits(max_turns=s.max_turns, max_chars=s.max_chars, max_bytes=s.max_conversation_bytes,
                     max_metadata_bytes=s.max_metadata_bytes)
-    sessionizer = Sessionizer(TableStore(sessions), limits, idle_timeout_s=s.idle_timeout_s,
+    session_store = TableStore(sessions, guard)
+    sessionizer = Sessionizer(session_store, limits, idle_timeout_s=s.idle_timeout_s,
                               closed_retention_s=s.closed_retention_s, allowed_lateness_s=s.allowed_lateness_s)
-    dedup = DedupWindow(TableStore(scored), window_s=s.dedup_window_s, max_keys=s.dedup_max_keys)
-    hot = HotPath(sessionizer, dedup, pipeline.exporter, pipeline.metrics, pipeline.rubric,
+    counts = TableStore(scored, guard)
+    totals = PartitionTotals(counts, pipeline.metrics.partition_families)
+    pipeline.metrics.registry.register(TotalsCollector(totals, pipeline.metrics))
+    dedup = DedupWindow(counts, window_s=s.dedup_window_s, max_keys=s.dedup_max_keys,
+                        sequence=totals.sequence)
+    hot = HotPath(sessionizer, dedup, totals, pipeline.exporter, pipeline.metrics, pipeline.rubric,
                   max_event_bytes=s.max_event_bytes, max_request_bytes=s.max_request_bytes,
                   sample_rate=s.sample_rate, policy=pipeline.policy,
                   decoder=build_input(s.otel, s.metrics, pipeline.metrics, max_event_bytes=s.max_event_bytes))
-    judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, pipeline.exporter, pipeline.metrics,
+    judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, totals, pipeline.exporter, pipeline.metrics,
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
                        clock=time.time)
     return Components(settings=s, pipeline=pipeline, hot=hot, judge=judge,
                       dead_letters=DeadLetters(topics.dead_letters, pipeline.metrics, max_bytes=s.max_request_bytes,
-                                               redactor=pipeline.redactor, keep_raw=s.dead_letter_raw),
-                      ownership=Ownership(app, topics.events.get_topic_name()), tables=(sessions, scored))
+                                               redactor=pipeline.redactor, keep_raw=s.dead_letter_raw,
+                                               guard=guard),
+                      ownership=Ownership(app, topics.events.get_topic_name(), hot, lock), tables=(sessions, scored),
+                      guard=guard, sessions=session_store, lock=lock,
+                      counts=counts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 import faust
 
@@ -12,13 +13,18 @@ from monitor.contracts.metrics import Metrics
 from monitor.judge.redact import Redactor
 from monitor.stages.deadletter import DeadLetter, dead_letter, redacted
 
+if TYPE_CHECKING:
+    from monitor.runtime.delivery import DeliveryGuard
+
 log = logging.getLogger(__name__)
 
 
 class DeadLetters:
     def __init__(self, topic: faust.TopicT, metrics: Metrics, *, max_bytes: int = 1_048_576,
-                 redactor: Redactor | None = None, keep_raw: bool = False) -> None:
+                 redactor: Redactor | None = None, keep_raw: bool = False,
+                 guard: DeliveryGuard | None = None) -> None:
         self.topic = topic
+        self.guard = guard
         self.metrics = metrics
         self.max_bytes = max_bytes
         self.redactor = redactor or Redactor()
@@ -34,4 +40,6 @@ class DeadLetters:
         log.warning("dead letter: %s", letter.reason)
         if not self.keep_raw:  # off the event loop: a record near the size limit takes a good part of a second
             letter = await asyncio.to_thread(redacted, letter, self.redactor, max_bytes=self.max_bytes)
-        await self.topic.send(key=letter.key, value=letter.value, headers=letter.headers)
+        future = await self.topic.send(key=letter.key, value=letter.value, headers=letter.headers)
+        if self.guard is not None:
+            self.guard.watch(future, self.topic.get_topic_name())

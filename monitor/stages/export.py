@@ -131,8 +131,12 @@ def item_probability(item: ItemResult) -> float:
     return 1.0 if item.verdict else 0.0
 
 
+Series = tuple[str, tuple[str, ...]]  # (Metrics attribute of a labelled counter, label values)
+
+
 class Exporter:
-    """Turns each score record into counter increments, and feeds the drift monitor."""
+    """Turns score records into counter increments (summed per batch: one ``inc`` per series), and feeds
+    the drift monitor."""
 
     def __init__(
         self,
@@ -157,7 +161,7 @@ class Exporter:
         self.evaluations: Callable[[ScoreRecord], None] | None = None
         self.labels = DimensionLabels(dimensions, cap=cap, allowed=allowed_values)
         self._polarity = {item.id: item.polarity for item in rubric.items}
-        self._rows: dict[tuple[str, ...], dict[str, tuple[dict[str, Counter], Counter, Counter]]] = {}
+        self._children: dict[Series, Counter] = {}  # as bounded as the series themselves
         metrics.init_rubric(rubric)
         for reason in ("unknown_item",):
             metrics.export_skipped.labels(reason)
@@ -173,65 +177,67 @@ class Exporter:
             self.labels.set_budget(series_budget // series_per_label_set(len(rubric.items)))
             metrics.label_sets_limit.set(self.labels.max_combinations or 0)
 
-    def _series(self, scorer: str, dims: tuple[str, ...]) -> dict[str, tuple[dict[str, Counter], Counter, Counter]]:
-        """Item id -> its counters for one (scorer, dimension values): three ``inc`` calls per item and
-        no label lookups on the hot path. As bounded as the series themselves."""
-        key = (scorer, *dims)
-        series = self._rows.get(key)
-        if series is None:
-            m = self.metrics
-            series = self._rows[key] = {
-                item_id: ({v: m.verdicts.labels(item_id, pol, scorer, v, *dims) for v in ("yes", "no")},
-                          m.probability_sum.labels(item_id, pol, scorer, *dims),
-                          m.weighted_probability_sum.labels(item_id, pol, scorer))
-                for item_id, pol in self._polarity.items()
-            }
-        return series
+    def _child(self, series: Series) -> Counter:
+        child = self._children.get(series)
+        if child is None:
+            counter: Counter = getattr(self.metrics, series[0])
+            child = self._children[series] = counter.labels(*series[1])
+        return child
 
     def observe(self, score: ScoreRecord) -> None:
         """Count one score record (the caller drops duplicates before this)."""
+        self.observe_batch([score])
+
+    def observe_batch(self, scores: Sequence[ScoreRecord]) -> dict[Series, float]:
+        """Count a batch of score records (duplicates already dropped): each counter series is incremented
+        once with the batch's sum. Returns every increment, for the per-partition totals."""
         m = self.metrics
-        dims, overflowed = self.labels.values(score.metadata)
-        for dim in overflowed:
-            m.dimension_overflow.labels(dim).inc()
-        before = self.labels.combinations
-        dims, folded = self.labels.within_budget(dims)
-        for dim in folded:
-            m.label_folds.labels(dim).inc()
-        if self.labels.combinations != before:
-            m.label_sets.set(self.labels.combinations)
-        m.scored.labels(score.scorer, *dims).inc()
-        m.scored_weight.labels(score.scorer).inc(score.sample_weight)
-        m.scored_weight_squared.labels(score.scorer).inc(score.sample_weight ** 2)
-        series = self._series(score.scorer, dims)
-        exemplar = conversation_exemplar(score)
-        for item in score.items:
-            children = series.get(item.item_id)
-            if children is None:  # item ids are label values: never export one the rubric does not know
-                m.export_skipped.labels("unknown_item").inc()
-                continue
-            verdicts, probability_sum, weighted_sum = children
-            p = item_probability(item)
-            verdict = verdict_label(score.scorer, item)
-            if verdict not in verdicts:  # "uncertain": only some judges ever say it
-                verdicts[verdict] = m.verdicts.labels(item.item_id, self._polarity[item.item_id], score.scorer,
-                                                      verdict, *dims)
-            if verdict == "yes":  # the drill-down: which conversation (and trace) the last "yes" came from
-                verdicts[verdict].inc(exemplar=exemplar)
-            else:
-                verdicts[verdict].inc()
-            probability_sum.inc(p)
-            weighted_sum.inc(p * score.sample_weight)
-        if score.satisfaction is not None:
-            m.satisfaction_sum.labels(score.scorer, *dims).inc(score.satisfaction)
-            m.satisfaction_calibrated.labels(score.scorer, *dims).inc()  # the sum's denominator
-        m.r_score.labels(score.scorer).observe(score.R)
-        if score.ended_at is not None:  # producer clocks may run ahead: never a negative delay
-            m.score_delay.labels(score.scorer).observe(max(0.0, time.time() - score.ended_at))
-        if self.drift is not None:
-            self.drift.observe(score)
-        if self.evaluations is not None:
-            self.evaluations(score)
+        tally: dict[Series, float] = {}
+        exemplars: dict[Series, dict[str, str]] = {}  # the drill-down: the last "yes" of each verdict series
+
+        def add(series: Series, amount: float = 1.0) -> None:
+            tally[series] = tally.get(series, 0.0) + amount
+
+        for score in scores:
+            scorer = score.scorer
+            dims, overflowed = self.labels.values(score.metadata)
+            for dim in overflowed:
+                add(("dimension_overflow", (dim,)))
+            before = self.labels.combinations
+            dims, folded = self.labels.within_budget(dims)
+            for dim in folded:
+                add(("label_folds", (dim,)))
+            if self.labels.combinations != before:
+                m.label_sets.set(self.labels.combinations)
+            add(("scored", (scorer, *dims)))
+            add(("scored_weight", (scorer,)), score.sample_weight)
+            add(("scored_weight_squared", (scorer,)), score.sample_weight ** 2)
+            for item in score.items:
+                polarity = self._polarity.get(item.item_id)
+                if polarity is None:  # item ids are label values: never export one the rubric does not know
+                    add(("export_skipped", ("unknown_item",)))
+                    continue
+                p = item_probability(item)
+                verdict = verdict_label(scorer, item)
+                series: Series = ("verdicts", (item.item_id, polarity, scorer, verdict, *dims))
+                add(series)
+                if verdict == "yes":
+                    exemplars[series] = conversation_exemplar(score)
+                add(("probability_sum", (item.item_id, polarity, scorer, *dims)), p)
+                add(("weighted_probability_sum", (item.item_id, polarity, scorer)), p * score.sample_weight)
+            if score.satisfaction is not None:
+                add(("satisfaction_sum", (scorer, *dims)), score.satisfaction)
+                add(("satisfaction_calibrated", (scorer, *dims)))  # the sum's denominator
+            m.r_score.labels(scorer).observe(score.R)
+            if score.ended_at is not None:  # producer clocks may run ahead: never a negative delay
+                m.score_delay.labels(scorer).observe(max(0.0, time.time() - score.ended_at))
+            if self.drift is not None:
+                self.drift.observe(score)
+            if self.evaluations is not None:
+                self.evaluations(score)
+        for series, amount in tally.items():
+            self._child(series).inc(amount, exemplar=exemplars.get(series))
+        return tally
 
 
 def update_consumer_lag(metrics: Metrics, topic: str, lag: int | float) -> None:

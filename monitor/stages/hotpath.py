@@ -4,8 +4,9 @@
 conversations that closed; ``judge_slice`` picks the ones for the judge topic by their inclusion
 probability (monitor/stages/sampler.py: the hash rate, raised by the distilled scores' uncertainty
 in the same batch and by negative feedback) and tags each with pi and its weight 1/pi; ``count``
-exports the distilled records once each (dedup window) and encodes them compactly for the scores
-topic. The agent around it only moves bytes (runtime/agents.py).
+exports the distilled records once each (dedup window), adds them to their partition's running totals
+in the same batch (``stages/totals.py``) and encodes them compactly for the scores topic. The agent
+around it only moves bytes (runtime/agents.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from monitor.stages.export import Exporter
 from monitor.stages.inputs import InputDecoder, JsonInput
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Closed, Sessionizer
+from monitor.stages.totals import PartitionTotals
 
 REKEYED = "convmon-rekeyed"  # header on an event re-produced under its conversation id
 WEIGHT = "convmon-sample-weight"  # header on a judge-topic record: the router's importance weight 1 / pi
@@ -58,11 +60,13 @@ class Send:
 
 
 class HotPath:
-    def __init__(self, sessions: Sessionizer, dedup: DedupWindow, exporter: Exporter, metrics: Metrics,
-                 rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int, sample_rate: float,
-                 policy: InclusionPolicy | None = None, decoder: InputDecoder | None = None) -> None:
+    def __init__(self, sessions: Sessionizer, dedup: DedupWindow, totals: PartitionTotals, exporter: Exporter,
+                 metrics: Metrics, rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int,
+                 sample_rate: float, policy: InclusionPolicy | None = None,
+                 decoder: InputDecoder | None = None) -> None:
         self.sessions = sessions
         self.dedup = dedup
+        self.totals = totals
         self.exporter = exporter
         self.metrics = metrics
         self.rubric = rubric
@@ -78,7 +82,10 @@ class HotPath:
     def assign(self, owned: set[int], now: float) -> None:
         """Rebuild the in-memory indexes from the restored tables (after a restart or rebalance)."""
         self.sessions.rebuild(owned, now)
-        self.dedup.rebuild(owned)
+        self.dedup.rebuild(owned, self.totals.rebuild(owned))
+
+    def revoke(self, partitions: set[int]) -> None:
+        self.totals.revoke(partitions)
 
     def dead(self, raw: bytes | None, key: bytes | None, reason: str, detail: str, stage: str) -> DeadLetter:
         return dead_letter(raw, key, reason=reason, detail=detail, stage=stage, max_bytes=self.max_request_bytes)
@@ -189,15 +196,25 @@ class HotPath:
         return [r.model_copy(update={"shadow": True}) if r.conversation_id in keys else r for r in records]
 
     def count(self, records: list[ScoreRecord], partitions: dict[str, int], now: float) -> list[Send]:
-        """Export each record once (the dedup window); every record goes to the scores topic (at least once)."""
+        """Export each record once (the dedup window) and commit it to its partition's totals, one batch
+        per partition; every record goes to the scores topic (at least once)."""
         sends = []
+        fresh: dict[int, list[ScoreRecord]] = {}
+        duplicates: Counter[str] = Counter()
         for record in records:
-            cid = record.conversation_id
-            if self.dedup.first(f"{record.scorer}:{cid}", partitions[cid], now):
-                self.exporter.observe(record)
+            cid, partition = record.conversation_id, partitions[record.conversation_id]
+            if not self.totals.owns(partition):  # not (or no longer) this worker's: its owner counts it
+                self.metrics.unscored.labels("partition_revoked").inc()
+            elif self.dedup.first(f"{record.scorer}:{cid}", partition, now):
+                fresh.setdefault(partition, []).append(record)
             else:
-                self.metrics.duplicates.labels(record.scorer).inc()
+                duplicates[record.scorer] += 1
             sends.append(Send(cid.encode(), encode_score(record, self.rubric), []))
+        for scorer, n in duplicates.items():
+            self.metrics.duplicates.labels(scorer).inc(n)
+        for partition, batch in fresh.items():
+            self.totals.add(partition, self.exporter.observe_batch(batch))
+            self.totals.commit(partition)
         return sends
 
 

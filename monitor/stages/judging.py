@@ -1,7 +1,7 @@
 """The judge stage: one judge-topic record in, the score (and label) to send, counted once.
 
 The LLM records are counted here, in the process that produced them (where Prometheus scrapes
-them), through the same dedup window as the distilled ones: a judge-topic record re-delivered
+them), through the same dedup window and per-partition totals as the distilled ones: a judge-topic record re-delivered
 after a crash is judged again and its score re-sent (at least once on ``scores``), but counted
 once. The inclusion probability pi and the weight 1/pi are the router's (headers
 ``convmon-inclusion-probability``, ``convmon-sample-weight``, ``convmon-sampled-by``), recorded on
@@ -28,6 +28,7 @@ from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.hotpath import PI, SAMPLED_BY, WEIGHT, Send
 from monitor.stages.route import route
+from monitor.stages.totals import PartitionTotals
 
 
 @dataclass
@@ -82,11 +83,12 @@ def _positive(raw: bytes | None) -> float | None:
 
 class JudgeStage:
     def __init__(self, judge: Judge, calibrate: Callable[[ScoreRecord], ScoreRecord], dedup: DedupWindow,
-                 exporter: Exporter, metrics: Metrics, rubric: RubricSet, *, sample_rate: float,
-                 max_request_bytes: int, clock: Callable[[], float]) -> None:
+                 totals: PartitionTotals, exporter: Exporter, metrics: Metrics, rubric: RubricSet, *,
+                 sample_rate: float, max_request_bytes: int, clock: Callable[[], float]) -> None:
         self.judge = judge
         self.calibrate = calibrate
         self.dedup = dedup
+        self.totals = totals
         self.exporter = exporter
         self.metrics = metrics
         self.rubric = rubric
@@ -95,7 +97,10 @@ class JudgeStage:
         self.clock = clock
 
     async def handle(self, raw: bytes | None, key: bytes | None, partition: int,
-                     headers: Sequence[tuple[str, bytes]]) -> JudgeOutputs:
+                     headers: Sequence[tuple[str, bytes]],
+                     before_count: Callable[[], None] = lambda: None) -> JudgeOutputs:
+        """``before_count`` runs after the (long) judge call, right before counting: the worker rebuilds its
+        partition state there if the assignment changed meanwhile."""
         out = JudgeOutputs()
         try:
             conversation = Conversation.model_validate_json(raw or b"")
@@ -108,8 +113,12 @@ class JudgeStage:
         score = self.calibrate(score).model_copy(update={
             "sample_weight": drawn.weight, "inclusion_probability": drawn.pi, "sampled_by": drawn.sampled_by})
         cid = conversation.conversation_id
-        if self.dedup.first(f"llm:{cid}", partition, self.clock()):
-            self.exporter.observe(score)
+        before_count()
+        if not self.totals.owns(partition):  # revoked while judging: its next owner re-reads and counts it
+            self.metrics.unscored.labels("partition_revoked").inc()
+        elif self.dedup.first(f"llm:{cid}", partition, self.clock()):  # mark, totals, commit: one batch
+            self.totals.add(partition, self.exporter.observe_batch([score]))
+            self.totals.commit(partition)
         else:
             self.metrics.duplicates.labels("llm").inc()
         out.scores.append(Send(cid.encode(), encode_score(score, self.rubric), []))

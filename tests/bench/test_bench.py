@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import orjson
 import pytest
 from typer.testing import CliRunner
 
@@ -17,8 +18,10 @@ from monitor.tools.bench.throughput import (
     ThroughputConfig,
     distinct_texts_per_conversation,
     run_throughput,
+    uss_dialogues,
     uss_messages,
 )
+from monitor.tools.bench.turns import turn_event_messages, whole_conversations
 from monitor.tools.bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
 
 runner = CliRunner()
@@ -112,19 +115,54 @@ def test_throughput_markdown_names_source_targets_and_cold_judge() -> None:
     assert "from the simulator" in text and "reads real dialogues" not in text and "first round" not in text
 
 
+def test_turn_events_interleave_thousands_of_open_conversations(shared_data: Path) -> None:
+    dialogues = uss_dialogues(shared_data)
+    messages = turn_event_messages(dialogues, len(dialogues) + 50, seed=1, prefix="t")
+    events = [orjson.loads(v) for _, v in messages]
+    ids = [f"t-{i}" for i in range(len(dialogues) + 50)]
+    first_round = events[:len(ids)]  # turn 0 of every conversation before any turn 1: all open at once
+    assert [e["conversation_id"] for e in first_round] == ids and {e["turn_index"] for e in first_round} == {0}
+    ends = [e for e in events if e.get("type") == "end"]
+    assert [e["conversation_id"] for e in ends] == ids  # fresh ids, dialogues reused past the files' count
+    counts = {e["conversation_id"]: e["turn_count"] for e in ends}
+    assert sum(counts.values()) == len(events) - len(ends)
+    rebuilt = whole_conversations(messages)
+    assert len(rebuilt) == len(ids)
+    assert [t.index for t in Conversation.model_validate_json(rebuilt[0][1]).turns] == list(range(counts["t-0"]))
+
+
+def _throughput(shared_data: Path, mode: str, **kw: object) -> dict:
+    settings: dict = {"workers": 2, "warmup": 10, "featurizers": ["hashing"], "train_labels": 200,
+                      "judge_conversations": 24, "concurrency": 4, "judge_latency_s": 0.02, "data_dir": shared_data}
+    return run_throughput(ThroughputConfig(mode=mode, **{**settings, **kw}))  # type: ignore[arg-type]
+
+
 @pytest.mark.integration
-def test_throughput_shape(shared_data: Path) -> None:
-    out = run_throughput(ThroughputConfig(conversations=100, warmup=10, featurizers=["hashing"], train_labels=200,
-                                          judge_conversations=24, concurrency=4, judge_latency_s=0.02,
-                                          data_dir=shared_data))
-    assert out["source"] == "uss" and out["turns_per_conversation"] > 5
+def test_throughput_shape_on_turn_events(shared_data: Path) -> None:
+    out = _throughput(shared_data, "turns", conversations=300, judge_conversations=0)
+    assert out["mode"] == "turns" and out["worker_processes"] == 2 and out["messages_per_conversation"] > 5
+    per_message = out["raw_consume_messages_per_s"] / out["messages_per_conversation"]
+    assert out["raw_consume_per_s"] == pytest.approx(per_message)
+    assert 0 < out["ratio"]["hashing"] < 1  # nothing beats the bare consumer
+    # append-only sessions: the changelog holds each turn about once, plus headers and tombstones
+    assert 0.5 < out["changelog_to_conversation"]["hashing"] < 4
+    assert 100 < out["score_record_bytes"]["hashing"] <= 600
+    assert out["bars"]["turns_at_least_10pct_of_raw"]["ratio"] == out["ratio"]["hashing"]
+    assert "framework_floor_per_s" not in out and "whole-conversation" in out["framework_floor_note"]
+
+
+@pytest.mark.integration
+def test_throughput_shape_on_whole_conversations(shared_data: Path) -> None:
+    out = _throughput(shared_data, "conversations", conversations=100)
+    assert out["source"] == "uss" and out["turns_per_conversation"] > 5 and out["messages_per_conversation"] == 1
     assert out["raw_consume_per_s"] > 0 and out["monitor_per_s"]["hashing"] > 0
     assert out["ratio"]["hashing"] == pytest.approx(out["monitor_per_s"]["hashing"] / out["raw_consume_per_s"])
-    assert 0 < out["ratio"]["hashing"] < 1  # nothing beats the bare consumer
+    assert 0 < out["ratio"]["hashing"] < 1
     # the same topology without the work: below the bare consumer, and the monitor cannot beat it by much
-    # (a small run is noisy, hence the margin; the share is about 0.45 at 2500 real conversations)
     assert 0 < out["framework_floor_ratio"] < 1
     assert out["share_of_floor"]["hashing"] < 1.5
+    bar = out["bars"]["conversations_3x_pre18"]
+    assert bar["same_run"] is False and bar["pre18_recorded_per_s"] == 409.6
     judge = out["judge"]
     assert judge["concurrency"] == 4 and judge["per_s"] > 0
     assert 20 <= judge["p50_ms"] <= judge["p99_ms"]  # never faster than the server's fixed latency

@@ -46,6 +46,8 @@ def exported_metrics() -> dict[str, set[str]]:
         labels = set(collector._labelnames) | SCRAPE_LABELS
         for suffix in SUFFIXES[collector._type]:
             out[collector._name + suffix] = labels | ({"le"} if suffix == "_bucket" else set())
+    for family in metrics.partition_families.values():  # the per-partition totals' custom collector
+        out[family.name + "_total"] = {"partition", *family.labels} | SCRAPE_LABELS
     return out
 
 

@@ -31,10 +31,11 @@ from tests.prometheus_server import PrometheusServer
 from tests.topic_io import Record, TopicTail, produce
 from tests.workers import Supervisor, WorkerProcess
 
-# What Prometheus counts as "conversations scored": today, each worker's own counter. A runtime that
-# exports per-partition running totals (issue #18) points this at its recording rule, which keeps
-# one owner's value per partition, so that increase() over it is the number of conversations.
-SCORED_SERIES = 'convmon_conversations_scored_total{scorer="distilled"}'
+# What Prometheus counts as "conversations scored": the per-partition running totals (#18 item 6) through
+# their recording rule, which keeps one owner's value per partition, so a partition's series survives kills
+# and rebalances. A run's app is new, so every such series starts at 0: its first scraped value plus its
+# increase() over the run is what it counted (increase() alone cannot see the value a series is born with).
+SCORED_SERIES = 'partition:convmon_partition_conversations_scored_total:max{scorer="distilled"}'
 DEAD_LETTER_SERIES = "convmon_dead_letters_total"
 ARTIFACTS = REPO_ROOT / "var" / "faults"
 STALL_S = 90.0  # no new outcome for this long, with everything produced: the run is over
@@ -200,6 +201,8 @@ class FaultRun:
         series = self.prometheus.increases(SCORED_SERIES, self.started)
         dead_series = self.prometheus.increases(DEAD_LETTER_SERIES, self.started)
         increase = sum(s.increase for s in series)
+        window = int(time.time() - self.started) + 2
+        resets = self.prometheus.query(f"sum(resets({SCORED_SERIES}[{window}s]))")
         table.update({
             "fault": self.name,
             "complete": complete,
@@ -213,6 +216,8 @@ class FaultRun:
                 "unseen_first_samples": sum(s.first for s in series),
                 # what the workers exported and Prometheus scraped at all: above the truth means counted twice
                 "scraped_total": round(increase + sum(s.first for s in series), 3),
+                # a per-partition total that went down (a new owner restored less than was scraped) counts twice
+                "resets": round(float(resets[0]["value"][1])) if resets else 0,
                 "dead_letters_increase": round(sum(s.increase for s in dead_series), 3),
             },
             "worker_crashes": [vars(e) for e in self.supervisor.crashes()],

@@ -1,7 +1,8 @@
 """The delivery fault suite (issue #18): each fault runs once on >= 2,000 conversations with known ids and
 known expected outcomes; per id, every conversation must be scored exactly once (on ``scores``) or
-dead-lettered once with its reason, nothing lost, nothing counted twice, and Prometheus's
-``increase()`` of the scored counter (a real Prometheus scraping the workers) must equal the truth.
+dead-lettered once with its reason, nothing lost, nothing counted twice, and
+the per-partition scored totals as a real Prometheus scraped them (their recording rule: first value plus
+``increase()`` per series) must equal the truth.
 
 Each fault is one module-scoped run (a fixture) checked by three tests: every id accounted for, no id
 twice, and the Prometheus count; each also requires that the fault happened as planned and that no
@@ -244,6 +245,10 @@ FAULTS = ("kill_9_twice", "broker_restart", "unkeyed", "bomb", "five_mb", "inter
 # Fixed by the hot-path runtime (#18 items 3-5): unkeyed input, the metadata bomb, 5 MB events and internal
 # garbage now pass every per-id check. What is still open is marked, each with its reason.
 LOST: dict[str, str] = {}
+# Not strict: only when the broker dies between a batch and its offset commit (measured once: 3 of 2,000 ids).
+FLAKY_WRONG = {"broker_restart": "#18 item 7: a broker restart between a batch and its offset commit re-delivers "
+                                 "turns of conversations that batch closed; their session tombstone makes them "
+                                 "`late_event` dead letters although each conversation is scored once"}
 TWICE = {
     "kill_9_twice": "#18 item 1/7: after a kill -9 the restarted worker re-processes what it consumed since its "
                     "last offset commit and sends those score records to `scores` again (counting is deduplicated; "
@@ -254,10 +259,8 @@ TWICE = {
 # Not strict: a broker restart doubles some ids only when it falls between a send and the offset commit.
 FLAKY_TWICE = {"broker_restart": "#18 item 7: after a broker restart the worker re-processes what it handled "
                                  "since its last commit and sends those score records again"}
-PROMETHEUS = dict.fromkeys(FAULTS, (
-    "#18 item 6: each worker exports its own counter, born at its first count and reset by a restart, so "
-    "increase() misses each series' first value and whatever a killed worker counted after its last scrape; "
-    "after a rebalance the export's dedup table, restored from a lagging changelog, can count one twice"))
+# Per-partition totals through their recording rule (#18 item 6): every fault now checked for real.
+PROMETHEUS: dict[str, str] = {}
 
 
 def _params(xfails: dict[str, str], flaky: dict[str, str] | None = None) -> list[object]:
@@ -281,7 +284,7 @@ def _result(request: pytest.FixtureRequest, fault: str) -> FaultResult:
     return result
 
 
-@pytest.mark.parametrize("fault", _params(LOST))
+@pytest.mark.parametrize("fault", _params(LOST, FLAKY_WRONG))
 def test_every_id_accounted_for(request: pytest.FixtureRequest, fault: str) -> None:
     """Per id: scored, or dead-lettered with the expected reason; nothing lost, no wrong outcome (dead-lettered
     when it should be scored, or both); every garbage record dead-lettered."""
@@ -301,9 +304,11 @@ def test_no_id_scored_or_dead_lettered_twice(request: pytest.FixtureRequest, fau
 
 @pytest.mark.parametrize("fault", _params(PROMETHEUS))
 def test_prometheus_increase_equals_the_conversations_scored(request: pytest.FixtureRequest, fault: str) -> None:
-    """Prometheus's increase() of the scored counter over the run (every series, whole life, no extrapolation)
-    equals the number of conversations that should be scored."""
+    """What Prometheus holds of the per-partition totals (their recording rule, one owner's value per partition)
+    equals the number of conversations that should be scored: per series its first scraped value plus its
+    increase() over the run (no extrapolation; the run's app is new, so every series started at 0), and no
+    series went down (a new owner restoring less than was scraped would make increase() count it twice)."""
     prom = _result(request, fault).table["prometheus"]
-    assert prom["counted"] == prom["truth"], prom
-    assert abs(prom["increase"] - prom["truth"]) < 0.01, prom
+    assert prom["resets"] == 0, prom
+    assert abs(prom["scraped_total"] - prom["truth"]) < 0.01, prom
 

@@ -21,6 +21,7 @@ from monitor.stages.hotpath import HotPath, Input
 from monitor.stages.inputs import OtlpInput, build_input
 from monitor.stages.otlp import OtlpDecoder
 from monitor.stages.sessionize import Limits, Sessionizer
+from monitor.stages.totals import PartitionTotals
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
 from tests.stages.memstore import MemStore
 
@@ -135,7 +136,10 @@ def hot(decoder_: OtlpInput) -> tuple[HotPath, Metrics]:
     metrics = decoder_.otlp.metrics
     sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=1.0)
     exporter = Exporter(metrics, dimensions=list(metrics.dimensions), cap=5, rubric=RUBRIC)
-    return HotPath(sessions, DedupWindow(MemStore(), window_s=100.0, max_keys=1000), exporter, metrics, RUBRIC,
+    counts = MemStore()
+    totals = PartitionTotals(counts, metrics.partition_families)
+    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
+    return HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
                    max_event_bytes=1 << 22, max_request_bytes=1 << 20, sample_rate=0.0, decoder=decoder_), metrics
 
 

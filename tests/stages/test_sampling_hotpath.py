@@ -21,6 +21,7 @@ from monitor.stages.judging import JudgeStage
 from monitor.stages.route import in_sample
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Limits, Sessionizer
+from monitor.stages.totals import PartitionTotals
 from tests.stages.memstore import MemStore
 from tests.stages.test_hotpath import RUBRIC
 
@@ -29,7 +30,10 @@ def _hot(policy: InclusionPolicy) -> tuple[HotPath, Metrics]:
     metrics = Metrics(CollectorRegistry())
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
     sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
-    return HotPath(sessions, DedupWindow(MemStore(), window_s=100.0, max_keys=1000), exporter, metrics, RUBRIC,
+    counts = MemStore()
+    totals = PartitionTotals(counts, metrics.partition_families)
+    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
+    return HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
                    max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=policy.base_rate,
                    policy=policy), metrics
 
@@ -98,7 +102,12 @@ class _Failing:
 def _stage(judge: object) -> tuple[JudgeStage, Metrics]:
     metrics = Metrics(CollectorRegistry())
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
-    return JudgeStage(judge, lambda s: s, DedupWindow(MemStore(), window_s=100.0, max_keys=1000),  # type: ignore[arg-type]
+    counts = MemStore()
+    totals = PartitionTotals(counts, metrics.partition_families)
+    dedup_marks = totals.rebuild({0, 1, 2, 3})
+    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
+    dedup.rebuild({0, 1, 2, 3}, dedup_marks)
+    return JudgeStage(judge, lambda s: s, dedup, totals,  # type: ignore[arg-type]
                       exporter, metrics, RUBRIC, sample_rate=0.05, max_request_bytes=1 << 20,
                       clock=lambda: 1.0), metrics
 

@@ -115,7 +115,13 @@ def distill(
 
 @app.command()
 def throughput(
-    conversations: Annotated[int, typer.Option(min=1, help="Conversations per measurement.")] = 2500,
+    conversations: Annotated[int | None, typer.Option(min=1, help="Conversations per measurement (default: "
+                                                     "10000 with --mode turns, 2500 with --mode conversations).")]
+    = None,
+    mode: Annotated[Literal["turns", "conversations"], typer.Option(
+        help="Input: 'turns' (turn and end events, all conversations open at once, interleaved) or "
+             "'conversations' (one finished-conversation record each).")] = "turns",
+    workers: Annotated[int, typer.Option(min=0, help="Worker processes in the group (0: one per core).")] = 0,
     source: Annotated[Literal["uss", "simulator"], typer.Option(
         help="Conversation texts: 'uss' (real dialogues from --data) or 'simulator' (template sentences, "
              "which repeat).")] = "uss",
@@ -136,7 +142,9 @@ def throughput(
     from monitor.tools.bench.otlp_throughput import with_otlp_row
     from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
 
-    config = ThroughputConfig(conversations=conversations, source=source, data_dir=data, featurizers=_csv(featurizers),
+    n = conversations or (10_000 if mode == "turns" else 2500)
+    config = ThroughputConfig(conversations=n, mode=mode, workers=workers, source=source, data_dir=data,
+                              featurizers=_csv(featurizers),
                               judge_conversations=judge_conversations, concurrency=concurrency,
                               judge_latency_s=judge_latency_ms / 1000, partitions=partitions, seed=seed)
     progress = _progress(quiet)

@@ -223,8 +223,16 @@ def throughput_markdown(result: dict[str, Any]) -> str:
               else "conversations from the simulator (template sentences, which repeat)")
     shape = (f" ({_fmt(result['turns_per_conversation'])} turns and {_fmt(result['chars_per_conversation'], 0)} "
              "characters per conversation on average)" if result.get("turns_per_conversation") else "")
-    out = [f"{result.get('conversations')} finished {source}{shape}, {result.get('partitions')} "
-           "partitions, one worker process, `sample_rate=0` (distilled path only)."]
+    workers = result.get("worker_processes", 1)
+    if result.get("mode") == "turns":
+        out = [f"{result.get('conversations')} {source}{shape} as turn and end events "
+               f"({_fmt(result.get('messages_per_conversation'))} messages per conversation), all open at once and "
+               f"interleaved (one turn of each conversation per round), {result.get('partitions')} partitions, "
+               f"{workers} worker process(es) in one group, `sample_rate=0` (distilled path only). Raw consume is "
+               "the bare consumer's message rate over the same messages, in conversations / s."]
+    else:
+        out = [f"{result.get('conversations')} finished {source}{shape}, {result.get('partitions')} "
+               f"partitions, {workers} worker process(es), `sample_rate=0` (distilled path only)."]
     if result.get("distinct_texts_per_conversation") is not None:
         out += ["", "An embedding featurizer encodes each distinct user turn and assistant context of a batch "
                 f"once: about {_fmt(result['distinct_texts_per_conversation'], 2)} texts per conversation here, "
@@ -280,6 +288,16 @@ def throughput_markdown(result: dict[str, Any]) -> str:
                 f"{_fmt(judge['cold_ms'])} ms"], ["p99 latency with the first round",
                                                   f"{_fmt(judge.get('p99_with_cold_ms'))} ms"]]
               if judge.get("cold_ms") is not None else [])])]
+    record_bytes = result.get("score_record_bytes") or {}
+    sizes = [f"`{k}` changelog {_fmt(v, 0)} bytes per conversation "
+             f"({_fmt(result['changelog_to_conversation'][k], 2)}x the "
+             f"{_fmt(result.get('conversation_bytes'), 0)}-byte conversation), score record "
+             f"{_fmt(record_bytes.get(k), 0)} bytes"
+             for k, v in (result.get("changelog_bytes_per_conversation") or {}).items()]
+    if sizes:
+        out += ["", "Sizes (the `sessions` changelog read back after the run): " + "; ".join(sizes) + "."]
+    for name, bar in (result.get("bars") or {}).items():
+        out += ["", f"Issue #18 bar `{name}`: {json.dumps(bar, sort_keys=True)}"]
     rss = result.get("peak_rss_mb_by_featurizer") or {}
     if rss:
         out += ["", "Peak RSS per worker: " + ", ".join(f"`{k}` {_fmt(v)} MB" for k, v in rss.items()) + "."]

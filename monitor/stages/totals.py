@@ -1,0 +1,165 @@
+"""Per-partition running totals that Prometheus can trust across crashes and rebalances (#18 item 6).
+
+A worker's own counters restart at zero with the process, and the increments since its last scrape
+die with it while their dedup marks survive. Here every input partition keeps running totals
+(conversations scored, per-item verdicts and probability sums) in the same changelogged store as
+the dedup marks (the ``scored`` table), so one changelog partition orders them. A counting batch
+writes its marks, each stamped with the batch's sequence number, then every total it changed as
+``[partition, family, labels, value, value before the batch, sequence]``, then the commit record
+``#c|<partition>`` = ``{"partition": p, "seq": sequence}``. A producer keeps one partition's records
+in order, so after a crash the changelog holds a prefix of those writes: :meth:`rebuild` takes a
+total's value when its batch committed and the value before it when not (rewriting it), and drops
+the marks of uncommitted batches. Their input is re-delivered (faust flushes the producer before it
+commits offsets), so those conversations are counted again, once.
+
+Exported values advance only when the broker acknowledged a batch's commit record
+(:meth:`acknowledged`), so what Prometheus scraped never exceeds what the partition's next owner
+restores: ``max without (instance)`` over the per-partition series never goes down when a
+partition moves, and ``increase()`` over it is the number of conversations counted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import orjson
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from monitor.contracts.metrics import Metrics
+from monitor.stages.sessionize import Store
+
+Series = tuple[str, tuple[str, ...]]  # (Metrics attribute name, label values)
+TOTAL_PREFIX = "#t|"
+COMMIT_PREFIX = "#c|"
+
+
+def total_key(partition: int, series: Series) -> str:
+    return TOTAL_PREFIX + orjson.dumps([partition, series[0], list(series[1])]).decode()
+
+
+def is_count_state(key: str) -> bool:
+    """Totals and commit records share the dedup table; dedup keys are ``scorer:conversation_id``."""
+    return key.startswith((TOTAL_PREFIX, COMMIT_PREFIX))
+
+
+class PartitionTotals:
+    def __init__(self, store: Store, families: Iterable[str]) -> None:
+        self.store = store
+        self.families = frozenset(families)
+        self._current: dict[int, dict[Series, float]] = {}
+        self._pending: dict[int, dict[Series, float]] = {}
+        self._seq: dict[int, int] = {}
+        self._exported: dict[int, dict[Series, float]] = {}
+        self._acked: dict[int, int] = {}
+        self._lock = threading.Lock()  # the collector reads _exported from the HTTP server's thread
+
+    def owns(self, partition: int) -> bool:
+        return partition in self._current
+
+    def sequence(self, partition: int) -> int:
+        """The sequence number of the open batch of ``partition``: dedup marks carry it."""
+        return self._seq.get(partition, 1)
+
+    def add(self, partition: int, tally: Mapping[Series, float]) -> None:
+        """Add a batch's increments (only the totalled families) to the open batch of ``partition``."""
+        if partition not in self._current:
+            return  # revoked while a judge call was in flight: the partition's owner counts it again
+        pending = self._pending.setdefault(partition, {})
+        for series, amount in tally.items():
+            if series[0] in self.families and amount:
+                pending[series] = pending.get(series, 0.0) + amount
+
+    def commit(self, partition: int) -> None:
+        """Write the open batch's changed totals, then its commit record; exported once acknowledged."""
+        if partition not in self._current:
+            return
+        seq = self.sequence(partition)
+        current = self._current[partition]
+        written: dict[Series, float] = {}
+        for series, amount in self._pending.pop(partition, {}).items():
+            before = current.get(series, 0.0)
+            current[series] = written[series] = before + amount
+            self.store.put(total_key(partition, series),
+                           [partition, series[0], list(series[1]), before + amount, before, seq], partition)
+        self._seq[partition] = seq + 1
+        record = {"partition": partition, "seq": seq}
+        put_acked: Callable[..., None] | None = getattr(self.store, "put_acked", None)
+        if put_acked is None:  # an in-memory store: durable as soon as written
+            self.store.put(f"{COMMIT_PREFIX}{partition}", record, partition)
+            self.acknowledged(partition, seq, written)
+        else:
+            put_acked(f"{COMMIT_PREFIX}{partition}", record, partition,
+                      lambda: self.acknowledged(partition, seq, written))
+
+    def acknowledged(self, partition: int, seq: int, written: Mapping[Series, float]) -> None:
+        """The broker holds batch ``seq`` of ``partition`` (and, in order, every write before it)."""
+        with self._lock:
+            exported = self._exported.get(partition)
+            if exported is None or seq <= self._acked.get(partition, 0):
+                return  # revoked since, or an older batch than one already exported
+            exported.update(written)
+            self._acked[partition] = seq
+
+    def rebuild(self, owned: set[int]) -> dict[int, int]:
+        """The totals of ``owned`` from the restored store; the last committed sequence per partition.
+
+        Totals written by a batch that did not commit are rewritten with their value before it, so a
+        later commit with a higher sequence cannot make them count."""
+        committed = dict.fromkeys(owned, 0)
+        records: list[tuple[str, list[Any]]] = []
+        for key, value in self.store.items():
+            if key.startswith(COMMIT_PREFIX) and isinstance(value, dict) and value.get("partition") in owned:
+                committed[int(value["partition"])] = int(value["seq"])
+            elif key.startswith(TOTAL_PREFIX) and isinstance(value, list) and len(value) == 6 and value[0] in owned:
+                records.append((key, value))
+        current: dict[int, dict[Series, float]] = {p: {} for p in owned}
+        for key, (partition, family, labels, value, before, seq) in records:
+            series = (str(family), tuple(str(v) for v in labels))
+            if seq <= committed[partition]:
+                current[partition][series] = float(value)
+            else:
+                current[partition][series] = float(before)
+                self.store.put(key, [partition, family, labels, before, before, committed[partition]], partition)
+        self._current = current
+        self._pending = {}
+        self._seq = {p: seq + 1 for p, seq in committed.items()}
+        with self._lock:
+            self._exported = {p: dict(values) for p, values in current.items()}
+            self._acked = dict(committed)
+        return committed
+
+    def revoke(self, partitions: Iterable[int]) -> None:
+        """Stop exporting (and counting) partitions this worker no longer owns."""
+        with self._lock:
+            for p in partitions:
+                for state in (self._current, self._pending, self._seq, self._exported, self._acked):
+                    state.pop(p, None)
+
+    def exported(self) -> dict[int, dict[Series, float]]:
+        """A copy of the acknowledged totals of the owned partitions."""
+        with self._lock:
+            return {p: dict(values) for p, values in self._exported.items()}
+
+
+class TotalsCollector(Collector):
+    """Exports the owned partitions' acknowledged totals, with a ``partition`` label, at scrape time."""
+
+    def __init__(self, totals: PartitionTotals, metrics: Metrics) -> None:
+        self.totals = totals
+        self.families = metrics.partition_families
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # no fixed samples: the owned partitions change with rebalances
+
+    def collect(self) -> Iterator[Metric]:
+        snapshot = self.totals.exported()
+        for attribute, family in self.families.items():
+            metric = CounterMetricFamily(family.name, family.documentation, labels=["partition", *family.labels])
+            for partition in sorted(snapshot):
+                for (name, labels), value in sorted(snapshot[partition].items()):
+                    if name == attribute:
+                        metric.add_metric([str(partition), *labels], value)
+            yield metric

@@ -1,0 +1,157 @@
+"""The worker's real agents (monitor/runtime/agents.py) driven through faust's ``agent.test_context()``.
+
+No broker: events are put straight into each agent's stream, and each output topic's ``send`` is
+replaced by a recorder (faust's documented way to test an agent). The real-broker tests in
+tests/integration cover the same agents end to end; these pin what one agent does with its input:
+the hot path batches turn events into a conversation, counts and sends its distilled score and the
+judge slice; the judge agent scores a judge-topic record once, sends score and label, and counts a
+re-delivered record as a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import faust
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry
+
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.score_codec import decode_score
+from monitor.runtime.agents import register_agents
+from monitor.runtime.app import Topics, create_app
+from monitor.runtime.components import Components, build_components
+from monitor.runtime.wiring import build_pipeline
+from monitor.tools.simulator.generate import ConversationGenerator
+from tests.model_fixtures import publish_distilled_model
+
+Sent = dict[str, list[tuple[bytes, bytes, Any]]]
+
+
+def agent_named(app: faust.App, name: str) -> faust.types.AgentT:
+    [agent] = [a for qualified, a in app.agents.items() if qualified.endswith(f".{name}")]
+    return agent
+
+
+def record_sends(topics: Topics) -> Sent:
+    sent: Sent = {}
+    for field in ("judge", "scores", "labels", "dead_letters", "events"):
+        topic = getattr(topics, field)
+        sent[field] = []
+
+        def recorder(into: list[tuple[bytes, bytes, Any]]) -> Callable[..., Any]:
+            async def send(*, key: bytes, value: bytes, headers: Any = None, **_: Any) -> None:
+                into.append((key, value, headers))
+            return send
+
+        topic.send = recorder(sent[field])  # type: ignore[method-assign]
+    return sent
+
+
+@pytest.fixture
+def worker(make_settings) -> tuple[faust.App, Topics, Components, Sent]:
+    settings = make_settings(broker_url="kafka://127.0.0.1:1", sample_rate=1.0, event_batch=50,
+                             classify_within_s=0.1)
+    publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
+    pipeline = build_pipeline(settings, registry=CollectorRegistry())
+    app, topics = create_app(settings)
+    components = build_components(app, topics, pipeline)
+    register_agents(app, topics, components)
+    app.finalize()
+    app.flow_control.resume()
+    sent = record_sends(topics)
+    sent["flush"] = []
+
+    async def flush() -> None:  # what the sessions table still holds back when the batch's output is flushed
+        sent["flush"].append((b"", b"", len(components.sessions._held or [])))
+
+    app.producer.flush = flush  # type: ignore[method-assign]
+
+    async def wait_acked() -> None:  # no broker acknowledges the commit records here
+        sent["flush"].append((b"acked", b"", len(components.sessions._held or [])))
+
+    components.counts.wait_acked = wait_acked  # type: ignore[method-assign]
+    return app, topics, components, sent
+
+
+def value(metrics_registry: CollectorRegistry, name: str, **labels: str) -> float:
+    """Summed over the labels not given (the metric dimensions)."""
+    return sum(s.value for family in metrics_registry.collect() for s in family.samples
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting for the agent"
+        await asyncio.sleep(0.05)
+
+
+def test_hot_path_agent_sessionizes_a_batch_counts_and_sends(worker) -> None:
+    app, _, c, sent = worker
+    rubric = c.pipeline.rubric
+    sim = ConversationGenerator(rubric, seed=2).generate("agent-1", 1.7e9)
+    registry = c.pipeline.metrics.registry
+
+    async def run() -> None:
+        c.hot.assign({0}, now=0.0)  # as Ownership does once faust restored the tables
+        async with agent_named(app, "hot_path").test_context() as agent:
+            for event in sim.events:
+                await agent.put(orjson.dumps(event), key=b"agent-1", partition=0)
+            await wait_for(lambda: len(sent["scores"]) == 1)
+            await agent.put(b"{not json", key=b"garbage", partition=0)
+            await wait_for(lambda: len(sent["dead_letters"]) == 1)
+
+    asyncio.run(run())
+    [(key, raw, _)] = sent["scores"]
+    assert key == b"agent-1" and decode_score(raw, rubric).scorer == "distilled"
+    [(key, raw, headers)] = sent["judge"]  # sample_rate=1: the judge slice carries the conversation
+    assert key == b"agent-1" and orjson.loads(raw)["conversation_id"] == "agent-1"
+    assert dict(headers)["convmon-sample-weight"] == b"1.0"
+    assert dict(sent["dead_letters"][0][2])["convmon-reason"] == b"malformed_json"
+    assert value(registry, "convmon_conversations_scored_total", scorer="distilled") == 1
+    assert value(registry, "convmon_events_total", kind="turn") == len(sim.events) - 1
+    # the conversation's partition total is committed beside its dedup mark in the scored table
+    [scored] = [t for t in c.tables if t.name == "scored"]
+    assert scored.data["#c|0"] == {"partition": 0, "seq": 1} and "distilled:agent-1" in scored.data
+    assert sent["events"] == []  # keyed input: nothing re-keyed
+    # the sessions' writes (turns, then the close) went out only after the batch's output was flushed
+    assert max(held for _, _, held in sent["flush"]) >= len(sim.events) - 1
+    assert [k for k, _, _ in sent["flush"]][:2] == [b"", b"acked"]  # flushed, commit acknowledged, then released
+    assert components_released(c)
+
+
+def components_released(c: Components) -> bool:
+    return c.sessions._held is None
+
+
+def test_judge_agent_scores_once_and_counts_a_redelivery_as_duplicate(worker) -> None:
+    app, _, c, sent = worker
+    rubric = c.pipeline.rubric
+    sim = ConversationGenerator(rubric, seed=3).generate("judged-1", 1.7e9)
+    registry = c.pipeline.metrics.registry
+
+    async def run() -> None:
+        c.hot.assign({1}, now=0.0)
+        async with agent_named(app, "hot_path").test_context() as hot:
+            for event in sim.events:
+                await hot.put(orjson.dumps(event), key=b"judged-1", partition=1)
+            await wait_for(lambda: len(sent["judge"]) == 1)
+        key, judge_record, headers = sent["judge"][0]
+        async with agent_named(app, "judge").test_context() as judge:
+            for _ in range(2):  # the second is a re-delivery after a crash
+                await judge.put(judge_record, key=key, partition=1, headers=headers)
+            await wait_for(lambda: len([s for s in sent["scores"] if orjson.loads(s[1])["scorer"] == "llm"]) == 2)
+            await judge.put(b"\x00garbage", key=b"x", partition=1)
+            await wait_for(lambda: len(sent["dead_letters"]) == 1)
+
+    asyncio.run(run())
+    llm = [decode_score(raw, rubric) for _, raw, _ in sent["scores"] if orjson.loads(raw)["scorer"] == "llm"]
+    assert [s.conversation_id for s in llm] == ["judged-1", "judged-1"]  # at least once on scores
+    assert value(registry, "convmon_conversations_scored_total", scorer="llm") == 1  # counted once
+    assert value(registry, "convmon_duplicate_scores_total", scorer="llm") == 1
+    assert len(sent["labels"]) == 2 and orjson.loads(sent["labels"][0][1])["score"]["scorer"] == "llm"
+    assert dict(sent["dead_letters"][0][2])["convmon-stage"] == b"judge"

@@ -1,0 +1,62 @@
+"""A table restore reads to where the log really ends (runtime/log_ends.py), on the embedded broker.
+
+The broker is sent 5 records in one batch and 3 in another; its ListOffsets answer may stop inside the
+last batch (the embedded Tansu build says 6), which made a restarted worker restore a prefix of the dead
+worker's last hot-path batch and lose its counts. The end used for a restore must be 8.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from faust.types import TP
+
+from monitor.contracts.settings import Settings
+from monitor.runtime.app import create_app
+from monitor.runtime.broker import ensure_topics
+from monitor.runtime.log_ends import EndCheckingConsumer, fetched_ends
+
+pytestmark = pytest.mark.integration
+
+
+async def two_batches(bootstrap: str, topic: str) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=50)
+    await producer.start()
+    try:
+        for size in (5, 3):  # sent together, each group lands as one record batch
+            await asyncio.gather(*[await producer.send(topic, b"v", key=b"k", partition=0) for _ in range(size)])
+    finally:
+        await producer.stop()
+
+
+def test_the_restore_end_is_the_fetched_high_watermark_not_a_short_listoffsets_answer(broker: str) -> None:
+    topic = f"ends-{uuid.uuid4().hex[:8]}"
+    tp = TP(topic, 0)
+
+    async def run() -> tuple[int | None, int | None, int | None]:
+        await ensure_topics(broker, [topic, f"{topic}-empty"], 1)
+        await two_batches(broker, topic)
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker, group_id=None, enable_auto_commit=False,
+                                    fetch_max_wait_ms=100)
+        await consumer.start()
+        try:
+            listed = (await consumer.end_offsets([TopicPartition(topic, 0)]))[TopicPartition(topic, 0)]
+            empty = TP(f"{topic}-empty", 0)
+            ends = await fetched_ends(consumer, {tp: listed, empty: 0})
+        finally:
+            await consumer.stop()
+        return listed, ends[tp], ends[empty]
+
+    listed, end, empty_end = asyncio.run(run())
+    assert end == 8, f"the restore would stop at {end} (ListOffsets said {listed})"
+    assert empty_end == 0
+    assert listed is not None and listed <= end
+
+
+def test_the_worker_consumer_checks_its_restore_ends(make_settings) -> None:
+    settings: Settings = make_settings()
+    app, _ = create_app(settings)
+    assert issubclass(app.transport.Consumer, EndCheckingConsumer)

@@ -1,0 +1,198 @@
+"""Per-partition running totals (#18 item 6): committed with the dedup marks, exported once acknowledged,
+restored exactly after a crash that kept any prefix of the changelog, exported by the owner only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+from faust.utils import json as faust_json
+from prometheus_client import CollectorRegistry
+
+from monitor.contracts.metrics import Metrics
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.scores import ItemResult, ScoreRecord
+from monitor.contracts.settings import Settings
+from monitor.stages.dedup import DedupWindow
+from monitor.stages.export import Exporter
+from monitor.stages.hotpath import HotPath
+from monitor.stages.sessionize import Limits, Sessionizer
+from monitor.stages.totals import PartitionTotals, TotalsCollector
+from tests.stages.memstore import MemStore
+
+RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
+SCORED = "convmon_partition_conversations_scored_total"
+VERDICTS = "convmon_partition_rubric_verdicts_total"
+
+
+class LogStore:
+    """A changelog: every write in order, through faust's JSON codec; ``prefix(n)`` is what a broker kept
+    when a crash lost every write after the n-th. ``put_acked`` acknowledges on ``ack_all()``."""
+
+    def __init__(self, log: list[tuple[str, Any]] | None = None) -> None:
+        self.log: list[tuple[str, Any]] = []
+        self.data: dict[str, Any] = {}
+        self.unacked: list[Callable[[], None]] = []
+        for key, value in log or []:
+            self._write(key, value)
+
+    def _write(self, key: str, value: Any) -> None:
+        self.log.append((key, value))
+        if value is None:
+            self.data.pop(key, None)
+        else:
+            self.data[key] = faust_json.loads(faust_json.dumps(value))
+
+    def get(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def put(self, key: str, value: Any, partition: int) -> None:
+        self._write(key, value)
+
+    def put_acked(self, key: str, value: Any, partition: int, on_ack: Callable[[], None]) -> None:
+        self._write(key, value)
+        self.unacked.append(on_ack)
+
+    def delete(self, key: str, partition: int) -> None:
+        self._write(key, None)
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return list(self.data.items())
+
+    def ack_all(self) -> None:
+        acks, self.unacked = self.unacked, []
+        for ack in acks:
+            ack()
+
+    def prefix(self, n: int) -> LogStore:
+        return LogStore(self.log[:n])
+
+
+def record(cid: str, scorer: str = "distilled", p: float = 0.8) -> ScoreRecord:
+    items = [ItemResult(item_id=i.id, polarity=i.polarity, probability=p, verdict=p >= 0.5) for i in RUBRIC.items]
+    return ScoreRecord(conversation_id=cid, scorer=scorer, judge="hashing", rubric_set=RUBRIC.id,
+                       rubric_version=RUBRIC.version, model_version="v", items=items, R=0.0)
+
+
+def worker(store: Any, owned: set[int]) -> tuple[HotPath, Metrics]:
+    """A worker's counting path over ``store`` (the scored table), owning ``owned``, its totals collected."""
+    metrics = Metrics(CollectorRegistry())
+    totals = PartitionTotals(store, metrics.partition_families)
+    metrics.registry.register(TotalsCollector(totals, metrics))
+    dedup = DedupWindow(store, window_s=1e6, max_keys=10_000, sequence=totals.sequence)
+    sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
+    hot = HotPath(sessions, dedup, totals, Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC), metrics, RUBRIC,
+                  max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=0.0)
+    hot.assign(owned, now=0.0)
+    return hot, metrics
+
+
+def partition_value(metrics: Metrics, partition: int, name: str = SCORED, scorer: str = "distilled") -> float | None:
+    return metrics.registry.get_sample_value(name, {"partition": str(partition), "scorer": scorer})
+
+
+def test_totals_are_exported_per_partition_once_the_commit_is_acknowledged() -> None:
+    store = LogStore()
+    hot, metrics = worker(store, {0, 1})
+    ids = [f"c{i}" for i in range(10)]
+    hot.count([record(c) for c in ids], {c: i % 2 for i, c in enumerate(ids)}, now=1.0)
+    # counted in-process at once (the per-worker counter), exported per partition only once acknowledged
+    assert metrics.registry.get_sample_value("convmon_conversations_scored_total", {"scorer": "distilled"}) == 10
+    assert partition_value(metrics, 0) is None and partition_value(metrics, 1) is None
+    store.ack_all()
+    assert partition_value(metrics, 0) == 5 and partition_value(metrics, 1) == 5
+    item = RUBRIC.items[0]
+    labels = {"partition": "0", "rubric": item.id, "polarity": item.polarity, "scorer": "distilled", "verdict": "yes"}
+    assert metrics.registry.get_sample_value(VERDICTS, labels) == 5
+    hot.count([record(c) for c in ids[:4]], {c: i % 2 for i, c in enumerate(ids)}, now=2.0)  # duplicates
+    store.ack_all()
+    assert partition_value(metrics, 0) == 5
+    assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) == 4
+
+
+def test_a_revoked_partition_disappears_and_its_new_owner_exports_the_restored_total() -> None:
+    store = LogStore()
+    old, old_metrics = worker(store, {0, 1})
+    old.count([record(f"a{i}") for i in range(3)], dict.fromkeys((f"a{i}" for i in range(3)), 1), now=1.0)
+    store.ack_all()
+    old.revoke({1})
+    assert partition_value(old_metrics, 1) is None
+    new, new_metrics = worker(store.prefix(len(store.log)), {1})
+    assert partition_value(new_metrics, 1) == 3
+
+
+@pytest.mark.parametrize("scorer", ["distilled", "llm"])
+def test_any_crash_point_restores_totals_that_recount_to_the_truth(scorer: str) -> None:
+    """Two committed batches, then a third cut after every possible write: the restarted worker's totals are
+    what was acknowledged, and re-delivering the lost batch counts each conversation exactly once."""
+    ids = [f"{scorer}-{i}" for i in range(12)]
+    partitions = {c: i % 3 for i, c in enumerate(ids)}
+    batches = [ids[:4], ids[4:8], ids[8:]]
+    store = LogStore()
+    hot, metrics = worker(store, {0, 1, 2})
+    for batch in batches[:2]:
+        hot.count([record(c, scorer) for c in batch], partitions, now=1.0)
+    store.ack_all()
+    scraped = {p: partition_value(metrics, p, scorer=scorer) for p in range(3)}
+    committed_len = len(store.log)
+    hot.count([record(c, scorer) for c in batches[2]], partitions, now=2.0)
+    for cut in range(committed_len, len(store.log) + 1):
+        kept = store.prefix(cut)
+        restarted, m = worker(kept, {0, 1, 2})
+        for p in range(3):  # never below what Prometheus scraped from the killed worker
+            assert (partition_value(m, p, scorer=scorer) or 0) >= (scraped[p] or 0)
+        restarted.count([record(c, scorer) for c in batches[2]], partitions, now=3.0)  # the re-delivery
+        kept.ack_all()
+        truth = {p: sum(1 for c in ids if partitions[c] == p) for p in range(3)}
+        assert {p: partition_value(m, p, scorer=scorer) for p in range(3)} == truth, f"cut after write {cut}"
+        # and once more from this worker's changelog: a later restart agrees
+        _, again = worker(kept.prefix(len(kept.log)), {0, 1, 2})
+        assert {p: partition_value(again, p, scorer=scorer) for p in range(3)} == truth
+
+
+def test_a_repaired_total_stays_repaired_after_later_commits() -> None:
+    """A total written by a batch that never committed must not count once a later batch commits."""
+    store = LogStore()
+    hot, _ = worker(store, {0})
+    hot.count([record("x")], {"x": 0}, now=1.0)
+    store.ack_all()
+    hot.count([record("y", p=0.1)], {"y": 0}, now=1.0)  # writes totals, then its commit record
+    kept = store.prefix(len(store.log) - 1)  # the commit record was lost
+    restarted, m = worker(kept, {0})
+    restarted.count([record("z")], {"z": 0}, now=2.0)  # a later batch commits; y is not re-delivered here
+    kept.ack_all()
+    _, again = worker(kept.prefix(len(kept.log)), {0})
+    item = RUBRIC.items[0]
+    labels = {"partition": "0", "rubric": item.id, "polarity": item.polarity, "scorer": "distilled"}
+    assert partition_value(again, 0) == 2
+    assert again.registry.get_sample_value(VERDICTS, {**labels, "verdict": "no"}) == 0  # y's verdict: repaired to 0
+    assert again.registry.get_sample_value(VERDICTS, {**labels, "verdict": "yes"}) == 2
+
+
+def test_old_marks_without_a_sequence_still_deduplicate() -> None:
+    store = LogStore()
+    store.put("distilled:old", [1.0, 0], 0)  # a mark written before the totals existed
+    hot, metrics = worker(store, {0})
+    hot.count([record("old")], {"old": 0}, now=2.0)
+    assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) == 1
+
+
+def test_the_collector_declares_partition_first_then_the_mirrored_labels() -> None:
+    metrics = Metrics(CollectorRegistry(), dimensions=("app",))
+    families = metrics.partition_families
+    assert families["scored"].labels == ("scorer", "app")
+    assert families["verdicts"].labels == ("rubric", "polarity", "scorer", "verdict", "app")
+    store = LogStore()
+    totals = PartitionTotals(store, families)
+    totals.rebuild({2})
+    totals.add(2, {("scored", ("llm", "web")): 2.0, ("scored_weight", ("llm",)): 4.0})  # untotalled family ignored
+    totals.add(3, {("scored", ("llm", "web")): 1.0})  # not owned: not counted here
+    totals.commit(2)
+    totals.commit(3)
+    store.ack_all()
+    collected = list(TotalsCollector(totals, metrics).collect())
+    assert {f.name for f in collected} == {f.name for f in families.values()}
+    [scored] = [f for f in collected if f.name == "convmon_partition_conversations_scored"]
+    assert [(s.name, s.labels, s.value) for s in scored.samples] == [
+        ("convmon_partition_conversations_scored_total", {"partition": "2", "scorer": "llm", "app": "web"}, 2.0)]
