@@ -76,6 +76,8 @@ class HotPath:
         self.policy = policy if policy is not None else InclusionPolicy(base_rate=sample_rate)
         for by in ("hash", "uncertainty", "feedback"):
             metrics.judge_sampled.labels(by)
+        for kind in ("turn", "end"):  # series from zero, so increase() sees the first redelivery
+            metrics.redelivered.labels(kind)
         self.decoder = decoder or JsonInput(max_event_bytes)
         self.repeating_input = not isinstance(self.decoder, JsonInput)  # OTLP calls repeat the chat history
 
@@ -123,6 +125,8 @@ class HotPath:
                 out.closed.extend((c, item.partition) for c in closed)
                 if outcome == "truncated":
                     self.metrics.truncated.inc()
+                elif outcome == "redelivered":  # its conversation closed with it: a batch delivered again
+                    self.metrics.redelivered.labels("turn" if isinstance(event, TurnEvent) else "end").inc()
                 elif outcome in ("late", "unknown_conversation"):
                     kind = "turn" if isinstance(event, TurnEvent) else "end"
                     self.metrics.late_events.labels(kind).inc()
@@ -145,7 +149,7 @@ class HotPath:
         return out
 
     def sessions_partition(self, conversation: Conversation) -> int:
-        return self.sessions.closed[conversation.conversation_id][1]
+        return self.sessions.closed[conversation.conversation_id].partition
 
     def _count_finished(self, closed: list[tuple[Conversation, int]]) -> None:
         reasons = Counter(c.end_reason for c, _ in closed)
