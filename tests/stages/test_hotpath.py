@@ -77,6 +77,8 @@ def test_judge_slice_carries_the_router_weight_and_counting_is_once() -> None:
     partitions = dict.fromkeys(ids, 0)
     scores = hot.count(records, partitions, now=3.0) + hot.count(records[:5], partitions, now=4.0)
     assert len(scores) == 25 and decode_score(scores[0].value, RUBRIC).conversation_id == "c0"
+    # every copy, counted or not, carries the same stable id: what a consumer of `scores` dedupes on
+    assert [dict(s.headers)["convmon-score-id"] for s in scores[20:]] == [f"distilled:c{i}".encode() for i in range(5)]
     assert metrics.registry.get_sample_value("convmon_conversations_scored_total", {"scorer": "distilled"}) == 20
     assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) == 5
 
