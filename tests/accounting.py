@@ -18,6 +18,8 @@ import orjson
 from aiokafka import ConsumerRecord
 
 ANY_REASON = "*"
+SCORE_ID_HEADER = "convmon-score-id"
+PER_COPY = ("scored_at", "latency_s")  # what may differ between two copies of one score
 _CID = re.compile(rb'"conversation_id"\s*:\s*"([^"]{1,256})"')
 _GARBAGE = re.compile(rb"garbage-\d+")
 
@@ -54,6 +56,10 @@ class Ledger:
     unattributed_dead: Counter[str] = field(default_factory=Counter)  # reason -> dead letters naming no known id
     unparsable_scores: int = 0
     foreign_scores: int = 0  # score records of ids never produced
+    # the stable id on each score record (header convmon-score-id, ``<scorer>:<conversation_id>``): what a
+    # consumer of the at-least-once `scores` topic dedupes on; every copy must carry the right one and agree
+    score_id_wrong: int = 0  # records without the header, or with one that is not their scorer:conversation_id
+    copies: dict[str, set[bytes]] = field(default_factory=lambda: defaultdict(set))  # cid -> distinct scores
 
     def add_scores(self, records: Iterable[ConsumerRecord]) -> None:
         for r in records:
@@ -63,10 +69,13 @@ class Ledger:
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 self.unparsable_scores += 1
                 continue
+            if dict(r.headers or ()).get(SCORE_ID_HEADER) != f"{scorer}:{cid}".encode():
+                self.score_id_wrong += 1
             if scorer != self.scorer:
                 continue
             if cid in self.expect:
                 self.scores[cid] += 1
+                self.copies[cid].add(orjson.dumps({k: v for k, v in value.items() if k not in PER_COPY}))
             else:
                 self.foreign_scores += 1
 
@@ -144,6 +153,11 @@ class Ledger:
             "garbage_produced": len(self.garbage),
             "garbage_dead_lettered": len(self.garbage_dead),
             "unattributed_dead_letters": dict(self.unattributed_dead),
+            # deduplicated by the score id, each id scored once: no score lost, and every copy the same score
+            "score_id_wrong": self.score_id_wrong,
+            "scored_once_by_score_id": sum(1 for cid, e in self.expect.items()
+                                           if self.scores.get(cid) and len(self.copies[cid]) == 1),
+            "copies_disagree": sum(1 for c in self.copies.values() if len(c) > 1),
             "unparsable_scores": self.unparsable_scores,
             "foreign_scores": self.foreign_scores,
             "examples": examples,

@@ -78,7 +78,14 @@ class Metrics:
         )
         self.late_events = Counter(
             "convmon_late_events",
-            "Events for conversations already finished (duplicate or late end/turn events).",
+            "Events for conversations already finished that they did not hold (late end/turn events).",
+            ["kind"],
+            registry=r,
+        )
+        self.redelivered = Counter(
+            "convmon_redelivered_events",
+            "Events of finished conversations that they already held (a batch delivered again before its offsets "
+            "were committed, e.g. across a broker restart): skipped, not dead-lettered.",
             ["kind"],
             registry=r,
         )

@@ -23,6 +23,20 @@ from monitor.contracts.scores import ScoreRecord
 
 SCHEMA_VERSION = 3  # the newest version written; decode_score reads 1, 2 and 3
 READABLE = (2, 3)
+# Header on every record of the scores topic: its stable identity, the same on every copy of it. The topic is at
+# least once (a batch re-processed after a crash or a rebalance sends its records again, and the embedded broker
+# has no usable Kafka transactions), so a consumer that needs each score once keeps the first record per id.
+SCORE_ID_HEADER = "convmon-score-id"
+
+
+def score_id(record: ScoreRecord) -> str:
+    """``<scorer>:<conversation_id>``: one score per conversation and scorer, whatever the record's schema version
+    (a copy re-sent across an upgrade is the same score); also the key of the worker's own dedup window."""
+    return f"{record.scorer}:{record.conversation_id}"
+
+
+def score_headers(record: ScoreRecord) -> list[tuple[str, bytes]]:
+    return [(SCORE_ID_HEADER, score_id(record).encode())]
 
 
 def _mask(flags: list[bool]) -> int:

@@ -21,7 +21,7 @@ from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import Conversation, TurnEvent, encode
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
-from monitor.contracts.score_codec import encode_score
+from monitor.contracts.score_codec import encode_score, score_headers, score_id
 from monitor.contracts.scores import ScoreRecord
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
@@ -76,6 +76,8 @@ class HotPath:
         self.policy = policy if policy is not None else InclusionPolicy(base_rate=sample_rate)
         for by in ("hash", "uncertainty", "feedback"):
             metrics.judge_sampled.labels(by)
+        for kind in ("turn", "end"):  # series from zero, so increase() sees the first redelivery
+            metrics.redelivered.labels(kind)
         self.decoder = decoder or JsonInput(max_event_bytes)
         self.repeating_input = not isinstance(self.decoder, JsonInput)  # OTLP calls repeat the chat history
 
@@ -123,6 +125,8 @@ class HotPath:
                 out.closed.extend((c, item.partition) for c in closed)
                 if outcome == "truncated":
                     self.metrics.truncated.inc()
+                elif outcome == "redelivered":  # its conversation closed with it: a batch delivered again
+                    self.metrics.redelivered.labels("turn" if isinstance(event, TurnEvent) else "end").inc()
                 elif outcome in ("late", "unknown_conversation"):
                     kind = "turn" if isinstance(event, TurnEvent) else "end"
                     self.metrics.late_events.labels(kind).inc()
@@ -145,7 +149,7 @@ class HotPath:
         return out
 
     def sessions_partition(self, conversation: Conversation) -> int:
-        return self.sessions.closed[conversation.conversation_id][1]
+        return self.sessions.closed[conversation.conversation_id].partition
 
     def _count_finished(self, closed: list[tuple[Conversation, int]]) -> None:
         reasons = Counter(c.end_reason for c, _ in closed)
@@ -197,7 +201,7 @@ class HotPath:
 
     def count(self, records: list[ScoreRecord], partitions: dict[str, int], now: float) -> list[Send]:
         """Export each record once (the dedup window) and commit it to its partition's totals, one batch
-        per partition; every record goes to the scores topic (at least once)."""
+        per partition; every record goes to the scores topic (at least once, with its stable id as a header)."""
         sends = []
         fresh: dict[int, list[ScoreRecord]] = {}
         duplicates: Counter[str] = Counter()
@@ -205,11 +209,11 @@ class HotPath:
             cid, partition = record.conversation_id, partitions[record.conversation_id]
             if not self.totals.owns(partition):  # not (or no longer) this worker's: its owner counts it
                 self.metrics.unscored.labels("partition_revoked").inc()
-            elif self.dedup.first(f"{record.scorer}:{cid}", partition, now):
+            elif self.dedup.first(score_id(record), partition, now):
                 fresh.setdefault(partition, []).append(record)
             else:
                 duplicates[record.scorer] += 1
-            sends.append(Send(cid.encode(), encode_score(record, self.rubric), []))
+            sends.append(Send(cid.encode(), encode_score(record, self.rubric), score_headers(record)))
         for scorer, n in duplicates.items():
             self.metrics.duplicates.labels(scorer).inc(n)
         for partition, batch in fresh.items():

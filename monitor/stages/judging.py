@@ -20,7 +20,7 @@ from monitor.contracts.errors import JudgeError
 from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
-from monitor.contracts.score_codec import encode_score
+from monitor.contracts.score_codec import encode_score, score_headers, score_id
 from monitor.contracts.scores import SampledBy, ScoreRecord
 from monitor.judge.base import Judge
 from monitor.stages.deadletter import DeadLetter, dead_letter
@@ -116,12 +116,12 @@ class JudgeStage:
         before_count()
         if not self.totals.owns(partition):  # revoked while judging: its next owner re-reads and counts it
             self.metrics.unscored.labels("partition_revoked").inc()
-        elif self.dedup.first(f"llm:{cid}", partition, self.clock()):  # mark, totals, commit: one batch
+        elif self.dedup.first(score_id(score), partition, self.clock()):  # mark, totals, commit: one batch
             self.totals.add(partition, self.exporter.observe_batch([score]))
             self.totals.commit(partition)
         else:
             self.metrics.duplicates.labels("llm").inc()
-        out.scores.append(Send(cid.encode(), encode_score(score, self.rubric), []))
+        out.scores.append(Send(cid.encode(), encode_score(score, self.rubric), score_headers(score)))
         label = {"conversation": conversation.model_dump(mode="json"), "score": score.model_dump(mode="json")}
         out.labels.append(Send(cid.encode(), orjson.dumps(label), []))
         return out

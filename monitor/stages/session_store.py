@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import orjson
 
@@ -86,22 +86,51 @@ class Open:
         return have >= int(count)
 
 
+class Tombstone(NamedTuple):
+    """A closed conversation, while its header lives: when and where it closed, and what it was emitted with,
+    so an event of it that comes again (a batch re-delivered before its offsets committed) is told from late
+    data. ``turns``: every index below it was in the conversation; ``ended``: it closed on its end event."""
+
+    closed_at: float
+    partition: int
+    turns: int = 0
+    ended: bool = False
+
+    def holds(self, turn_index: int | None) -> bool:
+        """Whether the event (a turn's index, or None for an end) was part of the conversation when it closed."""
+        return self.ended if turn_index is None else turn_index < self.turns
+
+    def header(self) -> dict[str, Any]:
+        return {"p": self.partition, "c": self.closed_at, "n": self.turns, **({"e": 1} if self.ended else {})}
+
+
+def held_turns(o: Open) -> int:
+    """The first turn index the conversation does not have (stored or dropped by the caps): all below it it had."""
+    have = {*o.sizes, *o.dropped}
+    n = 0
+    while n in have:
+        n += 1
+    return n
+
+
 def turn_size(text: str, span: str | None, response_id: str | None) -> tuple[int, int]:
     """(chars, JSON bytes) a stored turn counts against the session's caps."""
     return len(text), json_bytes(text) + TURN_OVERHEAD + len(span or "") + len(response_id or "")
 
 
-def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Open], dict[str, tuple[float, int]]]:
-    """The open sessions and tombstones of the ``owned`` partitions, as kept in ``store``."""
+def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Open], dict[str, Tombstone]]:
+    """The open sessions and tombstones of the ``owned`` partitions, as kept in ``store`` (a tombstone written
+    before it recorded its turns holds none: every event of it is late, as it was then)."""
     open_: dict[str, Open] = {}
-    closed: dict[str, tuple[float, int]] = {}
+    closed: dict[str, Tombstone] = {}
     turns: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     ends: dict[str, dict[str, Any]] = {}
     for key, value in list(store.items()):
         kind, _, rest = key.partition("|")
         if kind == "s" and isinstance(value, dict) and value.get("p") in owned:
             if "c" in value:
-                closed[rest] = (float(value["c"]), int(value["p"]))
+                closed[rest] = Tombstone(float(value["c"]), int(value["p"]), int(value.get("n", 0)),
+                                         bool(value.get("e")))
             else:
                 open_[rest] = Open(partition=int(value["p"]), last_seen=now, truncated=bool(value.get("tr")))
         elif kind == "t":

@@ -11,7 +11,10 @@ its ``end`` event said how many turns it has (``turn_count``) and all are presen
 without a count closes it at once when it came keyed (a keyed producer's order holds within a
 partition) and after ``allowed_lateness_s`` when it was re-keyed (unkeyed producers: its turns
 may still be on their way). Without an end, ``idle_timeout_s`` of processing time closes it.
-A tombstone lives ``closed_retention_s``: events for a closed conversation are ``late``.
+A tombstone lives ``closed_retention_s``. It records the turns the conversation closed with (every index
+below ``n``) and whether its end closed it, so an event of a closed conversation that it already had is
+``redelivered`` (a batch delivered again because its offsets were not committed, e.g. across a broker
+restart): counted, not dead-lettered. Any other event for a closed conversation is ``late``.
 
 Bounded: at most ``max_turns`` turns, ``max_chars`` characters and ``max_bytes`` JSON bytes of
 turns, ``max_metadata_bytes`` of merged metadata (plus simulated truth) per conversation. The
@@ -31,10 +34,12 @@ from monitor.contracts.events import Conversation, EndEvent, TurnEvent
 from monitor.stages.session_store import (
     TRUNCATION_MARK,
     Open,
+    Tombstone,
     assemble,
     end_event,
     end_key,
     header_key,
+    held_turns,
     json_bytes,
     read_index,
     turn_key,
@@ -42,7 +47,7 @@ from monitor.stages.session_store import (
 )
 from monitor.stages.session_store import Store as Store  # dedup keeps its marks in the same kind of store
 
-Outcome = Literal["ok", "replaced", "truncated", "pending", "late", "unknown_conversation"]
+Outcome = Literal["ok", "replaced", "truncated", "pending", "late", "redelivered", "unknown_conversation"]
 RAW_END_MAX = 65_536  # an end that waits for its turns keeps its original bytes up to this size
 
 
@@ -73,14 +78,14 @@ class Sessionizer:
         self.closed_retention_s = closed_retention_s
         self.allowed_lateness_s = allowed_lateness_s
         self.open: dict[str, Open] = {}
-        self.closed: dict[str, tuple[float, int]] = {}  # tombstones: cid -> (closed at, partition)
+        self.closed: dict[str, Tombstone] = {}
 
     # --- events ---------------------------------------------------------------------------------
 
     def turn(self, ev: TurnEvent, partition: int, now: float) -> tuple[Outcome, list[Conversation]]:
         cid = ev.conversation_id
         if cid in self.closed:
-            return "late", []
+            return self._after_close(cid, ev.turn_index), []
         o = self.open.get(cid) or self._create(cid, partition, now)
         o.last_seen = now
         outcome: Outcome = "ok"
@@ -140,7 +145,7 @@ class Sessionizer:
         """Record the end; close now if complete (or keyed without a count), else wait for the turns."""
         cid = ev.conversation_id
         if cid in self.closed:
-            return "late", []
+            return self._after_close(cid, None), []
         o = self.open.get(cid)
         if o is None and not rekeyed and ev.turn_count is None:
             return "unknown_conversation", []
@@ -177,7 +182,7 @@ class Sessionizer:
                         out.unknown.append((cid, raw.encode() if raw else orjson.dumps(end_event(cid, o.end)
                                                                                       .model_dump(exclude_none=True))))
                     self._drop(cid, o, now)
-        for cid, (closed_at, partition) in list(self.closed.items()):
+        for cid, (closed_at, partition, *_) in list(self.closed.items()):
             if partition in owned and now - closed_at > self.closed_retention_s:
                 self.store.delete(header_key(cid), partition)
                 del self.closed[cid]
@@ -218,20 +223,24 @@ class Sessionizer:
             o.meta[k], o.meta_bytes, kept[k] = v, grown, v
         return kept
 
+    def _after_close(self, cid: str, turn_index: int | None) -> Outcome:
+        return "redelivered" if self.closed[cid].holds(turn_index) else "late"
+
     def _close_if_complete(self, cid: str, o: Open, now: float) -> list[Conversation]:
         return [self._close(cid, o, "end", now)] if o.complete() else []
 
     def _close(self, cid: str, o: Open, reason: Literal["end", "idle"], now: float) -> Conversation:
         conversation = assemble(self.store, cid, o, reason)
-        self._drop(cid, o, now)
+        self._drop(cid, o, now, Tombstone(now, o.partition, held_turns(o), reason == "end"))
         return conversation
 
-    def _drop(self, cid: str, o: Open, now: float) -> None:
-        """Delete the turn keys and leave the tombstone."""
+    def _drop(self, cid: str, o: Open, now: float, tombstone: Tombstone | None = None) -> None:
+        """Delete the turn keys and leave the tombstone (one that held nothing when nothing was emitted)."""
         for index in o.sizes:
             self.store.delete(turn_key(cid, index), o.partition)
         if o.end is not None and self.store.get(end_key(cid)) is not None:
             self.store.delete(end_key(cid), o.partition)
-        self.store.put(header_key(cid), {"p": o.partition, "c": now}, o.partition)
-        self.closed[cid] = (now, o.partition)
+        tombstone = tombstone or Tombstone(now, o.partition)
+        self.store.put(header_key(cid), tombstone.header(), o.partition)
+        self.closed[cid] = tombstone
         del self.open[cid]

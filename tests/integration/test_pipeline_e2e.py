@@ -135,7 +135,8 @@ def test_events_to_scores_exactly_once_with_dead_letters(broker: str, make_setti
 
     dead = by_label(samples, "convmon_dead_letters_total", "reason")
     expected_reasons = Counter(reason for _, reason in MALFORMED)
-    expected_reasons["late_event"] += 2  # the duplicate end and the late turn
+    expected_reasons["late_event"] += 1  # the late turn; the duplicate end is a redelivery, counted apart
+    assert total(samples, "convmon_redelivered_events_total", kind="end") == 1
     expected_reasons["no_simulated_truth"] += expected_llm - judged_ok
     assert dead == dict(expected_reasons)
 

@@ -234,7 +234,8 @@ class FaultRun:
         path = ARTIFACTS / f"{self.name}.json"
         path.write_text(json.dumps(table, indent=2, default=str))
         summary = {k: table[k] for k in ("produced", "scored_once", "dead_lettered", "lost", "double_counted",
-                                          "wrong_outcome", "garbage_produced", "garbage_dead_lettered")}
+                                          "wrong_outcome", "garbage_produced", "garbage_dead_lettered",
+                                          "scored_once_by_score_id", "copies_disagree", "score_id_wrong")}
         print(f"\n[fault {self.name}] {json.dumps(summary)}\n  prometheus {json.dumps(table['prometheus'])}"
               f"\n  crashes={len(table['worker_crashes'])} agent_crashes={table['agent_crashes']} "
               f"kills={table['worker_kills']} "

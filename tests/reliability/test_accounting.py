@@ -15,8 +15,10 @@ def _record(key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | 
                           headers=headers or [])
 
 
-def score(cid: str, scorer: str = "distilled") -> ConsumerRecord:
-    return _record(cid.encode(), orjson.dumps({"type": "score", "conversation_id": cid, "scorer": scorer}))
+def score(cid: str, scorer: str = "distilled", *, score_id: str | None = None, **fields: object) -> ConsumerRecord:
+    sid = f"{scorer}:{cid}" if score_id is None else score_id
+    return _record(cid.encode(), orjson.dumps({"type": "score", "conversation_id": cid, "scorer": scorer, **fields}),
+                   [("convmon-score-id", sid.encode())])
 
 
 def dead(key: bytes | None, value: bytes, reason: str) -> ConsumerRecord:
@@ -55,3 +57,16 @@ def test_garbage_is_matched_by_its_marker_and_anything_else_is_unattributed() ->
     assert dict(ledger.unattributed_dead) == {"empty": 1, "malformed_json": 1}
     ledger.add_scores([score("c")])
     assert ledger.complete()
+
+
+def test_copies_are_deduplicated_by_their_score_id_and_must_agree() -> None:
+    """A duplicate with the same score (only its time differs) is one score once deduplicated by its id; a copy
+    with another score, or a record without the right id, is reported."""
+    ledger = Ledger({"a": SCORED, "b": SCORED, "c": SCORED})
+    ledger.add_scores([score("a", R=1.0, scored_at=1.0), score("a", R=1.0, scored_at=2.0, latency_s=0.3),
+                       score("b", R=1.0), score("b", R=2.0), score("c", score_id="distilled:a"),
+                       score("x", score_id="")])
+    table = ledger.table()
+    assert table["double_counted"] == 2 and table["scored_once"] == 1  # on the topic: a and b twice
+    assert table["scored_once_by_score_id"] == 2 and table["copies_disagree"] == 1  # a and c; b's copies differ
+    assert table["score_id_wrong"] == 2  # c names another conversation, x has an empty id

@@ -154,6 +154,9 @@ class SessionizerMachine(RuleBasedStateMachine):
         self.outcomes: dict[str, int] = {}
         self.accepted: dict[str, dict[int, str]] = {}  # open conversation -> turn index -> latest text
         self.emitted: dict[str, int] = {}  # conversation -> emissions since its tombstone was last forgotten
+        self.held: dict[str, set[int]] = {}  # the turn indices of each conversation's last emission
+        self.truncated: dict[str, bool] = {}
+        self.ended_by_end: dict[str, bool] = {}
 
     @staticmethod
     def _sessionizer(store: MemStore) -> ses.Sessionizer:
@@ -166,6 +169,9 @@ class SessionizerMachine(RuleBasedStateMachine):
     def _emit(self, conversation: Conversation) -> None:
         cid = conversation.conversation_id
         self.emitted[cid] = self.emitted.get(cid, 0) + 1
+        self.held[cid] = {t.index for t in conversation.turns}
+        self.truncated[cid] = bool(conversation.truncated)
+        self.ended_by_end[cid] = conversation.end_reason == "end"
         assert self.emitted[cid] == 1, f"{cid} emitted twice"
         assert Conversation.model_validate_json(encode(conversation)) == conversation
         accepted = self.accepted.pop(cid, {})
@@ -199,6 +205,11 @@ class SessionizerMachine(RuleBasedStateMachine):
         if outcome == "late":
             self._count("dead:late_event")
             return
+        if outcome == "redelivered":  # only a turn its closed conversation held (or dropped by the caps)
+            assert cid in self.s.closed and index < self.s.closed[cid].turns
+            assert index in self.held[cid] or self.truncated[cid]
+            self._count("redelivered")
+            return
         o = self.s.open.get(cid)
         if o is not None and index not in o.sizes:  # dropped by the caps: the earlier text (if any) stays
             assert o.truncated
@@ -222,6 +233,10 @@ class SessionizerMachine(RuleBasedStateMachine):
         if outcome in ("late", "unknown_conversation"):
             self._count("dead:late_event" if outcome == "late" else "dead:unknown_conversation")
             return
+        if outcome == "redelivered":  # only the end its conversation closed on
+            assert self.s.closed[cid].ended and self.ended_by_end[cid]
+            self._count("redelivered")
+            return
         for conversation in closed:
             self._emit(conversation)
         self._count("ended" if closed else "pending")
@@ -240,7 +255,7 @@ class SessionizerMachine(RuleBasedStateMachine):
     def tick(self, dt: float) -> None:
         """The sweep timer, as in agents.py."""
         self.now += dt
-        forgotten = {cid for cid, (t, _) in self.s.closed.items() if self.now - t > RETENTION_S}
+        forgotten = {cid for cid, (t, *_) in self.s.closed.items() if self.now - t > RETENTION_S}
         closed = self.s.sweep(self.now, PARTITIONS)
         for conversation in closed.conversations:
             self._emit(conversation)

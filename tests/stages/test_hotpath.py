@@ -77,5 +77,22 @@ def test_judge_slice_carries_the_router_weight_and_counting_is_once() -> None:
     partitions = dict.fromkeys(ids, 0)
     scores = hot.count(records, partitions, now=3.0) + hot.count(records[:5], partitions, now=4.0)
     assert len(scores) == 25 and decode_score(scores[0].value, RUBRIC).conversation_id == "c0"
+    # every copy, counted or not, carries the same stable id: what a consumer of `scores` dedupes on
+    assert [dict(s.headers)["convmon-score-id"] for s in scores[20:]] == [f"distilled:c{i}".encode() for i in range(5)]
     assert metrics.registry.get_sample_value("convmon_conversations_scored_total", {"scorer": "distilled"}) == 20
     assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) == 5
+
+
+def test_a_batch_re_delivered_after_it_closed_its_conversations_is_counted_not_dead_lettered() -> None:
+    """The broker-restart fault: a batch closed conversations, its offsets were never committed, and it comes
+    again. Its events are redeliveries (counted), not late data; a turn past the closed count still is."""
+    hot, metrics = hot_path()
+    batch = [Input(b"r", v, 0) for v in (turn("r", 0), turn("r", 1), end("r", turn_count=2))]
+    assert [c.conversation_id for c, _ in hot.ingest(batch, now=1.0).closed] == ["r"]
+    again = hot.ingest([*batch, Input(b"r", turn("r", 2), 0)], now=2.0)
+    assert again.closed == []
+    assert [d.reason for d in again.dead] == ["late_event"]  # only turn 2: the conversation never had it
+    redelivered = {k: metrics.registry.get_sample_value("convmon_redelivered_events_total", {"kind": k})
+                   for k in ("turn", "end")}
+    assert redelivered == {"turn": 2, "end": 1}
+    assert metrics.registry.get_sample_value("convmon_late_events_total", {"kind": "turn"}) == 1

@@ -120,6 +120,7 @@ def test_the_judged_record_carries_pi_and_the_weighted_sums_are_exported_beside_
     score = decode_score(out.scores[0].value, RUBRIC)
     assert (score.inclusion_probability, score.sampled_by, score.sample_weight) == (0.25, "uncertainty", 4.0)
     assert orjson.loads(out.scores[0].value)["schema_version"] == 3
+    assert out.scores[0].headers == [("convmon-score-id", b"llm:x1")]  # the stable id consumers dedupe on
     label = orjson.loads(out.labels[0].value)["score"]
     assert (label["inclusion_probability"], label["sampled_by"]) == (0.25, "uncertainty")
     # an old request (weight only) was a hash-slice pick

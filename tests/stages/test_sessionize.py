@@ -63,7 +63,7 @@ def test_unknown_and_late_events() -> None:
     assert [cid for cid, _ in closed.unknown] == ["later"] and closed.conversations == []
     s.turn(t(0), 0, now=1.0)
     s.end(end(), 0, now=2.0, rekeyed=False)
-    assert s.end(end(), 0, now=3.0, rekeyed=False) == ("late", [])
+    assert s.end(end(), 0, now=3.0, rekeyed=False) == ("redelivered", [])  # the end it closed with, again
     assert s.turn(t(5), 0, now=3.0) == ("late", [])
 
 
@@ -109,7 +109,8 @@ def test_state_is_restored_after_a_restart() -> None:
     restored = make(s.store.restarted())  # type: ignore[attr-defined]
     restored.rebuild({3}, now=50.0)
     assert set(restored.open) == {"c", "x"} and set(restored.closed) == {"done"}
-    assert restored.turn(t(0, cid="done"), 3, now=51.0) == ("late", [])
+    assert restored.turn(t(0, cid="done"), 3, now=51.0) == ("redelivered", [])
+    assert restored.turn(t(1, cid="done"), 3, now=51.0) == ("late", [])
     _, [conv] = restored.end(end(), 3, now=51.0, rekeyed=False)
     assert [x.index for x in conv.turns] == [0, 1] and conv.metadata == {"app": "web"}
 
@@ -142,3 +143,34 @@ def test_changelog_grows_with_the_conversation_not_its_square() -> None:
         _, [conv] = s.end(end(cid=f"conv-{c}", turn_count=turns), c % 4, 2.0, rekeyed=False)
         conversation_bytes += len(encode(conv))
     assert store.changelog_bytes <= 2 * conversation_bytes, store.changelog_bytes / conversation_bytes
+
+
+def test_events_of_a_closed_conversation_it_already_held_are_redeliveries_not_late() -> None:
+    """A broker restart between a batch and its offset commit re-delivers the batch: turns the closed conversation
+    was emitted with (index below its turn count) and the end that closed it are ``redelivered``; a turn it never
+    had is ``late``. The tombstone keeps that knowledge through a restart."""
+    store = MemStore()
+    s = make(store)
+    for i in range(3):
+        s.turn(t(i), 0, now=1.0)
+    assert s.end(end(turn_count=3), 0, now=1.0, rekeyed=False)[0] == "ok"
+    restored = make(store.restarted())
+    restored.rebuild({0}, now=2.0)
+    for sessions in (s, restored):
+        assert [sessions.turn(t(i), 0, now=2.0) for i in range(3)] == [("redelivered", [])] * 3
+        assert sessions.end(end(turn_count=3), 0, now=2.0, rekeyed=False) == ("redelivered", [])
+        assert sessions.turn(t(3), 0, now=2.0) == ("late", [])
+        assert "c" not in sessions.open
+
+
+def test_an_idle_closed_conversation_takes_no_end_and_no_new_turn() -> None:
+    """Closed by idle expiry: an end (it never had one) and a turn after a gap are late; a turn it held is not."""
+    s = make()
+    for i in (0, 1, 3):
+        s.turn(t(i), 0, now=0.0)
+    [conv] = s.sweep(11.0, {0}).conversations
+    assert conv.end_reason == "idle" and [x.index for x in conv.turns] == [0, 1, 3]
+    assert s.turn(t(1), 0, now=12.0) == ("redelivered", [])
+    assert s.turn(t(2), 0, now=12.0) == ("late", [])  # the gap: never part of the conversation
+    assert s.turn(t(3), 0, now=12.0) == ("late", [])  # past the gap: cannot tell, so late (conservative)
+    assert s.end(end(), 0, now=12.0, rekeyed=False) == ("late", [])
