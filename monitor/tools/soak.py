@@ -5,7 +5,7 @@ It starts an embedded broker, one worker process (simulated judge) and the retra
 ``rate`` per second, and every
 ``interval_s`` samples the worker's /metrics: conversations exported, consumer lag and resident
 memory. The summary says whether the worker kept up (lag back near zero at the end) and whether
-memory stayed bounded: the least-squares RSS slope after warm-up, which lasts as long as the
+memory stayed bounded: the (median pairwise) RSS slope after warm-up, which lasts as long as the
 longest state window (tombstones, dedup marks; see ``warmup_for``), stays under 1 MB/min. It writes ``soak.json``
 (summary and every sample) and ``soak-rss.png`` (RSS and lag over time) to ``out_dir``. CI runs a
 10-minute version (``make soak-ci``, pytest marker ``soak``).
@@ -64,13 +64,16 @@ def warmup_for(retention_s: float | None, *, idle_timeout_s: float = 10.0, margi
     return windows + idle_timeout_s + margin_s
 
 
-def rss_slope(samples: list[Sample]) -> float:
-    """Least-squares slope of RSS over time, in MB per minute (one noisy sample cannot make or break it)."""
-    n = len(samples)
-    mt = sum(s.t for s in samples) / n
-    mr = sum(s.rss_mb for s in samples) / n
-    var = sum((s.t - mt) ** 2 for s in samples)
-    return 60.0 * sum((s.t - mt) * (s.rss_mb - mr) for s in samples) / var if var else 0.0
+def rss_slope(samples: list[Sample], *, min_gap_s: float = 60.0) -> float:
+    """RSS growth in MB per minute: the median slope over every pair of samples at least ``min_gap_s`` apart
+    (Theil-Sen). A steady leak moves every pair; the allocator's one-off high-water steps (a new model beside
+    the old one, a bigger batch) move only the pairs that straddle them, so they cannot decide alone."""
+    slopes = sorted(60.0 * (b.rss_mb - a.rss_mb) / (b.t - a.t)
+                    for i, a in enumerate(samples) for b in samples[i + 1:] if b.t - a.t >= min_gap_s)
+    if not slopes:
+        return 0.0
+    mid = len(slopes) // 2
+    return slopes[mid] if len(slopes) % 2 else (slopes[mid - 1] + slopes[mid]) / 2
 
 
 def summarize(samples: list[Sample], *, rate: float, warmup_s: float | None = None,
@@ -78,7 +81,7 @@ def summarize(samples: list[Sample], *, rate: float, warmup_s: float | None = No
     """Throughput, lag and memory figures of a run.
 
     Memory is judged on the samples after ``warmup_s`` (default: the second half) and while the load
-    ran (``load_s``; the drain at the end is left out): bounded when the least-squares RSS slope there
+    ran (``load_s``; the drain at the end is left out): bounded when the RSS slope there (``rss_slope``)
     is under ``SLOPE_LIMIT_MB_PER_MIN`` and the RSS never exceeds the warm-up's peak by 25%.
     ``memory_bounded`` is None when less than ``MIN_MEASURED_S`` of the run lies after warm-up.
     """

@@ -35,6 +35,6 @@ def test_ten_minute_soak_is_flat_and_keeps_up() -> None:
     assert summary["worker_alive_at_end"], f"the worker died; logs in {summary['logs']}"
     assert summary["kept_up"], summary
     assert summary["memory_bounded"], (
-        f"RSS grew {summary['rss_slope_mb_per_min_after_warmup']} MB/min (least squares) after the "
+        f"RSS grew {summary['rss_slope_mb_per_min_after_warmup']} MB/min (median pairwise slope) after the "
         f"{summary['warmup_s']} s warm-up ({summary['rss_mb_at_warmup_end']} -> {summary['rss_mb_end']} MB); "
         f"plot: {out / 'soak-rss.png'}")

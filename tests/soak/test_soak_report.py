@@ -35,15 +35,17 @@ def test_memory_is_judged_after_the_windows_warm_up() -> None:
     assert warmup == 190.0
     fill = _samples(0.0, fill_s=180)
     assert summarize(fill, rate=8, warmup_s=warmup)["memory_bounded"] is True
-    assert summarize(fill, rate=8, warmup_s=60)["memory_bounded"] is False  # judged during the fill: growing
+    long_fill = _samples(0.0, fill_s=480)  # a window longer than the warm-up assumed: still growing when judged
+    assert summarize(long_fill, rate=8, warmup_s=warmup)["memory_bounded"] is False
     leak = summarize(_samples(1.5, fill_s=180), rate=8, warmup_s=warmup)
     assert leak["memory_bounded"] is False and leak["rss_slope_mb_per_min_after_warmup"] == 1.5
 
 
 def test_one_noisy_sample_does_not_decide_and_a_short_run_gives_no_verdict() -> None:
     noisy = _samples(0.0)
-    noisy[-1] = Sample(**{**noisy[-1].__dict__, "rss_mb": noisy[-1].rss_mb + 8})  # one sample 8 MB high
-    assert summarize(noisy, rate=8, warmup_s=190)["memory_bounded"] is True  # two-point growth would say 1.6
+    for k in range(-3, 0):  # a high-water step of 8 MB 30 s before the end (least squares would say 1.6 MB/min)
+        noisy[k] = Sample(**{**noisy[k].__dict__, "rss_mb": noisy[k].rss_mb + 8})
+    assert summarize(noisy, rate=8, warmup_s=190)["memory_bounded"] is True
     drained = _samples(0.0) + [Sample(t=700, produced=4800, finished=4800, distilled=4800, llm=600, lag=0.0,
                                       rss_mb=300)]
     assert summarize(drained, rate=8, warmup_s=190, load_s=600)["rss_slope_mb_per_min_after_warmup"] == 0.0
