@@ -181,11 +181,14 @@ def soak(
                     "memory).")] = 60.0,
     retention: Annotated[float | None, typer.Option(min=1, help="Seconds for closed_retention_s and dedup_window_s "
                                                          "(default: the settings' 1 h and 2 days).")] = None,
+    warmup: Annotated[float | None, typer.Option(min=0, help="Seconds before memory is judged (default: the "
+                                                      "longest window + idle timeout + 60 s, the state's fill "
+                                                      "time).")] = None,
 ) -> None:
     """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time (JSON + PNG)."""
     from monitor.tools.soak import soak as run
 
-    run(minutes, rate, out_dir=out, retrain_interval_s=retrain_interval, retention_s=retention)
+    run(minutes, rate, out_dir=out, retrain_interval_s=retrain_interval, retention_s=retention, warmup_s=warmup)
 
 
 @app.command()

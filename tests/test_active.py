@@ -13,6 +13,7 @@ from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.uncertainty import mean_uncertainty
 from monitor.stages.route import in_sample
 from monitor.stages.sampler import (
+    MODEL_VERSIONS_KEPT,
     InclusionPolicy,
     hajek,
     horvitz_thompson,
@@ -62,6 +63,19 @@ def test_policy_parameters_and_probabilities() -> None:
     assert policy.pi(uncertainty=1.0, model_version="v1", negative=True, boost=False) == (0.1, "hash")  # paced
     assert negative_feedback({"thumbs": "down"}) and negative_feedback({"csat": 2})
     assert not negative_feedback({"thumbs": "up", "csat": 4}) and not negative_feedback(None)
+
+
+def test_the_policy_keeps_the_newest_model_versions_only() -> None:
+    """A worker retraining every 15 minutes for a year must not accumulate 35,000 normalisers."""
+    policy = InclusionPolicy(base_rate=0.1, active_rate=0.2)
+    for k in range(1000):
+        policy.set_model(f"v{k}", 0.2)
+    policy.set_model("v968", 0.3)  # seen again: now the newest
+    policy.set_model("v1000", 0.4)
+    assert len(policy._means) == MODEL_VERSIONS_KEPT
+    assert policy.mean_uncertainty("v1000") == 0.4 and policy.mean_uncertainty("v968") == 0.3
+    assert policy.mean_uncertainty("v969") == 0.5  # forgotten: the default mean
+    assert policy.mean_uncertainty("v999") == 0.2
 
 
 def test_decisions_are_deterministic_and_the_hash_slice_is_kept_whatever_the_boost() -> None:

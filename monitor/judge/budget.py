@@ -5,7 +5,10 @@ Each HTTP attempt reserves its worst-case cost *before* it is sent, atomically i
 restart forgets nothing). The bound is computed locally (prompt bytes, plus ``max_tokens``, at
 the model's price); afterwards the server's reported usage may lower the booking, never raise it.
 Once the next call no longer fits, ``accepting()`` is False: the router stops sending
-conversations to the judge (``convmon_judge_budget_exhausted`` = 1 and one warning per day).
+conversations to the judge (``convmon_judge_budget_exhausted`` = 1 and one warning per day). "The
+next call" is sized like the latest reservation any worker asked for, as the ledger records it, so
+a worker that has not made a call of its own (restarted, scaled out) agrees with the others from
+its first ledger read, before it routes anything.
 
 ``accepting()`` runs on the hot path, so it reads a cached total, refreshed from the ledger in
 the background every ``refresh_s`` and by every reservation. While the ledger is unreachable a
@@ -25,7 +28,7 @@ from typing import TypeVar
 
 from monitor.contracts.errors import BudgetExhausted, StoreError
 from monitor.contracts.metrics import Metrics
-from monitor.judge.ledger import BudgetLedger, MemoryLedger
+from monitor.judge.ledger import BudgetLedger, LedgerDay, MemoryLedger
 
 log = logging.getLogger(__name__)
 _RELEASE_TRIES = 3
@@ -57,7 +60,7 @@ class DailyBudget:
         self._spent = 0.0  # the ledger's total for _day, as last seen (every worker's bookings)
         self._seen_at = float("-inf")
         self._refreshing = False
-        self._typical = 0.0  # the last reservation: what the next call will probably need
+        self._typical = 0.0  # the latest reservation (this worker's or the ledger's): what the next call needs
         self._warned = False
 
     @property
@@ -75,10 +78,13 @@ class DailyBudget:
         self._rollover()
         if time.monotonic() - self._seen_at > self.refresh_s:
             self._refresh_soon()
-        ok = self._spent + self._typical <= self.limit_usd and self._spent < self.limit_usd
+        ok = self._fits()
         if not ok:
             self._exhausted()
         return ok
+
+    def _fits(self) -> bool:
+        return self._spent + self._typical <= self.limit_usd and self._spent < self.limit_usd
 
     def on_pace(self, now: datetime | None = None) -> bool:
         """Whether today's booking is within the elapsed share of the UTC day times the limit.
@@ -98,13 +104,13 @@ class DailyBudget:
         day = self._day
         total = await self._ledger_call(lambda: self.ledger.reserve(day, usd, self.limit_usd), retry=True)
         if total is None:
-            self._see(day, await self._ledger_call(lambda: self.ledger.spent(day), retry=True))
+            self._see(day, await self._ledger_call(lambda: self.ledger.state(day), retry=True))
             self._exhausted()
             raise BudgetExhausted(
                 f"the judge's daily budget of ${self.limit_usd:.2f} is spent (${self._spent:.4f} booked across "
                 f"workers, next call needs up to ${usd:.4f}); it resets at 00:00 UTC (CONVMON_JUDGE_DAILY_BUDGET_USD)"
             )
-        self._see(day, total)
+        self._see(day, LedgerDay(total, usd))
         return Reservation(day, usd)
 
     async def settle(self, reservation: Reservation, actual_usd: float) -> float:
@@ -114,13 +120,13 @@ class DailyBudget:
         if refund > 0:
             try:
                 total = await self._ledger_call(lambda: self.ledger.release(reservation.day, refund), retry=False)
-                self._see(reservation.day, total)
+                self._see(reservation.day, LedgerDay(total, 0.0))
             except StoreError as exc:  # keep the whole reservation booked: over-counting is the safe side
                 log.warning("judge budget: could not release $%.6f (kept booked): %s", refund, exc)
                 booked = reservation.usd
         if self._metrics is not None:
             self._metrics.judge_budget_booked.inc(booked)
-        if self._spent + self._typical > self.limit_usd:
+        if not self._fits():
             self._exhausted()
         return booked
 
@@ -150,7 +156,7 @@ class DailyBudget:
         self._refreshing = True
         day = self._day
 
-        def done(future: asyncio.Future[float]) -> None:
+        def done(future: asyncio.Future[LedgerDay]) -> None:
             self._refreshing = False
             if future.exception() is None:
                 self._see(day, future.result())
@@ -159,15 +165,18 @@ class DailyBudget:
                 if self._metrics is not None:
                     self._metrics.judge_budget_store_errors.inc()
 
-        loop.run_in_executor(None, self.ledger.spent, day).add_done_callback(done)
+        loop.run_in_executor(None, self.ledger.state, day).add_done_callback(done)
 
-    def _see(self, day: str, total: float) -> None:
+    def _see(self, day: str, state: LedgerDay) -> None:
+        """Take the ledger's word; a ``last_call_usd`` of 0 (a release, an empty day) keeps the size known."""
         if day != self._day:
             return
-        self._spent, self._seen_at = total, time.monotonic()
+        self._spent, self._seen_at = state.spent_usd, time.monotonic()
+        if state.last_call_usd > 0:
+            self._typical = state.last_call_usd
         self._publish()
-        if not (self._spent + self._typical <= self.limit_usd and self._spent < self.limit_usd):
-            self._exhausted()  # the gauge says so as soon as the ledger does, not at the next routing decision
+        if not self._fits():  # the gauge says so as soon as the ledger does, not at the next routing decision
+            self._exhausted()
 
     def _rollover(self) -> None:
         today = self._today().isoformat()

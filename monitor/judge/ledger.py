@@ -6,6 +6,12 @@ budget is cluster-wide and survives restarts. A reservation is one conditional s
 transaction: PostgreSQL serialises concurrent updates of the row (and re-checks the condition),
 SQLite takes its write lock for the whole transaction. Two workers can therefore never both
 reserve the last dollar. ``MemoryLedger`` is the same contract inside one process (tests, tools).
+
+Each day's row also keeps the size of the latest reservation asked for by any worker, granted or
+refused (``last_call_usd``): a worker that has made no call of its own (just restarted, or just
+scaled out) reads from it whether the next call still fits, so its router and its
+``convmon_judge_budget_exhausted`` gauge follow the cluster's state rather than its own history.
+Tables created before that column existed get it on first use (``ALTER TABLE ... ADD COLUMN``).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -25,9 +32,16 @@ from monitor.contracts.errors import StoreError
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class LedgerDay:
+    spent_usd: float  # booked so far: settled calls plus calls in flight
+    last_call_usd: float  # the latest reservation any worker asked for (granted or refused); 0 before the first
+
+
 class BudgetLedger(Protocol):
     def reserve(self, day: str, usd: float, limit_usd: float) -> float | None:
-        """Add ``usd`` to ``day`` if the total stays within ``limit_usd``: the new total, else None."""
+        """Add ``usd`` to ``day`` if the total stays within ``limit_usd``: the new total, else None.
+        Either way ``usd`` becomes the day's ``last_call_usd``."""
 
     def release(self, day: str, usd: float) -> float:
         """Give ``usd`` of a reservation back; returns the new total."""
@@ -35,28 +49,34 @@ class BudgetLedger(Protocol):
     def spent(self, day: str) -> float:
         """Booked on ``day`` so far (settled calls plus calls in flight)."""
 
+    def state(self, day: str) -> LedgerDay:
+        """The day's booking and the latest reservation size, read together."""
+
 
 class MemoryLedger:
     def __init__(self) -> None:
-        self._days: dict[str, float] = {}
+        self._days: dict[str, LedgerDay] = {}
         self._lock = threading.Lock()
 
     def reserve(self, day: str, usd: float, limit_usd: float) -> float | None:
         with self._lock:
-            total = self._days.get(day, 0.0) + usd
-            if total > limit_usd:
-                return None
-            self._days[day] = total
-            return total
+            spent = self._days.get(day, LedgerDay(0.0, 0.0)).spent_usd
+            granted = spent + usd <= limit_usd
+            self._days[day] = LedgerDay(spent + usd if granted else spent, usd)
+            return spent + usd if granted else None
 
     def release(self, day: str, usd: float) -> float:
         with self._lock:
-            self._days[day] = max(0.0, self._days.get(day, 0.0) - usd)
-            return self._days[day]
+            old = self._days.get(day, LedgerDay(0.0, 0.0))
+            self._days[day] = LedgerDay(max(0.0, old.spent_usd - usd), old.last_call_usd)
+            return self._days[day].spent_usd
 
     def spent(self, day: str) -> float:
+        return self.state(day).spent_usd
+
+    def state(self, day: str) -> LedgerDay:
         with self._lock:
-            return self._days.get(day, 0.0)
+            return self._days.get(day, LedgerDay(0.0, 0.0))
 
 
 class SqlLedger:
@@ -77,6 +97,7 @@ class SqlLedger:
             sa.Column("day", sa.String(10), primary_key=True),  # YYYY-MM-DD, UTC
             sa.Column("spent_usd", sa.Float, nullable=False),
             sa.Column("updated_at", sa.Float, nullable=False),
+            sa.Column("last_call_usd", sa.Float, nullable=False, server_default="0"),
         )
         self._created = False
         self._create_lock = threading.Lock()
@@ -103,19 +124,37 @@ class SqlLedger:
             except SQLAlchemyError:
                 if not sa.inspect(self.engine).has_table(self.table.name):
                     raise
+            self._add_last_call_column()
             self._created = True
+
+    def _add_last_call_column(self) -> None:
+        """A table from before ``last_call_usd`` gets the column (a concurrent worker adding it is fine)."""
+        def present() -> bool:
+            return "last_call_usd" in {c["name"] for c in sa.inspect(self.engine).get_columns(self.table.name)}
+
+        if present():
+            return
+        try:
+            with self.engine.begin() as conn:
+                name = self.engine.dialect.identifier_preparer.quote(self.table.name)
+                conn.execute(sa.text(f"ALTER TABLE {name} ADD COLUMN last_call_usd FLOAT NOT NULL DEFAULT 0"))
+        except SQLAlchemyError:
+            if not present():
+                raise
 
     def reserve(self, day: str, usd: float, limit_usd: float) -> float | None:
         t = self.table
 
         def work(conn: sa.Connection) -> float | None:
             now = time.time()
-            conn.execute(self._insert(t).values(day=day, spent_usd=0.0, updated_at=now)
+            conn.execute(self._insert(t).values(day=day, spent_usd=0.0, updated_at=now, last_call_usd=0.0)
                          .on_conflict_do_nothing(index_elements=["day"]))
             row = conn.execute(
                 sa.update(t).where(t.c.day == day, t.c.spent_usd + usd <= limit_usd)
-                .values(spent_usd=t.c.spent_usd + usd, updated_at=now).returning(t.c.spent_usd)
+                .values(spent_usd=t.c.spent_usd + usd, updated_at=now, last_call_usd=usd).returning(t.c.spent_usd)
             ).first()
+            if row is None:  # refused: other workers learn from the row that a call this size no longer fits
+                conn.execute(sa.update(t).where(t.c.day == day).values(last_call_usd=usd))
             return None if row is None else float(row[0])
 
         return self._run(work, "reserve")
@@ -135,10 +174,13 @@ class SqlLedger:
         return self._run(work, "release")
 
     def spent(self, day: str) -> float:
+        return self.state(day).spent_usd
+
+    def state(self, day: str) -> LedgerDay:
         t = self.table
-        value = self._run(lambda conn: conn.execute(sa.select(t.c.spent_usd).where(t.c.day == day)).scalar(),
-                          "read")
-        return float(value or 0.0)
+        row = self._run(lambda conn: conn.execute(sa.select(t.c.spent_usd, t.c.last_call_usd)
+                                                  .where(t.c.day == day)).first(), "read")
+        return LedgerDay(0.0, 0.0) if row is None else LedgerDay(float(row[0] or 0.0), float(row[1] or 0.0))
 
     def drop(self) -> None:
         self._run(lambda conn: self.metadata.drop_all(conn), "drop")

@@ -36,6 +36,8 @@ from monitor.contracts.scores import SampledBy, ScoreRecord
 from monitor.contracts.uncertainty import Measure, uncertainty
 from monitor.stages.route import hash_unit as _hash_unit
 
+MODEL_VERSIONS_KEPT = 32  # u_bar of the newest versions only: a batch is scored by the live one (memory stays flat)
+
 
 def record_uncertainty(record: ScoreRecord, *, measure: Measure = "margin") -> float:
     return uncertainty([i.probability for i in record.items if i.probability is not None], measure=measure)
@@ -92,9 +94,13 @@ class InclusionPolicy:
         return self.active_rate > 0.0 or self.feedback_rate > 0.0
 
     def set_model(self, version: str, mean_uncertainty: float | None) -> None:
-        """The normaliser u_bar of a model version (from its registry manifest); kept for every version seen."""
+        """The normaliser u_bar of a model version (from its registry manifest), for the newest
+        ``MODEL_VERSIONS_KEPT`` versions seen (retraining every 15 minutes adds 96 a day)."""
         if mean_uncertainty is not None and mean_uncertainty > 0:
+            self._means.pop(version, None)
             self._means[version] = float(mean_uncertainty)
+            while len(self._means) > MODEL_VERSIONS_KEPT:
+                del self._means[next(iter(self._means))]
 
     def mean_uncertainty(self, version: str | None) -> float:
         return self._means.get(version or "", self.default_mean)

@@ -5,7 +5,8 @@ It starts an embedded broker, one worker process (simulated judge) and the retra
 ``rate`` per second, and every
 ``interval_s`` samples the worker's /metrics: conversations exported, consumer lag and resident
 memory. The summary says whether the worker kept up (lag back near zero at the end) and whether
-memory stayed bounded (RSS growth over the second half of the run). It writes ``soak.json``
+memory stayed bounded: the (median pairwise) RSS slope after warm-up, which lasts as long as the
+longest state window (tombstones, dedup marks; see ``warmup_for``), stays under 1 MB/min. It writes ``soak.json``
 (summary and every sample) and ``soak-rss.png`` (RSS and lag over time) to ``out_dir``. CI runs a
 10-minute version (``make soak-ci``, pytest marker ``soak``).
 """
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from rich.console import Console
 from rich.table import Table
 
@@ -49,8 +51,40 @@ class Sample:
     rss_mb: float
 
 
-def summarize(samples: list[Sample], *, rate: float) -> dict[str, Any]:
-    """Throughput, lag and memory figures of a run; ``memory_bounded`` compares the two halves' RSS."""
+SLOPE_LIMIT_MB_PER_MIN = 1.0  # a leak of 1 MB/min is 1.4 GB a day: the soak must see it
+MIN_MEASURED_S = 120.0  # the slope needs at least this much of the run after warm-up
+
+
+def warmup_for(retention_s: float | None, *, idle_timeout_s: float = 10.0, margin_s: float = 60.0) -> float:
+    """When the state a soak's windows hold stops growing: the longest window (tombstones ``closed_retention_s``,
+    dedup marks ``dedup_window_s``; the settings' 1 h and 2 days when ``retention_s`` is None), plus the idle
+    timeout (a conversation closes that long after its last event) and a margin for the first model loads."""
+    windows = retention_s if retention_s is not None else max(Settings.model_fields["closed_retention_s"].default,
+                                                              Settings.model_fields["dedup_window_s"].default)
+    return windows + idle_timeout_s + margin_s
+
+
+def rss_slope(samples: list[Sample], *, min_gap_s: float = 60.0) -> float:
+    """RSS growth in MB per minute: the median slope over every pair of samples at least ``min_gap_s`` apart
+    (Theil-Sen). A steady leak moves every pair; the allocator's one-off high-water steps (a new model beside
+    the old one, a bigger batch) move only the pairs that straddle them, so they cannot decide alone."""
+    slopes = sorted(60.0 * (b.rss_mb - a.rss_mb) / (b.t - a.t)
+                    for i, a in enumerate(samples) for b in samples[i + 1:] if b.t - a.t >= min_gap_s)
+    if not slopes:
+        return 0.0
+    mid = len(slopes) // 2
+    return slopes[mid] if len(slopes) % 2 else (slopes[mid - 1] + slopes[mid]) / 2
+
+
+def summarize(samples: list[Sample], *, rate: float, warmup_s: float | None = None,
+              load_s: float | None = None) -> dict[str, Any]:
+    """Throughput, lag and memory figures of a run.
+
+    Memory is judged on the samples after ``warmup_s`` (default: the second half) and while the load
+    ran (``load_s``; the drain at the end is left out): bounded when the RSS slope there (``rss_slope``)
+    is under ``SLOPE_LIMIT_MB_PER_MIN`` and the RSS never exceeds the warm-up's peak by 25%.
+    ``memory_bounded`` is None when less than ``MIN_MEASURED_S`` of the run lies after warm-up.
+    """
     if len(samples) < 2:
         raise ValueError("a soak summary needs at least two samples")
     first, last = samples[0], samples[-1]
@@ -58,7 +92,14 @@ def summarize(samples: list[Sample], *, rate: float) -> dict[str, Any]:
     second_half = [s for s in samples if s.t >= last.t / 2] or samples[-2:]
     h0, h1 = second_half[0], second_half[-1]
     growth = (h1.rss_mb - h0.rss_mb) / max((h1.t - h0.t) / 60, 1e-9)
-    peak_first_half = max(s.rss_mb for s in samples if s.t < last.t / 2) if last.t > 0 else first.rss_mb
+    start = last.t / 2 if warmup_s is None else warmup_s
+    end = last.t if load_s is None else load_s
+    measured = [s for s in samples if start <= s.t <= end]
+    warm = [s for s in samples if s.t < start] or samples[:1]
+    enough = len(measured) >= 3 and measured[-1].t - measured[0].t >= MIN_MEASURED_S
+    slope = rss_slope(measured) if enough else None
+    bounded = None if slope is None else (
+        slope < SLOPE_LIMIT_MB_PER_MIN and max(s.rss_mb for s in measured) <= 1.25 * max(s.rss_mb for s in warm))
     return {
         "duration_s": round(last.t, 1),
         "target_rate_per_s": rate,
@@ -72,9 +113,11 @@ def summarize(samples: list[Sample], *, rate: float) -> dict[str, Any]:
         "rss_mb_start": round(first.rss_mb, 1),
         "rss_mb_end": round(last.rss_mb, 1),
         "rss_mb_max": round(max(s.rss_mb for s in samples), 1),
-        "rss_growth_mb_per_min_second_half": round(growth, 2),
-        # Bounded: the second half grows less than 1 MB/min and never exceeds the first half's peak by 25%.
-        "memory_bounded": growth < 1.0 and max(s.rss_mb for s in second_half) <= 1.25 * peak_first_half,
+        "rss_growth_mb_per_min_second_half": round(growth, 2),  # last minus first sample of the second half
+        "warmup_s": round(start, 1),
+        "rss_mb_at_warmup_end": round(measured[0].rss_mb, 1) if measured else None,
+        "rss_slope_mb_per_min_after_warmup": None if slope is None else round(slope, 2),
+        "memory_bounded": bounded,
         "kept_up": last.finished >= 0.95 * last.produced - rate * 15,
     }
 
@@ -151,7 +194,8 @@ def _sample(url: str, started: float, produced: int) -> Sample:
                   rss_mb=total(s, "process_resident_memory_bytes") / MB)
 
 
-async def _load(settings: Settings, rate: float, duration_s: float, url: str, interval_s: float) -> list[Sample]:
+async def _load(settings: Settings, rate: float, duration_s: float, url: str, interval_s: float,
+                failures: list[str]) -> list[Sample]:
     """Start ``rate`` conversations a second (all events of each at once) and sample /metrics."""
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     generator = ConversationGenerator(rubric, seed=int(time.time()))
@@ -168,18 +212,27 @@ async def _load(settings: Settings, rate: float, duration_s: float, url: str, in
                     await send_event(producer, settings.topic("events"), event)
                 produced += 1
             if now >= next_sample:
-                samples.append(await asyncio.to_thread(_sample, url, started, produced))
+                next_sample += interval_s
+                try:
+                    samples.append(await asyncio.to_thread(_sample, url, started, produced))
+                except httpx.HTTPError as exc:  # a busy worker may miss one scrape; a dead one fails the run
+                    failures.append(f"t={now - started:.0f}s {type(exc).__name__}")
+                    console.print(f"scrape failed ({failures[-1]}), next sample in {interval_s:g}s")
+                    continue
                 last = samples[-1]
                 console.print(f"t={last.t:5.0f}s produced={last.produced} finished={last.finished:.0f} "
                               f"lag={last.lag:.0f} rss={last.rss_mb:.0f}MB")
-                next_sample += interval_s
             await asyncio.sleep(0.02)
         await producer.flush()
         drain_until = time.monotonic() + 30  # let the tail finish: the end shows whether it keeps up
         while time.monotonic() < drain_until:
-            samples.append(await asyncio.to_thread(_sample, url, started, produced))
-            if samples[-1].lag == 0 and samples[-1].finished >= produced:
-                break
+            try:
+                samples.append(await asyncio.to_thread(_sample, url, started, produced))
+            except httpx.HTTPError as exc:
+                failures.append(f"t={time.monotonic() - started:.0f}s {type(exc).__name__} (drain)")
+            else:
+                if samples[-1].lag == 0 and samples[-1].finished >= produced:
+                    break
             await asyncio.sleep(interval_s / 2)
     finally:
         await producer.stop()
@@ -187,14 +240,17 @@ async def _load(settings: Settings, rate: float, duration_s: float, url: str, in
 
 
 def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path | None = None,
-         retrain_interval_s: float = 60.0, retention_s: float | None = None) -> dict[str, Any]:
+         retrain_interval_s: float = 60.0, retention_s: float | None = None,
+         warmup_s: float | None = None) -> dict[str, Any]:
     """Run the soak; print a table of samples and the JSON summary, write the report, return the summary.
 
     ``retention_s`` shortens ``closed_retention_s`` and ``dedup_window_s`` (1 hour and 2 days by default):
-    state kept for a window grows until the window is full, so a short soak is only flat after warm-up
-    when its windows are shorter than the run.
+    state kept for a window grows until the window is full, so memory is judged only after that warm-up
+    (``warmup_for``, or ``warmup_s``); a run shorter than its warm-up gives ``memory_bounded: null``.
     """
+    warmup = warmup_s if warmup_s is not None else warmup_for(retention_s)
     workdir = Path(tempfile.mkdtemp(prefix="convmon-soak-"))
+    failures: list[str] = []  # scrapes that timed out (the sample is skipped)
     out_dir = out_dir or workdir
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
@@ -209,7 +265,7 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
                                      stderr=subprocess.STDOUT, env=env)
         try:
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
-            samples = asyncio.run(_load(settings, rate, minutes * 60, url, interval_s))
+            samples = asyncio.run(_load(settings, rate, minutes * 60, url, interval_s, failures))
             alive = proc.poll() is None
         finally:
             stop_process(retrainer)
@@ -217,7 +273,8 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
             retrain_log.close()
             log.close()
     title = f"convmon soak: {rate}/s for {minutes:g} min"
-    summary = {**summarize(samples, rate=rate), "worker_alive_at_end": alive, "logs": str(workdir),
+    summary = {**summarize(samples, rate=rate, warmup_s=warmup, load_s=minutes * 60), "worker_alive_at_end": alive,
+               "scrape_failures": failures, "logs": str(workdir),
                "report": str(out_dir / "soak.json"), "plot": str(out_dir / "soak-rss.png")}
     write_report(samples, summary, out_dir, title=title)
     table = Table(title=title)

@@ -10,13 +10,14 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from conftest import sample
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.errors import BudgetExhausted
 from monitor.contracts.metrics import Metrics
 from monitor.judge.budget import DailyBudget
-from monitor.judge.ledger import SqlLedger
+from monitor.judge.ledger import LedgerDay, SqlLedger
 
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -63,10 +64,30 @@ def test_the_budget_is_shared_by_workers_and_survives_a_restart(url_and_prefix: 
         restarted = DailyBudget(1.0, ledger=SqlLedger(url, table_prefix=prefix), metrics=metrics[2], today=today)
         assert restarted.accepting()  # nothing read yet: the first call refreshes in the background...
         await asyncio.sleep(0.3)
+        # ...and the ledger's row says a $0.20 call no longer fits: no call of its own needed to know it
+        assert not restarted.accepting() and sample(metrics[2], "convmon_judge_budget_exhausted") == 1
         with pytest.raises(BudgetExhausted):
-            await restarted.reserve(0.2)  # ...and a reservation asks the ledger itself
+            await restarted.reserve(0.2)  # and a reservation asks the ledger itself
         assert sample(metrics[2], "convmon_judge_budget_spent_usd") == pytest.approx(0.9)
         assert sample(metrics[0], "convmon_judge_budget_booked_usd_total") == pytest.approx(0.4)
         assert sample(metrics[1], "convmon_judge_budget_booked_usd_total") == pytest.approx(0.5)
 
     asyncio.run(run())
+
+
+def test_a_table_from_before_last_call_usd_gets_the_column(url_and_prefix: tuple[str, str]) -> None:
+    """Deployments created the table without ``last_call_usd``: the ledger adds it and keeps the day's booking."""
+    url, prefix = url_and_prefix
+    old = sa.create_engine(url)
+    with old.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {prefix}judge_budget (day VARCHAR(10) PRIMARY KEY, "
+                             "spent_usd FLOAT NOT NULL, updated_at FLOAT NOT NULL)"))
+        conn.execute(sa.text(f"INSERT INTO {prefix}judge_budget VALUES ('2030-01-01', 0.7, 0)"))
+    old.dispose()
+    ledger = SqlLedger(url, table_prefix=prefix)
+    assert ledger.state("2030-01-01") == LedgerDay(pytest.approx(0.7), 0.0)
+    assert ledger.reserve("2030-01-01", 0.4, 1.0) is None  # refused, and the size is recorded for the others
+    assert SqlLedger(url, table_prefix=prefix).state("2030-01-01") == LedgerDay(pytest.approx(0.7), 0.4)
+    assert ledger.reserve("2030-01-01", 0.2, 1.0) == pytest.approx(0.9)
+    assert ledger.state("2030-01-01").last_call_usd == 0.2
+    ledger.close()

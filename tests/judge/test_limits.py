@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import asyncio
 from datetime import date
 
 import pytest
 from conftest import sample
+from prometheus_client import CollectorRegistry
 
 from monitor.contracts.errors import BudgetExhausted
+from monitor.contracts.metrics import Metrics
 from monitor.judge.budget import DailyBudget
+from monitor.judge.ledger import MemoryLedger
 from monitor.judge.ratelimit import RateLimiter, TokenBucket
 
 
@@ -73,6 +77,27 @@ async def test_budget_reserve_settle_and_daily_reset(metrics) -> None:
     assert budget.accepting() and budget.spent_usd == 0
     assert sample(metrics, "convmon_judge_budget_exhausted") == 0
     assert budget.ledger.spent("2024-05-01") == pytest.approx(0.9)  # each UTC day has its own row
+
+
+async def test_a_worker_without_calls_of_its_own_sees_the_shared_budget_exhausted() -> None:
+    """A restarted (or new) worker has booked nothing itself; the ledger's latest call size tells it that
+    the $0.10 left cannot cover the next call, so it routes nothing and its gauge says exhausted."""
+    ledger = MemoryLedger()
+    busy_metrics, fresh_metrics = Metrics(CollectorRegistry()), Metrics(CollectorRegistry())
+    busy = DailyBudget(1.0, ledger=ledger, metrics=busy_metrics)
+    await busy.settle(await busy.reserve(0.45), 0.45)
+    await busy.settle(await busy.reserve(0.45), 0.45)
+    with pytest.raises(BudgetExhausted):
+        await busy.reserve(0.45)
+    fresh = DailyBudget(1.0, ledger=ledger, metrics=fresh_metrics)
+    fresh.accepting()  # the first routing decision starts a background ledger read
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if fresh.spent_usd:
+            break
+    assert fresh.spent_usd == pytest.approx(0.9)
+    assert not fresh.accepting()
+    assert sample(fresh_metrics, "convmon_judge_budget_exhausted") == 1
 
 
 def test_zero_budget_never_accepts(metrics) -> None:
