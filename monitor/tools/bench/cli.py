@@ -23,8 +23,8 @@ app = typer.Typer(help="Benchmarks: USE accuracy (SPUR Table 1), throughput, dis
 console = Console(stderr=True)
 
 # monitor.tools.bench.use.DEFAULT_MODELS, spelled out so `convmon --help` does not import scikit-learn
-USE_MODELS = ("majority,stratified,hashing@char3-5,hashing,minilm,hashing+minilm,hashing+shape,hashing+minilm+shape,"
-              "appendix-d")
+USE_MODELS = ("majority,stratified,hashing@char3-5,hashing,minilm@torch,minilm,hashing+minilm@torch,hashing+minilm,"
+              "hashing+shape,hashing+minilm+shape,appendix-d")
 AsJson = Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout.")]
 Out = Annotated[Path | None, typer.Option(help="Also write the JSON results to this file.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.")]
