@@ -204,6 +204,24 @@ def sampler(
     _emit(_run(lambda: run_sampler(config, _progress(quiet))), as_json, out, sampler_table)
 
 
+@app.command("minilm-backends")
+def minilm_backends(
+    data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) or the uss/ folder.")] = DEFAULT_DATA,
+    datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD,CCPE",
+    batch: Annotated[int, typer.Option(min=1, help="Conversations per transform (the classify batch).")] = 256,
+    limit: Annotated[int | None, typer.Option(min=1, help="Use the first N dialogues per file (smoke runs).")] = None,
+    as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
+) -> None:
+    """MiniLM int8 ONNX vs fp32 torch: featurize rate and embedding cosine on the same conversations."""
+    from monitor.contracts.settings import load_settings
+    from monitor.tools.bench.minilm_backends import minilm_backends_table, run_minilm_backends
+
+    cache = load_settings().model_cache_dir
+    _emit(_run(lambda: run_minilm_backends(data, _csv(datasets), batch=batch, limit=limit, progress=_progress(quiet),
+                                           model_cache_dir=str(cache) if cache else None)),
+          as_json, out, minilm_backends_table)
+
+
 @app.command()
 def report(
     results: Annotated[Path, typer.Option(help="Directory of bench JSON files (use/throughput/distill.json).")]
