@@ -12,6 +12,10 @@ COPY monitor monitor
 COPY distill distill
 COPY prompts prompts
 RUN pip install --no-cache-dir .
+# The int8 ONNX MiniLM (CONVMON_EMBEDDING_BACKEND=onnx-int8), exported and quantized once here: workers run with
+# a read-only root filesystem and only read it. Outside the home directory, which deploy/k8s mounts over.
+ENV CONVMON_MODEL_CACHE_DIR=/opt/convmon/models
+RUN HF_HUB_OFFLINE=1 convmon models build-onnx
 # An unprivileged user (uid 10001, matching runAsUser in deploy/k8s) owning its home and state
 # directory /var/lib/convmon, the working directory, so relative defaults (var/, convmon.toml) land there.
 RUN groupadd --system --gid 10001 convmon \

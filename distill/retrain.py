@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+from distill.featurizers.spec import make_featurizer
 from distill.promotion import Evaluation, evaluate, promotion_gate
 from distill.registry import ModelRegistry
 from distill.retrain_result import RetrainResult
@@ -27,15 +28,20 @@ Status = Literal["promoted", "rejected", "skipped"]
 
 
 def _live_evaluation(registry: ModelRegistry, rubric: RubricSet, test: TrainingSet, openai_client: Any,
-                     kind: str) -> tuple[str | None, Evaluation | None, str | None]:
+                     kind: str, model_cache_dir: str | None) -> tuple[str | None, Evaluation | None, str | None]:
     version = registry.live_version(kind)
     if version is None:
         return None, None, None
     try:
-        live = load_live(registry, rubric, version, kind=kind, openai_client=openai_client)
+        live = load_live(registry, rubric, version, kind=kind, openai_client=openai_client,
+                         model_cache_dir=model_cache_dir)
     except ModelError as exc:  # e.g. trained for another rubric version: nothing comparable
         return version, None, f"live {kind}/{version} not comparable: {exc}"
     return version, evaluate(live.model, live.featurizer, test), None
+
+
+def _cache_dir(settings: Any) -> str | None:
+    return str(settings.model_cache_dir) if settings.model_cache_dir is not None else None
 
 
 def train_evaluate_publish(
@@ -49,6 +55,10 @@ def train_evaluate_publish(
     except ConfigError as exc:
         return RetrainResult("skipped", [str(exc)], len(data))
     spec = featurizer if featurizer is not None else settings.featurizer
+    cache_dir = _cache_dir(settings)
+    if isinstance(spec, str):  # the setting picks MiniLM's backend for new models
+        spec = make_featurizer(spec, openai_client=openai_client, embedding_backend=settings.embedding_backend,
+                               model_cache_dir=cache_dir)
     try:
         trained: TrainedModel = train_items(
             train, spec, rubric=rubric, min_positives=settings.distill_min_positives, progress=progress,
@@ -57,7 +67,7 @@ def train_evaluate_publish(
     except ModelError as exc:
         return RetrainResult("skipped", [str(exc)], len(data))
     candidate = evaluate(trained.model, trained.featurizer, test)
-    live_version, live_eval, note = _live_evaluation(registry, rubric, test, openai_client, kind)
+    live_version, live_eval, note = _live_evaluation(registry, rubric, test, openai_client, kind, cache_dir)
     gate = promotion_gate(candidate, live_eval, tolerance=settings.distill_gate_tolerance)
     manifest = {
         **trained.model.manifest(), "metrics": candidate.to_json(), "compared_with": live_version,

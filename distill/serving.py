@@ -6,18 +6,20 @@ version on the same test set.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from distill.featurizers.spec import featurizer_from_config
+from distill.featurizers.spec import embedding_backend_of, featurizer_from_config
 from distill.model import RubricModel
 from distill.registry import ModelRegistry
 from monitor.contracts.errors import ModelError
 from monitor.contracts.rubric_set import RubricSet
 
 KIND = "distilled"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,13 @@ class LoadedModel:
 
 
 def load_live(registry: ModelRegistry, rubric: RubricSet, version: str, *, kind: str = KIND,
-              openai_client: Any = None) -> LoadedModel:
-    """Load one registry version as a ready scorer; ModelError if it is unusable for ``rubric``."""
+              openai_client: Any = None, embedding_backend: str | None = None,
+              model_cache_dir: str | None = None) -> LoadedModel:
+    """Load one registry version as a ready scorer; ModelError if it is unusable for ``rubric``.
+
+    MiniLM runs with the backend the model was trained with, whatever ``embedding_backend`` (the
+    setting) says: serving int8 embeddings to a model fitted on fp32 ones (or the reverse) is a skew.
+    A difference is logged; the next retraining round trains with the setting's backend."""
     arrays, manifest = registry.load(kind, version)
     model = RubricModel.from_arrays(arrays, manifest)
     if model.rubric_key != rubric.key:
@@ -46,7 +53,12 @@ def load_live(registry: ModelRegistry, rubric: RubricSet, version: str, *, kind:
     unknown = [i for i in model.item_ids if i not in rubric.item_ids]
     if unknown:
         raise ModelError(f"model {kind}/{version} scores items not in {rubric.key!r}: {unknown}")
-    featurizer = featurizer_from_config(model.featurizer, openai_client=openai_client)
+    featurizer = featurizer_from_config(model.featurizer, openai_client=openai_client, model_cache_dir=model_cache_dir)
+    trained_with = embedding_backend_of(model.featurizer)
+    if embedding_backend is not None and trained_with is not None and trained_with != embedding_backend:
+        log.warning("model %s/%s was trained with MiniLM backend %r; it is served with %r, not with "
+                    "CONVMON_EMBEDDING_BACKEND=%r, until a model trained with that backend is promoted",
+                    kind, version, trained_with, trained_with, embedding_backend)
     means = (manifest.get("reference") or {}).get("mean_uncertainty") or {}
     return LoadedModel(version=version, model=model, featurizer=featurizer, judge=str(model.featurizer["name"]),
                        trained_at=manifest.get("created_at"), reference=model.reference,

@@ -25,6 +25,7 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "rubrics": ("distill.rubrics.cli", "Learn, evaluate and apply rubric sets."),
     "distill": ("distill.cli", "Train, evaluate and publish distilled classifiers."),
     "bench": ("monitor.tools.bench.cli", "Accuracy and throughput benchmarks (JSON output)."),
+    "models": ("distill.models_cli", "Prebuild local model files (the int8 ONNX MiniLM)."),
 }
 
 

@@ -12,15 +12,22 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from distill.featurizers.base import check_conversations, user_turns_in_context
+from distill.featurizers.minilm_onnx import encode_onnx
 from monitor.contracts.errors import ConfigError, ModelError
 from monitor.contracts.events import Conversation
 
+# How MiniLM runs. The backend is a featurizer parameter, so a model artifact records the one it was
+# trained with and is served with it (int8 embeddings differ slightly from fp32: mixing them is a skew).
+EMBEDDING_BACKENDS = ("onnx-int8", "torch")
+DEFAULT_BACKEND = "onnx-int8"
+LEGACY_BACKEND = "torch"  # what an artifact without a recorded backend was trained with
 _MINILM_LOCK = threading.Lock()
 _MINILM: Any = None
 
@@ -77,22 +84,32 @@ class EmbeddingFeaturizer(TransformerMixin, BaseEstimator):
 
 
 class MiniLMFeaturizer(EmbeddingFeaturizer):
-    """all-MiniLM-L6-v2 sentence embeddings (384-d), run locally on CPU from the packaged weights."""
+    """all-MiniLM-L6-v2 sentence embeddings (384-d), run locally on CPU from the packaged weights.
+
+    ``backend``: ``onnx-int8`` (onnxruntime, int8 weights; the file is built into ``cache_dir``, see
+    :mod:`distill.featurizers.minilm_onnx`) or ``torch`` (sentence-transformers, fp32). ``cache_dir`` is
+    where this machine keeps the ONNX file, not part of the model: artifacts never record it."""
 
     name = "minilm"
 
-    def __init__(self, *, batch_size: int = 64, max_chars: int = 2000) -> None:
+    def __init__(self, *, batch_size: int = 64, max_chars: int = 2000, backend: str = DEFAULT_BACKEND,
+                 cache_dir: str | None = None) -> None:
         self.batch_size = batch_size
         self.max_chars = max_chars
+        self.backend = backend
+        self.cache_dir = cache_dir
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ConfigError(
                 f"The 'batch_size' parameter of MiniLMFeaturizer must be an int >= 1. Got {self.batch_size!r} instead."
             )
-        model = load_minilm()
+        check_backend(self.backend)
         clipped = [t[: self.max_chars] for t in texts]
-        vectors: np.ndarray = model.encode(
+        if self.backend == "onnx-int8":
+            return encode_onnx(clipped, batch_size=self.batch_size,
+                               cache_dir=Path(self.cache_dir) if self.cache_dir else None)
+        vectors: np.ndarray = load_minilm().encode(
             clipped, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
             show_progress_bar=False,
         )
@@ -100,3 +117,9 @@ class MiniLMFeaturizer(EmbeddingFeaturizer):
 
     def _dim_hint(self) -> int:
         return 384
+
+
+def check_backend(backend: object) -> str:
+    if backend not in EMBEDDING_BACKENDS:
+        raise ConfigError(f"unknown embedding backend {backend!r}; choose from {list(EMBEDDING_BACKENDS)}")
+    return str(backend)

@@ -205,6 +205,11 @@ class DistillSettings(BaseModel):
     label_store_url: str = "sqlite:///var/labels.db"
     label_retention_days: int = Field(default=90, ge=1)
     featurizer: str = "hashing"
+    # How the minilm featurizer runs for new models: int8 ONNX (onnxruntime) or fp32 torch; a model is always
+    # served with the backend it was trained with. The ONNX file is built once into model_cache_dir (None: the
+    # user cache dir, ~/.cache/convmon/models) or ahead of time by `convmon models build-onnx`.
+    embedding_backend: Literal["onnx-int8", "torch"] = "onnx-int8"
+    model_cache_dir: Path | None = None
     # When `convmon retrain` runs a round (cron, croniter syntax; a 6th field is seconds). "off" or empty:
     # never (`convmon retrain --once` then does nothing either). Workers never retrain.
     retrain_cron: str | None = "*/15 * * * *"

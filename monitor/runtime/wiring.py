@@ -143,7 +143,9 @@ def build_pipeline(
     models = ModelRegistry(settings.model_registry)
     redactor = Redactor.from_settings(settings.judge)
     store = LabelStore.from_settings(settings, redact=redactor.redact)
-    scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s)
+    scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s,
+                             embedding_backend=settings.embedding_backend,
+                             model_cache_dir=str(settings.model_cache_dir) if settings.model_cache_dir else None)
     labels = LabelSink(store.upsert_raw, metrics)
     score_sink = None
     if settings.score_store:

@@ -32,13 +32,15 @@ class DistilledScorer:
     def __init__(
         self, registry: ModelRegistry, rubric: RubricSet, *, poll_s: float = 10.0, kind: str = KIND,
         openai_client: Any = None, clock: Callable[[], float] = time.monotonic,
+        embedding_backend: str | None = None, model_cache_dir: str | None = None,
     ) -> None:
         self.registry = registry
         self.rubric = rubric
         self.kind = kind
         self._polarity = {item.id: item.polarity for item in rubric.items}
         self._live = LiveModel(registry, kind, lambda version: load_live(
-            registry, rubric, version, kind=kind, openai_client=openai_client), poll_s=poll_s, clock=clock)
+            registry, rubric, version, kind=kind, openai_client=openai_client, embedding_backend=embedding_backend,
+            model_cache_dir=model_cache_dir), poll_s=poll_s, clock=clock)
 
     @property
     def model_version(self) -> str | None:

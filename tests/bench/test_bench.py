@@ -181,7 +181,12 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
                         "weighted_f1_std": 1.0, "splits": 5},
                        {"dataset": "MWOZ", "model": "majority", "protocol": "table1", "train_fraction": 0.05,
                         "test_fraction": 0.8, "precision": 30.0, "recall": 54.0, "weighted_f1": 33.1,
-                        "weighted_f1_std": 5.5, "splits": 5}],
+                        "weighted_f1_std": 5.5, "splits": 5},
+                       *[{"dataset": "MWOZ", "model": model, "protocol": "table1", "train_fraction": 0.05,
+                          "test_fraction": 0.8, "precision": 50.0, "recall": 51.0, "weighted_f1": f1,
+                          "weighted_f1_std": 1.0, "splits": 5}
+                         for model, f1 in (("minilm@torch", 45.8), ("minilm", 46.3), ("hashing+minilm@torch", 47.0),
+                                           ("hashing+minilm", 45.5))]],
            "paper": [dict(r) for r in PAPER_ROWS]}
     (results / "use.json").write_text(json.dumps(use))
     (tmp_path / "docs").mkdir()
@@ -192,6 +197,8 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
     assert "| MWOZ | majority | 30.0 | 54.0 | 33.1 ± 5.5 | baseline (measured) |" in text
     assert "MWOZ best `hashing@char3-5` 49.8 (ASAP 52.5: not met; SPUR 59.0: not met)" in text
     assert "MWOZ 49.8 / 49.5; largest loss 0.3 points (bar: <= 0.5)" in text
+    assert ("MWOZ `minilm` 45.8 / 46.3, MWOZ `hashing+minilm` 47.0 / 45.5; largest loss 1.5 points (bar: <= 1; "
+            "not met: keep CONVMON_EMBEDDING_BACKEND=torch)") in text
     assert "Learning curve: not in these results" in text
     assert "calibration table here" in text and "_Not run yet._" in text
     assert render({}).count("_Not run yet._") == 5  # use, throughput, distill, sampler, cost

@@ -86,8 +86,8 @@ def test_spec_parsing_and_config_round_trip() -> None:
         make_featurizer("hashing+hashing")
 
 
-def test_minilm_and_union_on_a_handful_of_texts() -> None:
-    union = make_featurizer("hashing+minilm")
+def test_minilm_and_union_on_a_handful_of_texts(onnx_cache: str) -> None:
+    union = make_featurizer("hashing+minilm", model_cache_dir=onnx_cache)
     union.set_params(hashing__n_word_features=64, hashing__n_char_features=64, hashing__n_context_features=32,
                      hashing__n_last_features=32)
     C = conv("c", ("user", "thank you so much, that was perfect"))
@@ -95,7 +95,7 @@ def test_minilm_and_union_on_a_handful_of_texts() -> None:
     E = conv("e", ("user", "this is wrong and useless"), ("assistant", "sorry"), ("user", "still wrong"))
     X = union.fit_transform([C, D, E])
     assert X.shape == (3, 192 + 3 * 384)
-    emb = make_featurizer("minilm").transform([C, D, E])
+    emb = make_featurizer("minilm", model_cache_dir=onnx_cache).transform([C, D, E])
     norms = np.linalg.norm(emb[:, :384], axis=1)  # mean of unit vectors: 1 for one user turn, less for two
     assert emb.shape == (3, 1152) and np.allclose(norms[:2], 1, atol=1e-5) and norms[2] < 1
     sim = emb[:, :384] @ emb[:, :384].T

@@ -23,8 +23,8 @@ app = typer.Typer(help="Benchmarks: USE accuracy (SPUR Table 1), throughput, dis
 console = Console(stderr=True)
 
 # monitor.tools.bench.use.DEFAULT_MODELS, spelled out so `convmon --help` does not import scikit-learn
-USE_MODELS = ("majority,stratified,hashing@char3-5,hashing,minilm,hashing+minilm,hashing+shape,hashing+minilm+shape,"
-              "appendix-d")
+USE_MODELS = ("majority,stratified,hashing@char3-5,hashing,minilm@torch,minilm,hashing+minilm@torch,hashing+minilm,"
+              "hashing+shape,hashing+minilm+shape,appendix-d")
 AsJson = Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout.")]
 Out = Annotated[Path | None, typer.Option(help="Also write the JSON results to this file.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.")]
@@ -233,6 +233,24 @@ def sampler(
 
     config = SamplerConfig(rate=rate, rounds=rounds, seeds=[int(v) for v in _csv(seeds)], data_dir=data)
     _emit(_run(lambda: run_sampler(config, _progress(quiet))), as_json, out, sampler_table)
+
+
+@app.command("minilm-backends")
+def minilm_backends(
+    data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) or the uss/ folder.")] = DEFAULT_DATA,
+    datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD,CCPE",
+    batch: Annotated[int, typer.Option(min=1, help="Conversations per transform (the classify batch).")] = 256,
+    limit: Annotated[int | None, typer.Option(min=1, help="Use the first N dialogues per file (smoke runs).")] = None,
+    as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
+) -> None:
+    """MiniLM int8 ONNX vs fp32 torch: featurize rate and embedding cosine on the same conversations."""
+    from monitor.contracts.settings import load_settings
+    from monitor.tools.bench.minilm_backends import minilm_backends_table, run_minilm_backends
+
+    cache = load_settings().model_cache_dir
+    _emit(_run(lambda: run_minilm_backends(data, _csv(datasets), batch=batch, limit=limit, progress=_progress(quiet),
+                                           model_cache_dir=str(cache) if cache else None)),
+          as_json, out, minilm_backends_table)
 
 
 @app.command()

@@ -180,6 +180,14 @@ def _use_checks(rows: list[dict[str, Any]]) -> list[str]:
         out += ["", "Hashing char n-grams (issue #18), weighted F1 before (char_wb 3-5-grams, `hashing@char3-5`) / "
                 "after (4-grams, `hashing`): " + ", ".join(f"{d} {_fmt(b)} / {_fmt(a)}" for d, b, a in pairs)
                 + f"; largest loss {_fmt(worst)} points (bar: <= 0.5)."]
+    minilm = [(d, m, f1[(d, f"{m}@torch")], f1[(d, m)]) for d in dict.fromkeys(r["dataset"] for r in rows)
+              for m in ("minilm", "hashing+minilm") if (d, f"{m}@torch") in f1 and (d, m) in f1]
+    if minilm:
+        worst = max(before - after for _, _, before, after in minilm)
+        out += ["", "MiniLM as int8 ONNX (issue #18), weighted F1 fp32 torch (`…@torch`) / int8 ONNX: "
+                + ", ".join(f"{d} `{m}` {_fmt(b)} / {_fmt(a)}" for d, m, b, a in minilm)
+                + f"; largest loss {_fmt(worst)} points (bar: <= 1; "
+                + ("met" if worst <= 1 else "not met: keep CONVMON_EMBEDDING_BACKEND=torch") + ")."]
     return out
 
 
