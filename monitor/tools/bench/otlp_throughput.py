@@ -129,7 +129,7 @@ async def _scored(consumer: AIOKafkaConsumer, wanted: set[str], deadline: float)
 
 async def _drive(settings: Settings, bootstrap: str, warmup: tuple[list[bytes], list[str]],
                  measured: tuple[list[bytes], list[str]], timeout_s: float, pid: int) -> dict[str, float]:
-    from monitor.tools.bench.throughput import cpu_seconds
+    from monitor.tools.bench.throughput_paths import cpu_seconds
 
     consumer = AIOKafkaConsumer(settings.topic("scores"), bootstrap_servers=bootstrap, group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
@@ -152,7 +152,7 @@ async def _drive(settings: Settings, bootstrap: str, warmup: tuple[list[bytes], 
 
 def _worker_rate(settings: Settings, bootstrap: str, warmup: tuple[list[bytes], list[str]],
                  measured: tuple[list[bytes], list[str]], log_path: Path, timeout_s: float) -> dict[str, float]:
-    from monitor.tools.bench.throughput import WORKER, peak_rss_mb, settings_env
+    from monitor.tools.bench.throughput_paths import WORKER, peak_rss_mb, settings_env
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMON_")}
     env.update(settings_env(settings))
@@ -176,7 +176,7 @@ def run_otlp_throughput(config: OtlpThroughputConfig, progress: Progress = None,
     """Raw consume and monitor rates on the same ``otlp_proto`` messages; on ``bootstrap`` or an embedded broker."""
     import tempfile
 
-    from monitor.tools.bench.throughput import publish_model
+    from monitor.tools.bench.throughput_input import publish_model
 
     if progress:
         progress(f"OTLP: tracing {config.conversations} conversations with the OpenTelemetry SDK")
