@@ -152,7 +152,7 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
                                 registry_poll_s=1.0, retrain_cron=None)
             if progress:
                 progress(f"{spec}: training on {config.train_labels} simulated labels")
-            publish_model(settings, rubric, spec, config.train_labels, config.seed)
+            publish_model(settings.distill, rubric, spec, config.train_labels, config.seed)
             asyncio.run(ensure_topics(broker.bootstrap, topic_names(settings), config.partitions))
             if progress:
                 progress(f"{spec}: {processes} monitor workers over {len(measured)} {config.mode} messages")
@@ -174,8 +174,8 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
             result["changelog_to_conversation"][spec] = per_conversation / result["conversation_bytes"]
             if progress:
                 progress(f"{spec}: standalone scoring")
-            scored, featurized = standalone_rates(settings, rubric, whole, whole_conversations(warmup)
-                                                  if turns else warmup)
+            scored, featurized = standalone_rates(settings.distill, settings.stream, rubric, whole,
+                                                  whole_conversations(warmup) if turns else warmup)
             result["standalone_per_s"][spec], result["featurize_per_s"][spec] = scored, featurized
             result["batch"] = settings.classify_batch
     if "minilm" in result["monitor_per_s"]:

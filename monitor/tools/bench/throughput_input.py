@@ -18,15 +18,15 @@ from distill.train import train_items
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, encode
 from monitor.contracts.rubric_set import RubricSet
-from monitor.contracts.settings import Settings
+from monitor.contracts.settings import DistillSettings
 from monitor.tools.bench.distill_fidelity import labelled_stream
 
 
-def publish_model(settings: Settings, rubric: RubricSet, featurizer: str, n_labels: int, seed: int) -> str:
+def publish_model(distill: DistillSettings, rubric: RubricSet, featurizer: str, n_labels: int, seed: int) -> str:
     """Train on simulated teacher labels and make the result the live distilled model."""
     data = labelled_stream(rubric, n_labels, seed=seed, prefix="bench-train")
     trained = train_items(data, featurizer, rubric=rubric, random_state=seed)
-    registry = ModelRegistry(settings.model_registry)
+    registry = ModelRegistry(distill.model_registry)
     return registry.publish(KIND, trained.model.to_arrays(), trained.model.manifest(), promote=True)
 
 

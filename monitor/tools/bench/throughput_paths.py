@@ -21,7 +21,7 @@ from distill.registry import ModelRegistry
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
 from monitor.contracts.rubric_set import RubricSet
-from monitor.contracts.settings import REPO_ROOT, Settings
+from monitor.contracts.settings import REPO_ROOT, DistillSettings, KafkaSettings, Settings, StreamSettings
 from monitor.runtime.broker import free_port, stop_process
 from monitor.runtime.scrape import scrape, total, wait_for_metrics
 from monitor.stages.classify import DistilledScorer
@@ -121,19 +121,19 @@ def _cpu(pids: Sequence[int]) -> float | None:
     return None if any(s is None for s in seconds) else sum(s for s in seconds if s is not None)
 
 
-async def _drive_worker(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, bytes]],
+async def _drive_worker(kafka: KafkaSettings, bootstrap: str, warmup: list[tuple[bytes, bytes]],
                         measured: list[tuple[bytes, bytes]], timeout_s: float, pids: Sequence[int],
                         metrics_urls: Sequence[str], timing: dict[str, float]) -> tuple[float, float]:
-    consumer = AIOKafkaConsumer(settings.topic("scores"), bootstrap_servers=bootstrap, group_id=None,
+    consumer = AIOKafkaConsumer(kafka.topic("scores"), bootstrap_servers=bootstrap, group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
     try:
         deadline = time.monotonic() + timeout_s
-        await _produce(bootstrap, settings.topic("events"), warmup)  # model load, group join, first batches
+        await _produce(bootstrap, kafka.topic("events"), warmup)  # model load, group join, first batches
         await _scored(consumer, {k.decode() for k, _ in warmup}, deadline)
         batches0 = batch_totals(metrics_urls)
         cpu0, started = _cpu(pids), time.perf_counter()
-        produce_s = await _produce(bootstrap, settings.topic("events"), measured)
+        produce_s = await _produce(bootstrap, kafka.topic("events"), measured)
         wanted = {k.decode() for k, _ in measured}
         sizes: list[int] = []
         finished = await _scored(consumer, set(wanted), deadline, sizes)
@@ -177,7 +177,7 @@ def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, b
         for proc, url in zip(procs, urls, strict=True):
             wait_for_metrics(url, proc, log_path=log_path)
         timing: dict[str, float] = {}
-        rate, produce_rate = asyncio.run(_drive_worker(settings, bootstrap, warmup, measured, timeout_s,
+        rate, produce_rate = asyncio.run(_drive_worker(settings.kafka, bootstrap, warmup, measured, timeout_s,
                                                        [p.pid for p in procs], urls, timing))
         rss = [r for r in (peak_rss_mb(p.pid) for p in procs) if r is not None]
         return {"per_s": rate, "produce_per_s": produce_rate, "peak_rss_mb": max(rss) if rss else None,
@@ -187,15 +187,16 @@ def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, b
             stop_process(proc)
 
 
-def standalone_rates(settings: Settings, rubric: RubricSet, messages: Sequence[tuple[bytes, bytes]],
-                     warmup: Sequence[tuple[bytes, bytes]]) -> tuple[float, float]:
+def standalone_rates(distill: DistillSettings, stream: StreamSettings, rubric: RubricSet,
+                     messages: Sequence[tuple[bytes, bytes]], warmup: Sequence[tuple[bytes, bytes]]
+                     ) -> tuple[float, float]:
     """Conversations / s of (decode + featurize + predict + records) and of featurize alone, in-process.
 
     The warm-up messages are scored first, in one batch as large as the worker's warm-up: a model
     load plus a one-conversation batch leaves the first full batch (allocator, thread pools) cold.
     """
-    scorer = DistilledScorer(ModelRegistry(settings.model_registry), rubric)
-    batch = settings.classify_batch
+    scorer = DistilledScorer(ModelRegistry(distill.model_registry), rubric)
+    batch = stream.classify_batch
     scorer.score_batch([Conversation.model_validate_json(v) for _, v in warmup[:batch]])
     batches = [[Conversation.model_validate_json(v) for _, v in messages[i : i + batch]]
                for i in range(0, len(messages), batch)]
