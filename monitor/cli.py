@@ -166,7 +166,7 @@ def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL
 
     settings = load_settings()
     replayed = read_dataset(path)
-    asyncio.run(produce_events(settings, replayed.events))
+    asyncio.run(produce_events(settings.kafka, replayed.events))
     skipped = f" (left out {replayed.empty_utterances} empty utterances)" if replayed.empty_utterances else ""
     console.print(f"replayed {len(replayed.events)} events from {path} to {settings.topic('events')}{skipped}")
 
@@ -225,10 +225,10 @@ def topics_create() -> None:
     from monitor.runtime.topics import convmon_topics, create_topics
 
     settings = load_settings()
-    created = asyncio.run(create_topics(settings))
+    created = asyncio.run(create_topics(settings.kafka))
     for name in created:
         print(f"created {name}")
-    print(f"{len(created)} created, {len(convmon_topics(settings)) - len(created)} already existed "
+    print(f"{len(created)} created, {len(convmon_topics(settings.kafka)) - len(created)} already existed "
                   f"on {settings.broker_url}; run `convmon topics check` to compare their configs")
 
 
@@ -238,12 +238,12 @@ def topics_check() -> None:
     from monitor.runtime.topics import check_topics, convmon_topics
 
     settings = load_settings()
-    problems = asyncio.run(check_topics(settings))
+    problems = asyncio.run(check_topics(settings.kafka))
     for line in problems:
         print(line)
     if problems:
         raise typer.Exit(1)
-    print(f"all {len(convmon_topics(settings))} convmon topics on {settings.broker_url} are as configured")
+    print(f"all {len(convmon_topics(settings.kafka))} convmon topics on {settings.broker_url} are as configured")
 
 
 
@@ -255,7 +255,8 @@ def forget(conversation_ids: Annotated[list[str], typer.Argument(help="Conversat
     ids = [cid for cid in conversation_ids if cid.strip()]
     if not ids:
         raise ConfigError("convmon forget: give at least one non-empty conversation id")
-    report = erase(load_settings(), ids)
+    settings = load_settings()
+    report = erase(settings.kafka, settings.distill, settings.rubrics, ids)
     for line in report.lines(ids):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 

@@ -1,7 +1,8 @@
 """The frozen settings sections: each component is built from the one it needs.
 
 :class:`monitor.contracts.settings.Settings` is all of them flat (the public ``CONVMON_*`` names);
-``settings.kafka``, ``settings.judge`` ... hand a component its own section.
+``settings.kafka``, ``settings.judge`` ... hand a component its own section. The judge's section
+lives in :mod:`monitor.contracts.judge_section` and is importable from here too.
 """
 
 from __future__ import annotations
@@ -9,16 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from monitor.contracts.setting_values import (
-    DEFAULT_PRICES,
-    REPO_ROOT,
-    RETRAIN_OFF,
-    SCORERS,
-    ScorerList,
-    StringList,
-)
+from monitor.contracts.judge_section import JudgeSettings
+from monitor.contracts.setting_values import REPO_ROOT, RETRAIN_OFF, SCORERS, ScorerList, StringList
+
+__all__ = ["DistillSettings", "DriftSettings", "JudgeSettings", "KafkaSettings", "MetricsSettings", "OtelSettings",
+           "RubricSettings", "StreamSettings"]
 
 
 class KafkaSettings(BaseModel):
@@ -116,73 +114,6 @@ class StreamSettings(BaseModel):
                 "produce request; lower the caps or raise max_request_bytes (and the broker's message.max.bytes)"
             )
         return self
-
-
-class JudgeSettings(BaseModel):
-    """The LLM judge: endpoint, model(s), mode, limits, budget and redaction."""
-
-    model_config = ConfigDict(frozen=True)
-
-    judge_mode: Literal["spur", "likert", "logprobs"] = "spur"
-    judge_model: str = "gpt-4o-mini"
-    judge_models: StringList = Field(default_factory=list)
-    judge_jury_size: int = Field(default=1, ge=1)
-    openai_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("CONVMON_OPENAI_API_KEY", "OPENAI_API_KEY")
-    )
-    openai_base_url: str | None = Field(  # may carry user:pass@: never in a repr or a log
-        default=None, validation_alias=AliasChoices("CONVMON_OPENAI_BASE_URL", "OPENAI_BASE_URL"), repr=False
-    )
-    azure_api_version: str | None = None
-    judge_concurrency: int = Field(default=8, ge=1)
-    judge_requests_per_minute: float = Field(default=500.0, gt=0)
-    judge_tokens_per_minute: float = Field(default=200_000.0, gt=0)
-    judge_daily_budget_usd: float = Field(default=50.0, ge=0)
-    judge_prices: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
-    judge_max_retries: int = Field(default=5, ge=0)
-    judge_timeout_s: float = Field(default=60.0, gt=0)
-    judge_max_prompt_chars: int = Field(default=24_000, ge=1000)
-    pii_extra_patterns: StringList = Field(default_factory=list)
-    # Countries whose national-format phone numbers are redacted (phonenumbers' default regions, tried
-    # in order); international +CC numbers are redacted whatever this says.
-    pii_phone_regions: StringList = Field(default_factory=lambda: ["US"])
-    # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
-    # to free text by itself on a 400), answer length cap, sampling temperature, retry backoff.
-    judge_structured_output: bool = True
-    judge_max_output_tokens: int = Field(default=1500, ge=16)
-    judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    judge_backoff_base_s: float = Field(default=0.5, ge=0.0)
-    judge_backoff_max_s: float = Field(default=30.0, ge=0.0)
-    # How judge answers are read (issue #19, docs/security.md): "none" = exactly one JSON object valid against
-    # the mode's schema; "strip_prose" also accepts one such object inside prose or a code fence (counted);
-    # "lenient" = the tolerant free-text parser, for endpoints that cannot answer in JSON (counted).
-    judge_answer_repair: Literal["none", "strip_prose", "lenient"] = "none"
-    # Issue #21: ask the judge (SPUR mode) for a one-sentence reason per item ("why", at most
-    # monitor.judge.strict.MAX_EXPLANATION characters), sent out as gen_ai.evaluation.explanation and kept in the
-    # label store, both redacted. Off by default: it adds output tokens to every judge call.
-    judge_explanations: bool = False
-
-    @model_validator(mode="after")
-    def _check_explanations(self) -> Self:
-        if self.judge_explanations and self.judge_mode != "spur":
-            raise ValueError(f"judge_explanations needs judge_mode=spur (its JSON answer has room for a reason per "
-                             f"item); judge_mode is {self.judge_mode!r}")
-        return self
-
-    @field_validator("pii_phone_regions")
-    @classmethod
-    def _check_phone_regions(cls, regions: list[str]) -> list[str]:
-        import phonenumbers  # here, not at import: settings load must stay light
-
-        out = [r.strip().upper() for r in regions]
-        unknown = [r for r in out if r not in phonenumbers.SUPPORTED_REGIONS]
-        if unknown:
-            raise ValueError(f"unknown region codes {unknown}: use ISO 3166 alpha-2 codes such as US, GB, DE")
-        return out
-
-    @property
-    def judge_configured(self) -> bool:
-        return self.openai_api_key is not None or self.openai_base_url is not None
 
 
 class RubricSettings(BaseModel):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import faust
 
 from monitor.contracts.errors import ConfigError
-from monitor.contracts.settings import Settings
+from monitor.contracts.settings import KafkaSettings, Settings
 from monitor.runtime.delivery import GuardedTransport
 
 # `conversations` and `sessions-control` are gone since the hot path runs in one agent (see the README).
@@ -29,29 +29,29 @@ class Topics:
     dead_letters: faust.TopicT
 
 
-def topic_names(settings: Settings) -> list[str]:
-    return [settings.topic(name) for name in TOPIC_NAMES]
+def topic_names(kafka: KafkaSettings) -> list[str]:
+    return [kafka.topic(name) for name in TOPIC_NAMES]
 
 
-def credentials(settings: Settings) -> faust.types.auth.CredentialsT | None:
+def credentials(kafka: KafkaSettings) -> faust.types.auth.CredentialsT | None:
     """Kafka SASL / TLS from settings; None means PLAINTEXT."""
-    protocol = settings.kafka_security_protocol
+    protocol = kafka.kafka_security_protocol
     context = None
     if protocol.endswith("SSL"):
         context = ssl.create_default_context(
-            cafile=str(settings.kafka_ssl_cafile) if settings.kafka_ssl_cafile else None
+            cafile=str(kafka.kafka_ssl_cafile) if kafka.kafka_ssl_cafile else None
         )
-        if settings.kafka_ssl_certfile:
+        if kafka.kafka_ssl_certfile:
             context.load_cert_chain(
-                str(settings.kafka_ssl_certfile),
-                str(settings.kafka_ssl_keyfile) if settings.kafka_ssl_keyfile else None,
+                str(kafka.kafka_ssl_certfile),
+                str(kafka.kafka_ssl_keyfile) if kafka.kafka_ssl_keyfile else None,
             )
     if protocol.startswith("SASL"):
-        assert settings.kafka_sasl_password is not None  # enforced by Settings validation
+        assert kafka.kafka_sasl_password is not None  # enforced by KafkaSettings validation
         return faust.SASLCredentials(
-            username=settings.kafka_sasl_username,
-            password=settings.kafka_sasl_password.get_secret_value(),
-            mechanism=settings.kafka_sasl_mechanism,
+            username=kafka.kafka_sasl_username,
+            password=kafka.kafka_sasl_password.get_secret_value(),
+            mechanism=kafka.kafka_sasl_mechanism,
             ssl_context=context,
         )
     if context is not None:
@@ -59,10 +59,10 @@ def credentials(settings: Settings) -> faust.types.auth.CredentialsT | None:
     return None
 
 
-def aiokafka_kwargs(settings: Settings) -> dict[str, object]:
+def aiokafka_kwargs(kafka: KafkaSettings) -> dict[str, object]:
     """The same security settings for plain aiokafka clients (admin, producers, benchmarks)."""
-    kwargs: dict[str, object] = {"security_protocol": settings.kafka_security_protocol}
-    creds = credentials(settings)
+    kwargs: dict[str, object] = {"security_protocol": kafka.kafka_security_protocol}
+    creds = credentials(kafka)
     if isinstance(creds, faust.SASLCredentials):
         kwargs.update(
             sasl_mechanism=str(creds.mechanism.value),
@@ -75,13 +75,13 @@ def aiokafka_kwargs(settings: Settings) -> dict[str, object]:
     return kwargs
 
 
-def broker_unreachable(settings: Settings, exc: BaseException) -> ConfigError:
+def broker_unreachable(kafka: KafkaSettings, exc: BaseException) -> ConfigError:
     """The one line every command prints when Kafka cannot be reached: the URL and the setting to fix."""
-    return ConfigError(f"cannot reach Kafka at {settings.broker_url} (CONVMON_BROKER_URL): {type(exc).__name__}")
+    return ConfigError(f"cannot reach Kafka at {kafka.broker_url} (CONVMON_BROKER_URL): {type(exc).__name__}")
 
 
-def bootstrap(settings: Settings) -> str:
-    return settings.broker_url.split("://", 1)[-1]
+def bootstrap(kafka: KafkaSettings) -> str:
+    return kafka.broker_url.split("://", 1)[-1]
 
 
 def create_app(settings: Settings) -> tuple[faust.App, Topics]:

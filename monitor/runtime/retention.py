@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import faust
 
-from monitor.contracts.settings import Settings
+from monitor.contracts.settings import DistillSettings, KafkaSettings, RubricSettings
 from monitor.runtime.topics import convmon_topics
 
 log = logging.getLogger(__name__)
@@ -66,28 +66,29 @@ class ForgetReport:
         return out
 
 
-def forget(settings: Settings, conversation_ids: list[str]) -> ForgetReport:
+def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettings,
+           conversation_ids: list[str]) -> ForgetReport:
     """Delete the conversations from the label store; list the topics that keep them until retention."""
     from distill.score_store import ScoreStore
     from distill.store import LabelStore
     from monitor.contracts.rubric_set import load_rubric_set
 
-    store = LabelStore.from_settings(settings)
+    store = LabelStore.from_settings(distill)
     try:
         deleted = store.delete_conversations(conversation_ids)
-        scores = ScoreStore(store, load_rubric_set(settings.rubric_set, settings.prompts_dir))
+        scores = ScoreStore(store, load_rubric_set(rubrics.rubric_set, rubrics.prompts_dir))
         deleted_scores = scores.delete_conversations(conversation_ids)  # the table exists even if the sink is off
     finally:
         store.close()
-    configured = {spec.name: spec.config for spec in convmon_topics(settings)}
+    configured = {spec.name: spec.config for spec in convmon_topics(kafka)}
     topics = []
     for name, what in _SOURCES.items():
-        topic = settings.topic(name)
+        topic = kafka.topic(name)
         ms = configured.get(topic, {}).get("retention.ms")
         keep = f"retention.ms={ms} ({int(ms) / DAY_MS:g} days)" if ms else "the cluster's default retention"
         topics.append((topic, what, keep))
-    topics.append((f"{settings.app_id}-sessions-changelog", "open conversations' turns (text)",
+    topics.append((f"{kafka.app_id}-sessions-changelog", "open conversations' turns (text)",
                    "compacted: until the conversation's tombstone is compacted away"))
-    topics.append((f"{settings.app_id}-scored-changelog", "conversation ids (de-duplication window)",
+    topics.append((f"{kafka.app_id}-scored-changelog", "conversation ids (de-duplication window)",
                    "compacted: until the window entry is deleted"))
     return ForgetReport(deleted, topics, deleted_scores)

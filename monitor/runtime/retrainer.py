@@ -25,7 +25,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
 from monitor.contracts.metrics import RetrainMetrics
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
-from monitor.contracts.settings import Settings
+from monitor.contracts.settings import DistillSettings, RubricSettings, Settings
 
 if TYPE_CHECKING:
     from distill.registry import ModelRegistry
@@ -43,15 +43,15 @@ class Schedule:
     interval_s: float | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Schedule | None:
+    def from_settings(cls, distill: DistillSettings) -> Schedule | None:
         """None when retraining is off (``CONVMON_RETRAIN_CRON=off`` and no interval)."""
-        if settings.retrain_interval_s is not None:
+        if distill.retrain_interval_s is not None:
             log.warning("CONVMON_RETRAIN_INTERVAL_S is deprecated: retraining every %gs; set CONVMON_RETRAIN_CRON "
-                        "instead (for example '*/15 * * * *')", settings.retrain_interval_s)
-            return cls(interval_s=settings.retrain_interval_s)
-        if settings.retrain_cron is None:
+                        "instead (for example '*/15 * * * *')", distill.retrain_interval_s)
+            return cls(interval_s=distill.retrain_interval_s)
+        if distill.retrain_cron is None:
             return None
-        return cls(cron=settings.retrain_cron)
+        return cls(cron=distill.retrain_cron)
 
     def next_after(self, t: float) -> float:
         if self.interval_s is not None:
@@ -67,17 +67,17 @@ class Schedule:
 class Retrainer:
     """Runs rounds; owns the label store connection, the model registry and the retraining metrics."""
 
-    def __init__(self, settings: Settings, *, registry: CollectorRegistry | None = None,
+    def __init__(self, distill: DistillSettings, rubrics: RubricSettings, *, registry: CollectorRegistry | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         from distill.registry import ModelRegistry
         from distill.store import LabelStore
 
-        self.settings = settings
+        self.distill = distill
         self.clock = clock
         self.metrics = RetrainMetrics(registry if registry is not None else REGISTRY)
-        self.rubric: RubricSet = load_rubric_set(settings.rubric_set, settings.prompts_dir)
-        self.models: ModelRegistry = ModelRegistry(settings.model_registry)
-        self.store: LabelStore = LabelStore.from_settings(settings)  # read and purge only: labels arrive redacted
+        self.rubric: RubricSet = load_rubric_set(rubrics.rubric_set, rubrics.prompts_dir)
+        self.models: ModelRegistry = ModelRegistry(distill.model_registry)
+        self.store: LabelStore = LabelStore.from_settings(distill)  # read and purge only: labels arrive redacted
 
     def close(self) -> None:
         self.store.close()
@@ -85,7 +85,7 @@ class Retrainer:
     def run_round(self) -> dict[str, str]:
         """Distilled models, then calibration (even if the first part failed); part -> outcome."""
         outcomes = {"distilled": self._part("distilled", self._distilled)}
-        if self.settings.calibration_min_labels:
+        if self.distill.calibration_min_labels:
             outcomes["calibration"] = self._part("calibration", self._calibration)
         return outcomes
 
@@ -107,8 +107,8 @@ class Retrainer:
     def _distilled(self) -> str:
         from distill.retrain import retrain_once
 
-        result = retrain_once(self.settings, self.store, self.models, self.rubric,
-                              report_dir=self.settings.distill_report_dir)
+        result = retrain_once(self.distill, self.store, self.models, self.rubric,
+                              report_dir=self.distill.distill_report_dir)
         log.info("retrain distilled %s: %s %s (%s)", self.rubric.key, result.status, result.version or "",
                  "; ".join(result.reasons))
         return result.status
@@ -116,7 +116,7 @@ class Retrainer:
     def _calibration(self) -> str:
         from distill.calibration.retrain import retrain_calibration
 
-        result = retrain_calibration(self.settings, self.store, self.models, self.rubric)
+        result = retrain_calibration(self.distill, self.store, self.models, self.rubric)
         log.info("retrain calibration %s: %s %s (%s)", self.rubric.key, result.status, result.version or "",
                  "; ".join(result.reasons))
         return result.status
@@ -135,11 +135,11 @@ class Retrainer:
 
 def run_retrainer(settings: Settings, *, once: bool) -> int:
     """`convmon retrain [--once]`; the exit code: 0, or 1 when a part of the (last) round failed."""
-    schedule = Schedule.from_settings(settings)
+    schedule = Schedule.from_settings(settings.distill)
     if schedule is None:
         log.warning("retraining is off (CONVMON_RETRAIN_CRON=off): nothing to do")
         return 0
-    retrainer = Retrainer(settings)
+    retrainer = Retrainer(settings.distill, settings.rubrics)
     try:
         if once:
             return 1 if "failed" in retrainer.run_round().values() else 0

@@ -16,7 +16,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from monitor.contracts.errors import ConfigError
-from monitor.contracts.settings import Settings
+from monitor.contracts.settings import KafkaSettings
 from monitor.runtime.app import TOPIC_NAMES, aiokafka_kwargs, bootstrap, broker_unreachable
 
 TABLES = ("sessions", "scored")  # the faust tables registered in monitor/runtime/agents.py
@@ -33,46 +33,46 @@ class TopicSpec:
     why: str = ""  # the setting or rule the spec comes from, for check's messages
 
 
-def convmon_topics(settings: Settings) -> list[TopicSpec]:
+def convmon_topics(kafka: KafkaSettings) -> list[TopicSpec]:
     """Every topic a convmon deployment uses, with the partitions, replication and configs it needs."""
-    n, rf = settings.topic_partitions, settings.topic_replication
+    n, rf = kafka.topic_partitions, kafka.topic_replication
     specs = []
     for name in TOPIC_NAMES:
         config = {"cleanup.policy": "delete"}
         if name in RETENTION_SETTING:
-            seconds = getattr(settings, RETENTION_SETTING[name])
+            seconds = getattr(kafka, RETENTION_SETTING[name])
             config["retention.ms"] = str(int(seconds * 1000))
-        specs.append(TopicSpec(settings.topic(name), n, rf, config, RETENTION_SETTING.get(name, "")))
+        specs.append(TopicSpec(kafka.topic(name), n, rf, config, RETENTION_SETTING.get(name, "")))
     for table in TABLES:  # faust tables: compacted, and partitioned exactly as the input topic
-        specs.append(TopicSpec(f"{settings.app_id}-{table}-changelog", n, rf, {"cleanup.policy": "compact"},
+        specs.append(TopicSpec(f"{kafka.app_id}-{table}-changelog", n, rf, {"cleanup.policy": "compact"},
                                "faust table changelog"))
-    specs.append(TopicSpec(f"{settings.app_id}-__assignor-__leader", 1, rf, {}, "faust leader election"))
+    specs.append(TopicSpec(f"{kafka.app_id}-__assignor-__leader", 1, rf, {}, "faust leader election"))
     return specs
 
 
 class Admin:
     """An aiokafka admin client that turns an unreachable or refusing broker into one ConfigError line."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.client = AIOKafkaAdminClient(bootstrap_servers=bootstrap(settings), **aiokafka_kwargs(settings))
+    def __init__(self, kafka: KafkaSettings) -> None:
+        self.kafka = kafka
+        self.client = AIOKafkaAdminClient(bootstrap_servers=bootstrap(kafka), **aiokafka_kwargs(kafka))
 
     async def __aenter__(self) -> AIOKafkaAdminClient:
         try:
             await self.client.start()
         except KafkaError as exc:
             await self.client.close()
-            raise broker_unreachable(self.settings, exc) from exc
+            raise broker_unreachable(self.kafka, exc) from exc
         return self.client
 
     async def __aexit__(self, *exc: object) -> None:
         await self.client.close()
 
 
-async def create_topics(settings: Settings) -> list[str]:
+async def create_topics(kafka: KafkaSettings) -> list[str]:
     """Create the missing topics; returns their names. Existing topics are left as they are."""
-    specs = convmon_topics(settings)
-    async with Admin(settings) as admin:
+    specs = convmon_topics(kafka)
+    async with Admin(kafka) as admin:
         existing = set(await admin.list_topics())
         missing = [s for s in specs if s.name not in existing]
         if missing:
@@ -80,20 +80,20 @@ async def create_topics(settings: Settings) -> list[str]:
             try:
                 response = await admin.create_topics(new)
             except KafkaError as exc:
-                raise ConfigError(f"creating topics on {settings.broker_url} failed: {exc!r}") from exc
+                raise ConfigError(f"creating topics on {kafka.broker_url} failed: {exc!r}") from exc
             # a topic another worker created meanwhile is fine; anything else (e.g. no CREATE ACL) is not
             errors = [f"{topic}: {message or for_code(code).__name__}" for topic, code, message in response.topic_errors
                       if code not in (0, TopicAlreadyExistsError.errno)]
             if errors:
-                raise ConfigError(f"creating topics on {settings.broker_url} failed: " + "; ".join(errors))
+                raise ConfigError(f"creating topics on {kafka.broker_url} failed: " + "; ".join(errors))
     return [s.name for s in missing]
 
 
-async def check_topics(settings: Settings) -> list[str]:
+async def check_topics(kafka: KafkaSettings) -> list[str]:
     """One line per missing or misconfigured topic; empty when everything matches."""
-    specs = convmon_topics(settings)
+    specs = convmon_topics(kafka)
     problems = []
-    async with Admin(settings) as admin:
+    async with Admin(kafka) as admin:
         existing = set(await admin.list_topics())
         present = [s for s in specs if s.name in existing]
         problems += [f"{s.name}: missing (run `convmon topics create`)" for s in specs if s.name not in existing]

@@ -129,7 +129,7 @@ def build_pipeline(
 
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     metrics = Metrics(registry if registry is not None else REGISTRY, dimensions=tuple(settings.metric_dimensions))
-    drift = DriftMonitor.from_settings(metrics, rubric, settings)
+    drift = DriftMonitor.from_settings(metrics, rubric, settings.drift)
     exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
                         rubric=rubric, drift=drift, allowed_values=settings.dimension_values,
                         series_budget=settings.metric_series_budget)
@@ -142,7 +142,7 @@ def build_pipeline(
                         http_client=http_client)
     models = ModelRegistry(settings.model_registry)
     redactor = Redactor.from_settings(settings.judge)
-    store = LabelStore.from_settings(settings, redact=redactor.redact)
+    store = LabelStore.from_settings(settings.distill, redact=redactor.redact)
     scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s,
                              embedding_backend=settings.embedding_backend,
                              model_cache_dir=str(settings.model_cache_dir) if settings.model_cache_dir else None)

@@ -38,7 +38,7 @@ def run_worker(settings: Settings, *, loglevel: str = "warn",
     if settings.retrain_interval_s is not None:
         log.warning("CONVMON_RETRAIN_INTERVAL_S no longer makes workers retrain: run one `convmon retrain` per "
                     "deployment (it reads this setting as its interval; prefer CONVMON_RETRAIN_CRON)")
-    asyncio.run(create_topics(settings))
+    asyncio.run(create_topics(settings.kafka))
     app = build(settings)
     health = Health(settings.health_stall_s)
     register_health(app, health)

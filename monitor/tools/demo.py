@@ -227,7 +227,7 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
             started = time.monotonic()
 
             async def main() -> None:
-                sim = asyncio.create_task(simulate(sim_settings, rubric, plan))
+                sim = asyncio.create_task(simulate(sim_settings.kafka, rubric, plan))
                 await _watch(result, view, url, prom, sim, procs, duration_s, started)
                 result.simulated = await sim
 

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from monitor.contracts.rubric_set import load_rubric_set
-from monitor.contracts.settings import Settings
+from monitor.contracts.settings import KafkaSettings, RubricSettings, Settings
 from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
 from monitor.runtime.produce import make_producer, send_event
 from monitor.runtime.scrape import by_label, scrape, total, wait_for_metrics
@@ -194,12 +194,12 @@ def _sample(url: str, started: float, produced: int) -> Sample:
                   rss_mb=total(s, "process_resident_memory_bytes") / MB)
 
 
-async def _load(settings: Settings, rate: float, duration_s: float, url: str, interval_s: float,
-                failures: list[str]) -> list[Sample]:
+async def _load(kafka: KafkaSettings, rubrics: RubricSettings, rate: float, duration_s: float, url: str,
+                interval_s: float, failures: list[str]) -> list[Sample]:
     """Start ``rate`` conversations a second (all events of each at once) and sample /metrics."""
-    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
+    rubric = load_rubric_set(rubrics.rubric_set, rubrics.prompts_dir)
     generator = ConversationGenerator(rubric, seed=int(time.time()))
-    producer = make_producer(settings)
+    producer = make_producer(kafka)
     await producer.start()
     samples: list[Sample] = []
     produced, started = 0, time.monotonic()
@@ -209,7 +209,7 @@ async def _load(settings: Settings, rate: float, duration_s: float, url: str, in
             while produced < (now - started) * rate:
                 conv = generator.generate(f"soak-{uuid.uuid4().hex[:12]}", time.time())
                 for event in conv.events:
-                    await send_event(producer, settings.topic("events"), event)
+                    await send_event(producer, kafka.topic("events"), event)
                 produced += 1
             if now >= next_sample:
                 next_sample += interval_s
@@ -265,7 +265,8 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
                                      stderr=subprocess.STDOUT, env=env)
         try:
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
-            samples = asyncio.run(_load(settings, rate, minutes * 60, url, interval_s, failures))
+            samples = asyncio.run(_load(settings.kafka, settings.rubrics, rate, minutes * 60, url, interval_s,
+                                        failures))
             alive = proc.poll() is None
         finally:
             stop_process(retrainer)

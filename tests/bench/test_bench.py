@@ -13,14 +13,10 @@ from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, Turn, encode
 from monitor.tools.bench.cli import app
 from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
-from monitor.tools.bench.doc import distill_markdown, regenerate, render, throughput_markdown
-from monitor.tools.bench.throughput import (
-    ThroughputConfig,
-    distinct_texts_per_conversation,
-    run_throughput,
-    uss_dialogues,
-    uss_messages,
-)
+from monitor.tools.bench.doc import regenerate, render
+from monitor.tools.bench.doc_markdown import distill_markdown, throughput_markdown
+from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
+from monitor.tools.bench.throughput_input import distinct_texts_per_conversation, uss_dialogues, uss_messages
 from monitor.tools.bench.turns import turn_event_messages, whole_conversations
 from monitor.tools.bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from monitor.tools.bench.doc import throughput_markdown, throughput_table
+from monitor.tools.bench.doc_markdown import throughput_markdown
+from monitor.tools.bench.doc_tables import throughput_table
 from monitor.tools.bench.otlp_throughput import (
     END_ATTRIBUTE,
     OtlpThroughputConfig,

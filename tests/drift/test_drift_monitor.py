@@ -12,7 +12,8 @@ from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import Settings
-from monitor.drift.monitor import DriftMonitor, RateStream
+from monitor.drift.monitor import DriftMonitor
+from monitor.drift.rate_stream import RateStream
 from monitor.stages.export import Exporter
 
 RUBRIC = RubricSet.model_validate(

@@ -154,7 +154,7 @@ def test_retrain_round_trains_calibration_that_workers_serve(make_settings, rubr
 
     settings = make_settings(retrain_min_labels=100_000, calibration_min_labels=300)  # distilled: skipped
     p = build_pipeline(settings, registry=CollectorRegistry())
-    retrainer = Retrainer(settings, registry=CollectorRegistry())
+    retrainer = Retrainer(settings.distill, settings.rubrics, registry=CollectorRegistry())
     p.store.upsert(feedback_label_records(rubric, 250, seed=8))
     assert retrainer.run_round() == {"distilled": "skipped", "calibration": "skipped"}
     assert ModelRegistry(settings.model_registry).versions(KIND) == []  # 250 < calibration_min_labels
@@ -167,5 +167,6 @@ def test_retrain_round_trains_calibration_that_workers_serve(make_settings, rubr
 
     before = registry.versions(KIND)
     off = make_settings(retrain_min_labels=100_000, calibration_min_labels=0)  # same store and registry
-    assert Retrainer(off, registry=CollectorRegistry()).run_round() == {"distilled": "skipped"}  # 0: no calibration
+    off_retrainer = Retrainer(off.distill, off.rubrics, registry=CollectorRegistry())
+    assert off_retrainer.run_round() == {"distilled": "skipped"}  # 0: no calibration
     assert registry.versions(KIND) == before

@@ -41,7 +41,7 @@ def test_a_failing_round_is_logged_counted_and_the_next_round_runs(make_settings
     db = tmp_path / "labels.db"
     settings = make_settings(label_store_url=f"sqlite:///{db}?timeout=0.2", calibration_min_labels=10)
     registry = CollectorRegistry()
-    retrainer = Retrainer(settings, registry=registry)
+    retrainer = Retrainer(settings.distill, settings.rubrics, registry=registry)
     retrainer.store.count()  # creates the table
     lock = sqlite3.connect(db, isolation_level=None)
     lock.execute("BEGIN EXCLUSIVE")
@@ -64,7 +64,8 @@ def test_a_failing_round_is_logged_counted_and_the_next_round_runs(make_settings
 
 
 def test_run_forever_runs_rounds_on_the_schedule_until_stopped(make_settings) -> None:
-    retrainer = Retrainer(make_settings(calibration_min_labels=0), registry=CollectorRegistry())
+    settings = make_settings(calibration_min_labels=0)
+    retrainer = Retrainer(settings.distill, settings.rubrics, registry=CollectorRegistry())
     stop = threading.Event()
     rounds: list[dict[str, str]] = []
     run_round = retrainer.run_round

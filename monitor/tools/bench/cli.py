@@ -77,7 +77,7 @@ def use(
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """SPUR Table 1 protocol on USS (5 % train / 80 % test, weighted P/R/F1) plus a learning curve."""
-    from monitor.tools.bench.doc import use_table
+    from monitor.tools.bench.doc_tables import use_table
     from monitor.tools.bench.use import UseConfig, run_use
 
     config = UseConfig(data_dir=data, datasets=_csv(datasets), models=_csv(models), splits=splits,
@@ -104,7 +104,7 @@ def distill(
 ) -> None:
     """Per-item AUC of the distilled classifiers against the teacher as teacher labels grow."""
     from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
-    from monitor.tools.bench.doc import distill_table
+    from monitor.tools.bench.doc_tables import distill_table
 
     config = FidelityConfig(labels=[int(v) for v in _csv(labels)], featurizers=_csv(featurizers),
                             test_size=test_size, rubric=rubric, seed=seed, uss=uss, data_dir=data,
@@ -138,7 +138,7 @@ def throughput(
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """Distilled path vs raw aiokafka consume on the embedded broker; judge path vs a fixed-latency server."""
-    from monitor.tools.bench.doc import throughput_table
+    from monitor.tools.bench.doc_tables import throughput_table
     from monitor.tools.bench.otlp_throughput import with_otlp_row
     from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
 
@@ -196,7 +196,7 @@ def cost(
     from monitor.contracts.errors import ConfigError
     from monitor.contracts.settings import DEFAULT_PRICES
     from monitor.tools.bench.cost import CostConfig, run_cost
-    from monitor.tools.bench.doc import cost_table
+    from monitor.tools.bench.doc_tables import cost_table
 
     def job() -> dict[str, Any]:
         if model not in DEFAULT_PRICES:
@@ -228,7 +228,7 @@ def sampler(
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """Teacher-AUC on a hash-only holdout at equal judge spend: hash-only vs uncertainty sampling (USS stream)."""
-    from monitor.tools.bench.doc import sampler_table
+    from monitor.tools.bench.doc_tables import sampler_table
     from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
 
     config = SamplerConfig(rate=rate, rounds=rounds, seeds=[int(v) for v in _csv(seeds)], data_dir=data)

@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import load_rubric_set
-from monitor.contracts.settings import REPO_ROOT, Settings
+from monitor.contracts.settings import REPO_ROOT, KafkaSettings, Settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port, stop_process
 from monitor.runtime.scrape import wait_for_metrics
@@ -127,19 +127,19 @@ async def _scored(consumer: AIOKafkaConsumer, wanted: set[str], deadline: float)
     return last
 
 
-async def _drive(settings: Settings, bootstrap: str, warmup: tuple[list[bytes], list[str]],
+async def _drive(kafka: KafkaSettings, bootstrap: str, warmup: tuple[list[bytes], list[str]],
                  measured: tuple[list[bytes], list[str]], timeout_s: float, pid: int) -> dict[str, float]:
-    from monitor.tools.bench.throughput import cpu_seconds
+    from monitor.tools.bench.throughput_paths import cpu_seconds
 
-    consumer = AIOKafkaConsumer(settings.topic("scores"), bootstrap_servers=bootstrap, group_id=None,
+    consumer = AIOKafkaConsumer(kafka.topic("scores"), bootstrap_servers=bootstrap, group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
     try:
         deadline = time.monotonic() + timeout_s
-        await _produce(bootstrap, settings.topic("events"), warmup[0])  # model load, group join, first batches
+        await _produce(bootstrap, kafka.topic("events"), warmup[0])  # model load, group join, first batches
         await _scored(consumer, set(warmup[1]), deadline)
         cpu0, started = cpu_seconds(pid), time.perf_counter()
-        produce_s = await _produce(bootstrap, settings.topic("events"), measured[0])
+        produce_s = await _produce(bootstrap, kafka.topic("events"), measured[0])
         finished = await _scored(consumer, set(measured[1]), deadline)
         cpu1 = cpu_seconds(pid)
     finally:
@@ -152,7 +152,7 @@ async def _drive(settings: Settings, bootstrap: str, warmup: tuple[list[bytes], 
 
 def _worker_rate(settings: Settings, bootstrap: str, warmup: tuple[list[bytes], list[str]],
                  measured: tuple[list[bytes], list[str]], log_path: Path, timeout_s: float) -> dict[str, float]:
-    from monitor.tools.bench.throughput import WORKER, peak_rss_mb, settings_env
+    from monitor.tools.bench.throughput_paths import WORKER, peak_rss_mb, settings_env
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMON_")}
     env.update(settings_env(settings))
@@ -162,7 +162,7 @@ def _worker_rate(settings: Settings, bootstrap: str, warmup: tuple[list[bytes], 
                                 cwd=str(REPO_ROOT))
     try:
         wait_for_metrics(f"http://127.0.0.1:{settings.metrics_port}/metrics", proc, log_path=log_path)
-        out = asyncio.run(_drive(settings, bootstrap, warmup, measured, timeout_s, proc.pid))
+        out = asyncio.run(_drive(settings.kafka, bootstrap, warmup, measured, timeout_s, proc.pid))
         rss = peak_rss_mb(proc.pid)
         if rss is not None:
             out["peak_rss_mb"] = rss
@@ -176,7 +176,7 @@ def run_otlp_throughput(config: OtlpThroughputConfig, progress: Progress = None,
     """Raw consume and monitor rates on the same ``otlp_proto`` messages; on ``bootstrap`` or an embedded broker."""
     import tempfile
 
-    from monitor.tools.bench.throughput import publish_model
+    from monitor.tools.bench.throughput_input import publish_model
 
     if progress:
         progress(f"OTLP: tracing {config.conversations} conversations with the OpenTelemetry SDK")
@@ -209,7 +209,7 @@ def run_otlp_throughput(config: OtlpThroughputConfig, progress: Progress = None,
                             otlp_encoding="otlp_proto", otlp_end_attribute=END_ATTRIBUTE)
         if progress:
             progress(f"OTLP: training {config.featurizer} on {config.train_labels} simulated labels")
-        publish_model(settings, rubric, config.featurizer, config.train_labels, config.seed)
+        publish_model(settings.distill, rubric, config.featurizer, config.train_labels, config.seed)
         asyncio.run(ensure_topics(bootstrap, topic_names(settings), config.partitions))
         if progress:
             progress(f"OTLP: monitor worker over {config.conversations} conversations")

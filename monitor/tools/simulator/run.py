@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.contracts.rubric_set import RubricSet
-from monitor.contracts.settings import Settings
+from monitor.contracts.settings import KafkaSettings
 from monitor.runtime.produce import make_producer, send_event, start_producer
 from monitor.tools.simulator.generate import ConversationGenerator
 
@@ -37,16 +37,16 @@ class SimulationPlan:
     mix: dict[str, float] | None = None
 
 
-async def simulate(settings: Settings, rubric: RubricSet, plan: SimulationPlan,
+async def simulate(kafka: KafkaSettings, rubric: RubricSet, plan: SimulationPlan,
                    stop: asyncio.Event | None = None) -> SimulationStats:
     generator = ConversationGenerator(rubric, mix=plan.mix, seed=plan.seed)
     rng = random.Random(plan.seed + 1)
-    topic = settings.topic("events")
+    topic = kafka.topic("events")
     stats = SimulationStats()
     queue: list[tuple[float, int, dict[str, Any]]] = []
     seq = 0
-    producer = make_producer(settings)
-    await start_producer(settings, producer)
+    producer = make_producer(kafka)
+    await start_producer(kafka, producer)
     started = time.monotonic()
     next_start = started
     try:

@@ -1,0 +1,141 @@
+"""The stream's metrics: records in, conversations finished and routed, scores counted, delivery and
+consumer position. Part of :class:`monitor.contracts.metrics.Metrics`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# From a conversation's end to its score being counted: seconds (distilled) to an hour (judge backlog).
+DELAY_BUCKETS = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)
+
+
+class StreamMetrics:
+    """What flows through a worker: input, sessions, routing, score records, delivery, lag."""
+
+    def __init__(self, registry: CollectorRegistry, dims: Sequence[str] = ()) -> None:
+        r = registry
+        # --- flow ---------------------------------------------------------------------------
+        self.events = Counter("convmon_events", "Input records consumed, by kind.", ["kind"], registry=r)
+        self.conversations = Counter(
+            "convmon_conversations_finished",
+            "Conversations finished by the sessionizer, by how they ended (end event, idle, producer).",
+            ["end_reason"],
+            registry=r,
+        )
+        self.truncated = Counter(
+            "convmon_conversations_truncated",
+            "Conversations cut to the configured max turns / characters.",
+            registry=r,
+        )
+        self.late_events = Counter(
+            "convmon_late_events",
+            "Events for conversations already finished that they did not hold (late end/turn events).",
+            ["kind"],
+            registry=r,
+        )
+        self.redelivered = Counter(
+            "convmon_redelivered_events",
+            "Events of finished conversations that they already held (a batch delivered again before its offsets "
+            "were committed, e.g. across a broker restart): skipped, not dead-lettered.",
+            ["kind"],
+            registry=r,
+        )
+        self.routed = Counter(
+            "convmon_conversations_routed",
+            "Routing decisions: the judge slice (uniform or active learning) or distilled only.",
+            ["route"],
+            registry=r,
+        )
+        self.judge_sampled = Counter(
+            "convmon_judge_sampled",
+            "Conversations sent to the judge, by what put them in the slice: hash (the uniform slice), uncertainty "
+            "(the distilled models' boost) or feedback (negative user feedback).",
+            ["by"],
+            registry=r,
+        )
+        self.judge_nonresponse = Counter(
+            "convmon_judge_nonresponse",
+            "Judge-topic records that produced no score (judge failure or invalid record), by reason: non-response "
+            "of the judge sample. Judge-based rates are over the respondents.",
+            ["reason"],
+            registry=r,
+        )
+        self.judge_nonresponse_weight = Counter(
+            "convmon_judge_nonresponse_weight",
+            "Sum of the importance weights 1/pi of judge non-responses: their share of the weighted judge sample is "
+            "nonresponse_weight / (nonresponse_weight + conversations_scored_weight{scorer=\"llm\"}).",
+            registry=r,
+        )
+        self.scored = Counter(
+            "convmon_conversations_scored", "Score records exported, by scorer.", ["scorer", *dims], registry=r
+        )
+        self.unscored = Counter(
+            "convmon_conversations_unscored",
+            "Conversations the distilled path could not score, by reason (e.g. no live model yet).",
+            ["reason"],
+            registry=r,
+        )
+        self.duplicates = Counter(
+            "convmon_duplicate_scores",
+            "Score records dropped because that (conversation, scorer) was already counted.",
+            ["scorer"],
+            registry=r,
+        )
+        self.score_delay = Histogram(
+            "convmon_score_delay_seconds",
+            "End-to-end latency: from a conversation's end (its end event's timestamp, or its last event when it "
+            "ended idle) to its score being counted, by scorer.",
+            ["scorer"],
+            buckets=DELAY_BUCKETS,
+            registry=r,
+        )
+        # --- OTLP input (issue #21, input_format otlp_traces / otlp_logs) -------------------------
+        self.otlp_records = Counter(
+            "convmon_otlp_records",
+            "Spans / log records read from OTLP input, by signal and outcome: turns (a GenAI call made turns), "
+            "no_content (content capture off), not_genai, no_conversation (no conversation id), malformed.",
+            ["signal", "outcome"],
+            registry=r,
+        )
+        self.repeated_turns = Counter(
+            "convmon_repeated_turns",
+            "Turns skipped because the session already holds them (each OTLP call repeats the chat history).",
+            registry=r,
+        )
+        # --- delivery (issue #18 item 7): a record the broker did not take stops commits, then the worker ----
+        self.delivery_failures = Counter(
+            "convmon_delivery_failures",
+            "Records (sends and table changelog writes) the broker did not acknowledge, by topic; the worker "
+            "stops committing offsets and exits so its successor re-reads from the last commit.",
+            ["topic"],
+            registry=r,
+        )
+        self.commits_blocked = Gauge(
+            "convmon_offset_commits_blocked",
+            "1 once a delivery failed in this worker: it commits no more offsets and is about to exit.",
+            registry=r,
+        )
+        self.commits_refused = Counter(
+            "convmon_offset_commits_refused", "Offset commits refused after a failed delivery.", registry=r
+        )
+        self.dead_letters = Counter(
+            "convmon_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"], registry=r
+        )
+        self.consumer_lag = Gauge(
+            "convmon_consumer_lag_messages", "Messages behind the log end, per topic.", ["topic"], registry=r
+        )
+        self.partition_lag = Gauge(
+            "convmon_consumer_partition_lag_messages",
+            "Messages behind the log end, per partition this worker owns (removed when it loses the partition).",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.partition_position = Gauge(
+            "convmon_consumer_partition_position",
+            "The next offset this worker reads, per partition it owns: flat while lag > 0 means a stalled partition.",
+            ["topic", "partition"],
+            registry=r,
+        )

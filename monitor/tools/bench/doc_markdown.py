@@ -1,0 +1,278 @@
+"""Benchmark JSON as the markdown sections of ``docs/benchmarks.md``: a table per benchmark, the text that says
+how it was measured, and whether the issues' bars were met. ``doc.py`` puts the sections together."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+COST_ESTIMATORS = {"judge_only": "judge only", "distilled_only": "distilled only", "ppi": "prediction-powered",
+                   "ppi_tuned": "PPI++ (tuned)"}
+
+
+def _slice(value: float | None) -> str:
+    return "none of those measured" if value is None else f"{value:.1%}"
+
+
+def _md(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def use_markdown(result: dict[str, Any]) -> str:
+    rows = [r for r in result["results"] if r.get("protocol") == "table1"]
+    baselines = {"majority", "stratified"}
+    body = [[r["dataset"], r["model"], fmt(r["precision"]), fmt(r["recall"]),
+             f"{fmt(r['weighted_f1'])} ± {fmt(r.get('weighted_f1_std'))}",
+             "baseline (measured)" if r["model"] in baselines else "measured"] for r in rows]
+    body += [[p["dataset"], p["model"], "-", "-", fmt(p["weighted_f1"]), "**paper** (SPUR Table 1)"]
+             for p in result.get("paper", [])]
+    out = ["Train 5 %, test 80 %, 5 random splits, weighted precision / recall / F1 in percent (mean ± std over "
+           "splits). Baselines (`majority`, `stratified`) run on the same splits and read no text. Paper rows are "
+           "SPUR's published numbers, copied, not rerun (the paper has no CCPE row).", "",
+           _md(["dataset", "model", "precision", "recall", "weighted F1", "source"], body)]
+    curve = [r for r in result["results"] if r.get("protocol") == "curve"]
+    if not curve:
+        out += ["", "Learning curve: not in these results (run without `--curve ''` to measure it)."]
+    if curve:
+        fractions = sorted({r["train_fraction"] for r in curve})
+        grid: dict[tuple[str, str], dict[float, float]] = defaultdict(dict)
+        for r in curve:
+            grid[(r["dataset"], r["model"])][r["train_fraction"]] = r["weighted_f1"]
+        out += ["", "Learning curve: weighted F1 (%) on a fixed 20 % test set per split, training on a growing "
+                "share of the other 80 %.", "",
+                _md(["dataset", "model", *[f"{int(f * 100)} %" for f in fractions]],
+                    [[d, m, *[fmt(v.get(f)) for f in fractions]] for (d, m), v in grid.items()])]
+    out += _use_checks(rows)
+    from monitor.tools.bench.use import MODEL_NOTES  # notes added since the results were saved, for names they use
+
+    used = {"other", *(part for r in result["results"] for part in [r["model"], *r["model"].split("+")])}
+    models = {**{k: v for k, v in MODEL_NOTES.items() if k in used}, **result.get("models", {})}
+    if models:
+        out += ["", *[f"- `{k}`: {v}" for k, v in models.items()]]
+    return "\n".join(out)
+
+
+def _use_checks(rows: list[dict[str, Any]]) -> list[str]:
+    """The bars of issue #22 (ASAP, SPUR) and the char n-gram change of issue #18, from the table-1 rows."""
+    f1 = {(r["dataset"], r["model"]): r["weighted_f1"] for r in rows}
+    out = []
+    bars = {"MWOZ": (52.5, 59.0), "SGD": (66.3, 72.6)}
+    lines = []
+    for dataset, (asap, spur) in bars.items():
+        models = {m: v for (d, m), v in f1.items() if d == dataset and m not in ("majority", "stratified")}
+        if models:
+            best = max(models, key=lambda m: models[m])
+            lines.append(f"{dataset} best `{best}` {fmt(models[best])} (ASAP {asap}: "
+                         f"{'met' if models[best] >= asap else 'not met'}; SPUR {spur}: "
+                         f"{'met' if models[best] >= spur else 'not met'})")
+    if lines:
+        out += ["", "Bars of issue #22 at 5 % (mean over splits; the spread is in the table): "
+                + "; ".join(lines) + "."]
+    pairs = [(d, f1[(d, "hashing@char3-5")], f1[(d, "hashing")]) for d in dict.fromkeys(r["dataset"] for r in rows)
+             if (d, "hashing@char3-5") in f1 and (d, "hashing") in f1]
+    if pairs:
+        worst = max(before - after for _, before, after in pairs)
+        out += ["", "Hashing char n-grams (issue #18), weighted F1 before (char_wb 3-5-grams, `hashing@char3-5`) / "
+                "after (4-grams, `hashing`): " + ", ".join(f"{d} {fmt(b)} / {fmt(a)}" for d, b, a in pairs)
+                + f"; largest loss {fmt(worst)} points (bar: <= 0.5)."]
+    minilm = [(d, m, f1[(d, f"{m}@torch")], f1[(d, m)]) for d in dict.fromkeys(r["dataset"] for r in rows)
+              for m in ("minilm", "hashing+minilm") if (d, f"{m}@torch") in f1 and (d, m) in f1]
+    if minilm:
+        worst = max(before - after for _, _, before, after in minilm)
+        out += ["", "MiniLM as int8 ONNX (issue #18), weighted F1 fp32 torch (`…@torch`) / int8 ONNX: "
+                + ", ".join(f"{d} `{m}` {fmt(b)} / {fmt(a)}" for d, m, b, a in minilm)
+                + f"; largest loss {fmt(worst)} points (bar: <= 1; "
+                + ("met" if worst <= 1 else "not met: keep CONVMON_EMBEDDING_BACKEND=torch") + ")."]
+    return out
+
+
+def distill_markdown(result: dict[str, Any]) -> str:
+    summary = result.get("summary", [])
+    out = [f"Teacher: {result.get('teacher', '?')}. Held-out set: {result.get('test_size')} conversations. "
+           "AUC per item; macro = mean over items the held-out set has both classes of.", "",
+           _md(["featurizer", "teacher labels", "macro AUC", "min item AUC", "items trained", "untrained"],
+               [[s["featurizer"], str(s["labels"]), fmt(s["macro_auc"], 3), fmt(s.get("min_auc"), 3),
+                 str(s["items"]), str(s["untrained"])] for s in summary])]
+    uss = result.get("uss")
+    if uss:
+        rows = {(r["featurizer"], r["labels"]): r for r in uss.get("results", [])}
+        out += ["", f"A harder teacher on real text: {uss['teacher']}. Whole dialogues of "
+                f"{', '.join(uss.get('files', []))}; held-out set: {uss.get('test_size')} dialogues "
+                f"({100 * uss.get('test_positive_rate', 0):.1f} % positive), training sets nested in the other "
+                "dialogues.", "",
+                _md(["featurizer", "teacher labels", "positives", "AUC", "status"],
+                    [[s["featurizer"], str(s["labels"]),
+                      str(rows.get((s["featurizer"], s["labels"]), {}).get("train_positives", "-")),
+                      fmt(s["macro_auc"], 3), rows.get((s["featurizer"], s["labels"]), {}).get("status", "-")]
+                     for s in uss.get("summary", [])])]
+    return "\n".join(out)
+
+
+def throughput_markdown(result: dict[str, Any]) -> str:
+    rows = [["raw aiokafka consume + orjson decode", fmt(result.get("raw_consume_per_s")), "100 %"]]
+    if result.get("framework_floor_per_s") is not None:
+        rows.append(["framework floor: the monitor's faust topology with agents that only pass bytes on "
+                     "(`monitor/tools/bench/framework_floor.py`)", fmt(result["framework_floor_per_s"]),
+                     f"{100 * result['framework_floor_ratio']:.2f} %"])
+    rows += [[f"monitor end to end, distilled `{k}`", fmt(v), f"{100 * result['ratio'][k]:.2f} %"]
+             for k, v in result.get("monitor_per_s", {}).items()]
+    rows += [[f"`{k}` featurize alone (in-process)", fmt(v), "-"]
+             for k, v in result.get("featurize_per_s", {}).items()]
+    batch_size = result.get("batch", "?")
+    rows += [[f"`{k}` decode + featurize + predict + score records alone (in-process, batches of {batch_size})",
+              fmt(v), "-"] for k, v in result.get("standalone_per_s", {}).items()]
+    uss = result.get("source") == "uss"
+    source = (f"real conversations, the USS dialogues of {', '.join(result.get('uss_files') or ['?'])}" if uss
+              else "conversations from the simulator (template sentences, which repeat)")
+    shape = (f" ({fmt(result['turns_per_conversation'])} turns and {fmt(result['chars_per_conversation'], 0)} "
+             "characters per conversation on average)" if result.get("turns_per_conversation") else "")
+    workers = result.get("worker_processes", 1)
+    if result.get("mode") == "turns":
+        out = [f"{result.get('conversations')} {source}{shape} as turn and end events "
+               f"({fmt(result.get('messages_per_conversation'))} messages per conversation), all open at once and "
+               f"interleaved (one turn of each conversation per round), {result.get('partitions')} partitions, "
+               f"{workers} worker process(es) in one group, `sample_rate=0` (distilled path only). Raw consume is "
+               "the bare consumer's message rate over the same messages, in conversations / s."]
+    else:
+        out = [f"{result.get('conversations')} finished {source}{shape}, {result.get('partitions')} "
+               f"partitions, {workers} worker process(es), `sample_rate=0` (distilled path only)."]
+    if result.get("distinct_texts_per_conversation") is not None:
+        out += ["", "An embedding featurizer encodes each distinct user turn and assistant context of a batch "
+                f"once: about {fmt(result['distinct_texts_per_conversation'], 2)} texts per conversation here, "
+                f"in batches of {batch_size}."
+                + (" (The simulator's sentences repeat so much that it needs fewer than one, which is why this "
+                   "benchmark reads real dialogues by default.)" if uss else "")]
+    out += ["", _md(["path", "conversations / s", "share of raw"], rows)]
+    if result.get("otlp"):
+        from monitor.tools.bench.otlp_throughput import otlp_markdown
+
+        out += ["", otlp_markdown(result["otlp"], _md, fmt)]
+    if result.get("minilm_encode_fraction") is not None:
+        out += ["", "MiniLM: monitor rate / standalone MiniLM featurize rate = "
+                f"{100 * result['minilm_encode_fraction']:.1f} %."]
+    checks = []
+    if "hashing" in result.get("ratio", {}):
+        ok = result["ratio"]["hashing"] >= 0.15
+        alone, raw = (result.get("featurize_per_s") or {}).get("hashing"), result.get("raw_consume_per_s")
+        checks.append(f"`hashing` at >= 15 % of raw consume: {'met' if ok else 'not met'} "
+                      f"({100 * result['ratio']['hashing']:.2f} %"
+                      + (f"; the featurizer alone, in-process, reaches {100 * alone / raw:.2f} %" if alone and raw
+                         else "") + ")")
+    if result.get("minilm_encode_fraction") is not None:
+        ok = result["minilm_encode_fraction"] >= 0.9
+        checks.append(f"`minilm` at >= 90 % of its standalone encode rate: {'met' if ok else 'not met'} "
+                      f"({100 * result['minilm_encode_fraction']:.1f} %)")
+    if checks:
+        out += ["", "Targets of issue #8: " + "; ".join(checks) + "."]
+    share = result.get("share_of_floor") or {}
+    if share:
+        out += ["", "Share of the framework floor (monitor rate / floor rate): "
+                + ", ".join(f"`{k}` {100 * v:.0f} %" for k, v in share.items()) + ". The floor is the ceiling of "
+                "any monitor built as docs/architecture.md draws it (faust agents reading Kafka topics); a target "
+                "above the floor's share of raw consume cannot be met by making our own work faster."]
+    cpu = result.get("worker_cpu_cores") or {}
+    if cpu:
+        out += ["", "Worker CPU while measured (cores; 1.0 = one core busy): "
+                + ", ".join(f"`{k}` {fmt(v, 2)}" for k, v in cpu.items() if v is not None) + "."]
+    batches = {k: v for k, v in (result.get("worker_batch_mean") or {}).items() if v is not None}
+    if batches:
+        seconds = result.get("worker_batch_seconds_mean") or {}
+        out += ["", "Worker batches while measured (`convmon_classify_batch_*`; under load a distilled score waits "
+                "at least one batch time): "
+                + ", ".join(f"`{k}` {fmt(v)} conversations, {fmt(seconds.get(k), 3)} s each"
+                            for k, v in batches.items()) + "."]
+    judge = result.get("judge")
+    if judge:
+        out += ["", _md(["judge path", "value"], [
+            ["server latency (fixed)", f"{fmt(judge.get('server_latency_ms'))} ms"],
+            ["concurrency", str(judge["concurrency"])], ["conversations / s", fmt(judge["per_s"])],
+            ["p50 latency", f"{fmt(judge['p50_ms'])} ms"], ["p99 latency", f"{fmt(judge['p99_ms'])} ms"],
+            *([["slowest call of the first round (cold process; not in p50 / p99 above)",
+                f"{fmt(judge['cold_ms'])} ms"], ["p99 latency with the first round",
+                                                  f"{fmt(judge.get('p99_with_cold_ms'))} ms"]]
+              if judge.get("cold_ms") is not None else [])])]
+    record_bytes = result.get("score_record_bytes") or {}
+    sizes = [f"`{k}` changelog {fmt(v, 0)} bytes per conversation "
+             f"({fmt(result['changelog_to_conversation'][k], 2)}x the "
+             f"{fmt(result.get('conversation_bytes'), 0)}-byte conversation), score record "
+             f"{fmt(record_bytes.get(k), 0)} bytes"
+             for k, v in (result.get("changelog_bytes_per_conversation") or {}).items()]
+    if sizes:
+        out += ["", "Sizes (the `sessions` changelog read back after the run): " + "; ".join(sizes) + "."]
+    for name, bar in (result.get("bars") or {}).items():
+        out += ["", f"Issue #18 bar `{name}`: {json.dumps(bar, sort_keys=True)}"]
+    rss = result.get("peak_rss_mb_by_featurizer") or {}
+    if rss:
+        out += ["", "Peak RSS per worker: " + ", ".join(f"`{k}` {fmt(v)} MB" for k, v in rss.items()) + "."]
+    return "\n".join(out)
+
+
+def sampler_markdown(result: dict[str, Any]) -> str:
+    rows = [[str(r["seed"]), str(r["labels"]), f"{r['positives_hash_only']} / {r['positives_uncertainty']}",
+             fmt(r["auc_hash_only"], 3), fmt(r["auc_uncertainty"], 3), f"{r['gain']:+.3f}"] for r in result["runs"]]
+    sd = f" ± {fmt(result['gain_sd'], 3)} (sd over seeds)" if result.get("gain_sd") is not None else ""
+    return "\n".join([
+        f"Stream: {result['stream']}, {result['stream_size']} prefixes in {result['rounds']} chunks, retraining "
+        f"after each (unweighted); holdout: the other half of the dialogues ({result['holdout_size']} prefixes, "
+        "uniform like the hash slice). Uncertainty arm: the router's `InclusionPolicy`, "
+        f"{result['policy']}; hash-only arm: as many uniform labels as the uncertainty arm took in each chunk "
+        "(equal judge spend). Teacher ROC-AUC of the final model on the holdout:", "",
+        _md(["seed", "labels per arm", "positives (hash / uncertainty)", "hash only", "uncertainty", "gain"], rows),
+        "", f"Mean AUC: hash only {fmt(result['mean_auc_hash_only'], 3)}, uncertainty "
+            f"{fmt(result['mean_auc_uncertainty'], 3)}; gain {result['mean_gain']:+.3f}{sd}."])
+
+
+def cost_markdown(result: dict[str, Any]) -> str:
+    names = COST_ESTIMATORS
+    out = [f"A stream of {result['volume_per_hour']:,} conversations per hour, {result['windows']} 1-hour windows "
+           "per slice; each window mixes two regimes (simulator: normal and a DSAT spike; USS: its two corpora) in "
+           "a random share, so rates move from hour to hour. Error = exported rate minus the rate judging all of "
+           "that hour's traffic would export, in percentage points; the table gives the 95th percentile of |error| "
+           "over windows for the worst item (and the median item). The distilled models are trained with "
+           "`distill.train.train_items` (hashing) on the labels the slice collects in "
+           f"{fmt(result['train_hours'], 0)} h. Spend: the SPUR prompt and answer at ~4 characters per token, "
+           f"`{result['model']}` at ${result['price_usd_per_million_tokens'][0]} / "
+           f"${result['price_usd_per_million_tokens'][1]} per 1M input / output tokens "
+           "(`monitor/contracts/settings.py` DEFAULT_PRICES).", ""]
+    for source in result["sources"]:
+        spend = source["spend"]
+        out += [f"**{source['source']}** ({source['items']} item(s)); teacher: {source['teacher']}. "
+                f"{fmt(spend['prompt_tokens'], 0)} prompt + {fmt(spend['output_tokens'], 0)} output tokens per "
+                f"judged conversation, ${fmt(spend['usd_per_million_judged'], 2)} per 1M judged.", "",
+                _md(["slice", "judged / h", "training labels", "USD per 1M conversations",
+                     *[f"{n} (worst / median item)" for n in names.values()]],
+                    [[f"{r['slice']:.1%}", fmt(r["judged_per_hour"], 0), str(r["training_labels"]),
+                      fmt(r["usd_per_million"], 2),
+                      *[f"{fmt(r[f'{e}_p95_max_points'], 2)} / {fmt(r[f'{e}_p95_median_points'], 2)}"
+                        for e in names]] for r in source["rows"]]), ""]
+        smallest = source["smallest_slice_within_tolerance"]
+        out.append(f"Smallest slice keeping every rate within ±{fmt(result['tolerance_points'], 0)} point at 95 %: "
+                   + "; ".join(f"{n}: {_slice(smallest[e])}" for e, n in names.items()) + ". Goal (issue #22): ≤ 1 %.")
+        out.append("")
+        if source.get("by_volume"):
+            out += [f"Smallest slice within ±{fmt(result['tolerance_points'], 0)} point by volume (models trained on "
+                    "what each slice collects at that volume, capped as above; 0.5 % is the smallest slice measured; "
+                    "V conversations an hour over H hours judge the same sample as V·H in one hour):", "",
+                    _md(["conversations / h", *names.values()],
+                        [[f"{v['volume_per_hour']:,}", *[_slice(v["smallest_slice_within_tolerance"][e])
+                                                          for e in names]] for v in source["by_volume"]]), ""]
+    out += ["Reading: a judge-only rate from n judged conversations has a 95 % error of about "
+            "1.96·sqrt(p(1-p)/n) points, so ±1 point on rates of 10-50 % takes thousands of judged conversations "
+            "per window, whatever the slice. The prediction-powered rates replace p(1-p) by the variance of the "
+            "residuals (label − probability), which judge noise and imperfect models keep well above zero; PPI++'s "
+            "tuning changes little here because the models are good enough that lambda stays near 1. The "
+            "distilled-only rate has almost no variance but carries the model's bias, which moves with the traffic "
+            "mix (up to 4-5 points on the worst simulator item), so it never meets ±1 point. Hence the volume "
+            "sweep: the ≤ 1 % goal is a statement about judged conversations per window, met from about 1M "
+            "conversations an hour (or a 100-hour window at 10,000 an hour), not at 10,000 an hour.", ""]
+    if result.get("plot"):
+        out.append(f"![error against spend]({Path(result['plot']).name})")
+    return "\n".join(out).strip()
