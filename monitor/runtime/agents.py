@@ -68,7 +68,8 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
             async with lock:
                 now = c.ownership.refresh(hot)
                 c.sessions.hold()
-                batch = [Input(e.key, e.value, e.message.partition, is_rekeyed(e.headers)) for e in events]
+                batch = [Input(e.key, e.value, e.message.partition, is_rekeyed(e.headers), e.message.timestamp)
+                         for e in events]
                 await emit_then_release(hot.ingest(batch, now))
 
     @app.timer(min(s.idle_timeout_s / 4, s.allowed_lateness_s / 2 or 1.0, 5.0))
