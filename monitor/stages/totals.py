@@ -209,11 +209,13 @@ class TotalsCollector(Collector):
         return []  # no fixed samples: the owned partitions change with rebalances
 
     def collect(self) -> Iterator[Metric]:
-        snapshot = self.totals.exported()
-        for attribute, family in self.families.items():
-            metric = CounterMetricFamily(family.name, family.documentation, labels=["partition", *family.labels])
-            for partition in sorted(snapshot):
-                for (name, labels), value in sorted(snapshot[partition].items()):
-                    if name == attribute:
-                        metric.add_metric([str(partition), *labels], value)
-            yield metric
+        metrics = {attribute: CounterMetricFamily(family.name, family.documentation,
+                                                  labels=["partition", *family.labels])
+                   for attribute, family in self.families.items()}
+        for partition, values in self.totals.exported().items():  # one pass: this runs on every scrape
+            label = str(partition)
+            for (name, labels), value in values.items():
+                metric = metrics.get(name)
+                if metric is not None:
+                    metric.add_metric([label, *labels], value)
+        yield from metrics.values()
