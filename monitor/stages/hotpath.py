@@ -45,6 +45,7 @@ class Input:
     partition: int
     rekeyed: bool = False
     timestamp: float | None = None  # the record's Kafka timestamp (seconds): it drives the partition's clock
+    caught_up: bool = True  # no later record in the partition's log (by the consumer's high watermark)
 
 
 @dataclass
@@ -100,7 +101,7 @@ class HotPath:
         out = Outputs()
         kinds: Counter[str] = Counter()
         for item in batch:
-            self.clock.observe(item.partition, item.timestamp, now)
+            self.clock.observe(item.partition, item.timestamp, now, caught_up=item.caught_up)
             at = self.clock.now(item.partition, now)  # the sessions' time: this partition's clock, not processing time
             try:
                 decoded = self.decoder.decode(item.value, rekeyed=item.rekeyed)

@@ -16,8 +16,8 @@ Every time here (``last_seen``, idle expiry, ``allowed_lateness_s``, tombstone r
 partition's clock (stages/clock.py), not processing time: its latest record's Kafka timestamp plus the
 wall time since that record was consumed. A worker that lags reads a conversation's turns with the gaps
 they were written with, so it does not close conversations whose next turns are still queued (and then
-dead-letter those as ``late_event``); a quiet, caught-up partition's clock runs with wall time, so its last
-conversations still close.
+dead-letter those as ``late_event``), nor while it stalls behind its log; a quiet, caught-up partition's clock
+runs with wall time, so its last conversations still close.
 A tombstone lives ``closed_retention_s``. It records the turns the conversation closed with (every index
 below ``n``) and whether its end closed it, so an event of a closed conversation that it already had is
 ``redelivered`` (a batch delivered again because its offsets were not committed, e.g. across a broker

@@ -57,3 +57,25 @@ def test_processing_time_alone_would_have_closed_it() -> None:
     assert len(hot.sweep(T0 + 41.0, {0, 1, 2, 3}).closed) == 1
     out = hot.ingest([Input(b"a", turn("a", 1), 0)], now=T0 + 41.5)
     assert [d.reason for d in out.dead] == ["late_event"]
+
+
+def test_a_partition_behind_its_log_does_not_advance_with_wall_time() -> None:
+    """A worker that stalls while behind (a long flush, a broker outage): its clock waits for the log."""
+    clock = PartitionClock()
+    clock.observe(0, T0, now=T0 + 1.0, caught_up=False)
+    assert clock.now(0, T0 + 60.0) == T0
+    clock.observe(0, T0 - 5.0, now=T0 + 61.0, caught_up=True)  # older record, but the partition is now caught up
+    clock.observe(0, T0 - 6.0, now=T0 + 61.0, caught_up=False)  # and behind again
+    assert clock.now(0, T0 + 90.0) == T0
+    clock.observe(0, T0 + 2.0, now=T0 + 91.0)  # caught up: wall time again
+    assert clock.now(0, T0 + 95.0) == T0 + 6.0
+
+
+def test_a_conversation_on_a_stalled_lagging_partition_survives_the_stall() -> None:
+    hot, _ = hot_path()
+    hot.ingest([Input(b"a", turn("a", 0), 0, timestamp=T0, caught_up=False)], now=T0 + 30.0)
+    assert hot.sweep(T0 + 90.0, {0, 1, 2, 3}).closed == []  # a minute without consuming: nothing closes
+    out = hot.ingest([Input(b"a", turn("a", 1), 0, timestamp=T0 + 3.0)], now=T0 + 91.0)
+    assert out.dead == []
+    assert hot.sweep(T0 + 100.0, {0, 1, 2, 3}).closed == []
+    assert len(hot.sweep(T0 + 101.5, {0, 1, 2, 3}).closed) == 1
