@@ -62,13 +62,20 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         await c.counts.wait_acked()  # the batch's commit records are on the broker
         c.sessions.release()
 
+    def caught_up(tp: Any, offset: int) -> bool:
+        """The record is its partition's last one known to the consumer (the partition's clock runs with wall time
+        only then: stages/clock.py); an unknown high watermark counts as caught up."""
+        highwater = app.consumer.highwater(tp)
+        return highwater is None or offset + 1 >= highwater
+
     @app.agent(topics.events)
     async def hot_path(stream: faust.StreamT[Any]) -> None:
         async for events in event_batches(stream, s.event_batch, within=s.classify_within_s):
             async with lock:
                 now = c.ownership.refresh(hot)
                 c.sessions.hold()
-                batch = [Input(e.key, e.value, e.message.partition, is_rekeyed(e.headers)) for e in events]
+                batch = [Input(e.key, e.value, e.message.partition, is_rekeyed(e.headers), e.message.timestamp,
+                               caught_up(e.message.tp, e.message.offset)) for e in events]
                 await emit_then_release(hot.ingest(batch, now))
 
     @app.timer(min(s.idle_timeout_s / 4, s.allowed_lateness_s / 2 or 1.0, 5.0))

@@ -23,6 +23,7 @@ from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.score_codec import encode_score, score_headers, score_id
 from monitor.contracts.scores import ScoreRecord
+from monitor.stages.clock import PartitionClock
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
@@ -43,6 +44,8 @@ class Input:
     value: bytes | None
     partition: int
     rekeyed: bool = False
+    timestamp: float | None = None  # the record's Kafka timestamp (seconds): it drives the partition's clock
+    caught_up: bool = True  # no later record in the partition's log (by the consumer's high watermark)
 
 
 @dataclass
@@ -63,8 +66,9 @@ class HotPath:
     def __init__(self, sessions: Sessionizer, dedup: DedupWindow, totals: PartitionTotals, exporter: Exporter,
                  metrics: Metrics, rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int,
                  sample_rate: float, policy: InclusionPolicy | None = None,
-                 decoder: InputDecoder | None = None) -> None:
+                 decoder: InputDecoder | None = None, clock: PartitionClock | None = None) -> None:
         self.sessions = sessions
+        self.clock = clock or PartitionClock()  # idle expiry and lateness in each partition's time (stages/clock.py)
         self.dedup = dedup
         self.totals = totals
         self.exporter = exporter
@@ -88,6 +92,7 @@ class HotPath:
 
     def revoke(self, partitions: set[int]) -> None:
         self.totals.revoke(partitions)
+        self.clock.forget(partitions)
 
     def dead(self, raw: bytes | None, key: bytes | None, reason: str, detail: str, stage: str) -> DeadLetter:
         return dead_letter(raw, key, reason=reason, detail=detail, stage=stage, max_bytes=self.max_request_bytes)
@@ -96,6 +101,8 @@ class HotPath:
         out = Outputs()
         kinds: Counter[str] = Counter()
         for item in batch:
+            self.clock.observe(item.partition, item.timestamp, now, caught_up=item.caught_up)
+            at = self.clock.now(item.partition, now)  # the sessions' time: this partition's clock, not processing time
             try:
                 decoded = self.decoder.decode(item.value, rekeyed=item.rekeyed)
             except InvalidEvent as exc:
@@ -118,9 +125,9 @@ class HotPath:
                     out.closed.append((event, item.partition))
                     continue
                 if isinstance(event, TurnEvent):
-                    outcome, closed = self.sessions.turn(event, item.partition, now)
+                    outcome, closed = self.sessions.turn(event, item.partition, at)
                 else:
-                    outcome, closed = self.sessions.end(event, item.partition, now, rekeyed=item.rekeyed,
+                    outcome, closed = self.sessions.end(event, item.partition, at, rekeyed=item.rekeyed,
                                                         raw=raw)
                 out.closed.extend((c, item.partition) for c in closed)
                 if outcome == "truncated":
@@ -139,7 +146,7 @@ class HotPath:
         return out
 
     def sweep(self, now: float, owned: set[int]) -> Outputs:
-        closed: Closed = self.sessions.sweep(now, owned)
+        closed: Closed = self.sessions.sweep(now, owned, clock=lambda p: self.clock.now(p, now))
         out = Outputs(closed=[(c, self.sessions_partition(c)) for c in closed.conversations])
         for cid, raw in closed.unknown:
             self.metrics.late_events.labels("end").inc()

@@ -10,7 +10,14 @@ Order does not come from Kafka: turns are ordered by ``turn_index``. A conversat
 its ``end`` event said how many turns it has (``turn_count``) and all are present; an ``end``
 without a count closes it at once when it came keyed (a keyed producer's order holds within a
 partition) and after ``allowed_lateness_s`` when it was re-keyed (unkeyed producers: its turns
-may still be on their way). Without an end, ``idle_timeout_s`` of processing time closes it.
+may still be on their way). Without an end, ``idle_timeout_s`` closes it.
+
+Every time here (``last_seen``, idle expiry, ``allowed_lateness_s``, tombstone retention) is the
+partition's clock (stages/clock.py), not processing time: its latest record's Kafka timestamp plus the
+wall time since that record was consumed. A worker that lags reads a conversation's turns with the gaps
+they were written with, so it does not close conversations whose next turns are still queued (and then
+dead-letter those as ``late_event``), nor while it stalls behind its log; a quiet, caught-up partition's clock
+runs with wall time, so its last conversations still close.
 A tombstone lives ``closed_retention_s``. It records the turns the conversation closed with (every index
 below ``n``) and whether its end closed it, so an event of a closed conversation that it already had is
 ``redelivered`` (a batch delivered again because its offsets were not committed, e.g. across a broker
@@ -25,6 +32,7 @@ past the caps and metadata keys that do not fit are dropped; the conversation is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -166,12 +174,15 @@ class Sessionizer:
         self.store.put(end_key(cid), o.end, o.partition)
         return "pending", []
 
-    def sweep(self, now: float, owned: set[int]) -> Closed:
-        """Close idle conversations and ends whose grace passed; forget old tombstones (owned partitions only)."""
+    def sweep(self, now: float, owned: set[int], clock: Callable[[int], float] | None = None) -> Closed:
+        """Close idle conversations and ends whose grace passed; forget old tombstones (owned partitions only).
+        ``clock``: each partition's time (``now`` for all without it)."""
         out = Closed()
+        times = {p: clock(p) if clock is not None else now for p in owned}
         for cid, o in list(self.open.items()):
             if o.partition not in owned:
                 continue
+            now = times[o.partition]
             grace_over = o.end is not None and not o.end.get("n") and now - o.end_seen > self.allowed_lateness_s
             if grace_over or now - o.last_seen > self.idle_timeout_s:
                 if o.sizes:
@@ -183,7 +194,7 @@ class Sessionizer:
                                                                                       .model_dump(exclude_none=True))))
                     self._drop(cid, o, now)
         for cid, (closed_at, partition, *_) in list(self.closed.items()):
-            if partition in owned and now - closed_at > self.closed_retention_s:
+            if partition in owned and times[partition] - closed_at > self.closed_retention_s:
                 self.store.delete(header_key(cid), partition)
                 del self.closed[cid]
         return out

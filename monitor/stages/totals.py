@@ -4,11 +4,16 @@ A worker's own counters restart at zero with the process, and the increments sin
 die with it while their dedup marks survive. Here every input partition keeps running totals
 (conversations scored, per-item verdicts and probability sums) in the same changelogged store as
 the dedup marks (the ``scored`` table), so one changelog partition orders them. A counting batch
-writes its marks, each stamped with the batch's sequence number, then every total it changed as
-``[partition, family, labels, value, value before the batch, sequence]``, then the commit record
-``#c|<partition>`` = ``{"partition": p, "seq": sequence}``. A producer keeps one partition's records
+writes its marks, each stamped with the batch's sequence number, then every *group* of totals it changed,
+then the commit record ``#c|<partition>`` = ``{"partition": p, "seq": sequence}``. A group is one family's
+series that differ only by item (``rubric``, ``polarity``, ``verdict``): a scored conversation changes one
+group per family, so a batch writes a few records per label combination instead of one per item and verdict
+(a judged conversation wrote 21 total records, the bulk of the worker's changelog traffic; #18). Its record
+``#g|[partition, family, group labels]`` holds the whole group: ``[partition, family, group labels,
+[[item labels, value, value before the batch], ...], sequence]``. Per-series ``#t|`` records (written before
+groups) are still read; a group record supersedes them. A producer keeps one partition's records
 in order, so after a crash the changelog holds a prefix of those writes: :meth:`rebuild` takes a
-total's value when its batch committed and the value before it when not (rewriting it), and drops
+total's value when its batch committed and the value before it when not (rewriting its group), and drops
 the marks of uncommitted batches. Their input is re-delivered (faust flushes the producer before it
 commits offsets), so those conversations are counted again, once.
 
@@ -28,28 +33,56 @@ import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from monitor.contracts.metrics import Metrics
+from monitor.contracts.metrics import Metrics, PartitionFamily
 from monitor.stages.sessionize import Store
 
 Series = tuple[str, tuple[str, ...]]  # (Metrics attribute name, label values)
-TOTAL_PREFIX = "#t|"
+Group = tuple[str, tuple[str, ...]]  # (Metrics attribute name, the label values an item's series share)
+TOTAL_PREFIX = "#t|"  # one series per record: read, no longer written
+GROUP_PREFIX = "#g|"
 COMMIT_PREFIX = "#c|"
+ITEM_LABELS = frozenset({"rubric", "polarity", "verdict"})  # what varies inside a group
 
 
 def total_key(partition: int, series: Series) -> str:
     return TOTAL_PREFIX + orjson.dumps([partition, series[0], list(series[1])]).decode()
 
 
+def group_key(partition: int, group: Group) -> str:
+    return GROUP_PREFIX + orjson.dumps([partition, group[0], list(group[1])]).decode()
+
+
 def is_count_state(key: str) -> bool:
     """Totals and commit records share the dedup table; dedup keys are ``scorer:conversation_id``."""
-    return key.startswith((TOTAL_PREFIX, COMMIT_PREFIX))
+    return key.startswith((TOTAL_PREFIX, GROUP_PREFIX, COMMIT_PREFIX))
+
+
+class Grouping:
+    """Splits a series' labels into its group's and its item's (by the family's label names)."""
+
+    def __init__(self, families: Mapping[str, PartitionFamily] | Iterable[str]) -> None:
+        labels = {a: f.labels for a, f in families.items()} if isinstance(families, Mapping) else {}
+        self.item_at = {a: tuple(i for i, n in enumerate(names) if n in ITEM_LABELS) for a, names in labels.items()}
+
+    def split(self, series: Series) -> tuple[Group, tuple[str, ...]]:
+        attr, labels = series
+        at = self.item_at.get(attr, ())
+        return (attr, tuple(v for i, v in enumerate(labels) if i not in at)), tuple(labels[i] for i in at)
+
+    def join(self, group: Group, item: Iterable[str]) -> Series:
+        attr, shared = group
+        at, item_values, shared_values = self.item_at.get(attr, ()), iter(item), iter(shared)
+        width = len(shared) + len(at)
+        return attr, tuple(next(item_values) if i in at else next(shared_values) for i in range(width))
 
 
 class PartitionTotals:
-    def __init__(self, store: Store, families: Iterable[str]) -> None:
+    def __init__(self, store: Store, families: Mapping[str, PartitionFamily] | Iterable[str]) -> None:
         self.store = store
         self.families = frozenset(families)
+        self.grouping = Grouping(families)
         self._current: dict[int, dict[Series, float]] = {}
+        self._members: dict[int, dict[Group, set[Series]]] = {}  # each group's series, per partition
         self._pending: dict[int, dict[Series, float]] = {}
         self._seq: dict[int, int] = {}
         self._exported: dict[int, dict[Series, float]] = {}
@@ -78,12 +111,17 @@ class PartitionTotals:
             return
         seq = self.sequence(partition)
         current = self._current[partition]
+        members = self._members.setdefault(partition, {})
         written: dict[Series, float] = {}
+        befores: dict[Series, float] = {}
         for series, amount in self._pending.pop(partition, {}).items():
-            before = current.get(series, 0.0)
+            befores[series] = before = current.get(series, 0.0)
             current[series] = written[series] = before + amount
-            self.store.put(total_key(partition, series),
-                           [partition, series[0], list(series[1]), before + amount, before, seq], partition)
+            members.setdefault(self.grouping.split(series)[0], set()).add(series)
+        for group in {self.grouping.split(series)[0] for series in written}:
+            rows = [[list(self.grouping.split(m)[1]), current[m], befores.get(m, current[m])]
+                    for m in sorted(members[group])]
+            self.store.put(group_key(partition, group), [partition, group[0], list(group[1]), rows, seq], partition)
         self._seq[partition] = seq + 1
         record = {"partition": partition, "seq": seq}
         put_acked: Callable[..., None] | None = getattr(self.store, "put_acked", None)
@@ -110,11 +148,14 @@ class PartitionTotals:
         later commit with a higher sequence cannot make them count."""
         committed = dict.fromkeys(owned, 0)
         records: list[tuple[str, list[Any]]] = []
+        groups: list[tuple[str, list[Any]]] = []
         for key, value in self.store.items():
             if key.startswith(COMMIT_PREFIX) and isinstance(value, dict) and value.get("partition") in owned:
                 committed[int(value["partition"])] = int(value["seq"])
             elif key.startswith(TOTAL_PREFIX) and isinstance(value, list) and len(value) == 6 and value[0] in owned:
                 records.append((key, value))
+            elif key.startswith(GROUP_PREFIX) and isinstance(value, list) and len(value) == 5 and value[0] in owned:
+                groups.append((key, value))
         current: dict[int, dict[Series, float]] = {p: {} for p in owned}
         for key, (partition, family, labels, value, before, seq) in records:
             series = (str(family), tuple(str(v) for v in labels))
@@ -123,7 +164,20 @@ class PartitionTotals:
             else:
                 current[partition][series] = float(before)
                 self.store.put(key, [partition, family, labels, before, before, committed[partition]], partition)
+        for key, (partition, family, shared, rows, seq) in groups:  # after the series records: they supersede
+            group = (str(family), tuple(str(v) for v in shared))
+            kept = seq <= committed[partition]
+            for item, value, before in rows:
+                current[partition][self.grouping.join(group, (str(v) for v in item))] = float(value if kept
+                                                                                             else before)
+            if not kept:
+                self.store.put(key, [partition, family, shared, [[item, before, before] for item, _, before in rows],
+                                     committed[partition]], partition)
         self._current = current
+        self._members = {p: {} for p in owned}
+        for p, values in current.items():
+            for series in values:
+                self._members[p].setdefault(self.grouping.split(series)[0], set()).add(series)
         self._pending = {}
         self._seq = {p: seq + 1 for p, seq in committed.items()}
         with self._lock:
@@ -135,7 +189,7 @@ class PartitionTotals:
         """Stop exporting (and counting) partitions this worker no longer owns."""
         with self._lock:
             for p in partitions:
-                for state in (self._current, self._pending, self._seq, self._exported, self._acked):
+                for state in (self._current, self._members, self._pending, self._seq, self._exported, self._acked):
                     state.pop(p, None)
 
     def exported(self) -> dict[int, dict[Series, float]]:
@@ -155,11 +209,13 @@ class TotalsCollector(Collector):
         return []  # no fixed samples: the owned partitions change with rebalances
 
     def collect(self) -> Iterator[Metric]:
-        snapshot = self.totals.exported()
-        for attribute, family in self.families.items():
-            metric = CounterMetricFamily(family.name, family.documentation, labels=["partition", *family.labels])
-            for partition in sorted(snapshot):
-                for (name, labels), value in sorted(snapshot[partition].items()):
-                    if name == attribute:
-                        metric.add_metric([str(partition), *labels], value)
-            yield metric
+        metrics = {attribute: CounterMetricFamily(family.name, family.documentation,
+                                                  labels=["partition", *family.labels])
+                   for attribute, family in self.families.items()}
+        for partition, values in self.totals.exported().items():  # one pass: this runs on every scrape
+            label = str(partition)
+            for (name, labels), value in values.items():
+                metric = metrics.get(name)
+                if metric is not None:
+                    metric.add_metric([label, *labels], value)
+        yield from metrics.values()

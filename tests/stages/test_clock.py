@@ -1,0 +1,81 @@
+"""Per-partition clocks (#18): idle expiry follows the log of a lagging partition and wall time on a quiet one."""
+
+from __future__ import annotations
+
+from monitor.stages.clock import PartitionClock
+from monitor.stages.hotpath import Input
+from tests.stages.test_hotpath import hot_path, turn
+
+T0 = 1_000_000.0  # wall time the records were written; the hot path's idle timeout is 10 s
+
+
+def test_the_clock_is_the_latest_record_time_plus_wall_time_since_it_was_consumed() -> None:
+    clock = PartitionClock()
+    assert clock.now(0, T0) == T0  # nothing consumed: wall time
+    clock.observe(0, T0 - 100.0, now=T0)  # a record written 100 s ago, read now
+    assert clock.now(0, T0) == T0 - 100.0
+    assert clock.now(0, T0 + 5.0) == T0 - 95.0
+    clock.observe(0, T0 - 200.0, now=T0 + 5.0)  # an older record (re-keyed, re-delivered) does not move it back
+    assert clock.now(0, T0 + 5.0) == T0 - 95.0
+    clock.observe(0, T0 + 60.0, now=T0 + 6.0)  # a producer clock ahead of ours: clamped to wall time
+    assert clock.now(0, T0 + 6.0) == T0 + 6.0
+    assert clock.now(1, T0 + 6.0) == T0 + 6.0  # partitions are independent
+    clock.forget({0})
+    assert clock.now(0, T0 + 7.0) == T0 + 7.0
+
+
+def test_a_lagging_partition_keeps_a_conversation_whose_record_gap_is_under_the_timeout() -> None:
+    """Turns written 8 s apart, read 30 s late and back to back with a sweep between: in processing time the
+    conversation looks idle for 30 s; in the partition's time it was idle 8 s, so it stays open and the
+    second turn joins it instead of being dead-lettered as late."""
+    hot, metrics = hot_path()
+    hot.ingest([Input(b"a", turn("a", 0), 0, timestamp=T0)], now=T0 + 30.0)
+    assert hot.sweep(T0 + 30.0, {0, 1, 2, 3}).closed == []
+    out = hot.ingest([Input(b"a", turn("a", 1), 0, timestamp=T0 + 8.0)], now=T0 + 31.0)
+    assert out.dead == [] and out.closed == []
+    assert metrics.registry.get_sample_value("convmon_late_events_total", {"kind": "turn"}) in (None, 0.0)
+    # then quiet: the clock runs on from the last turn's time with wall time, so the conversation closes once the
+    # partition has been idle 10 s in its own time (10 s of wall time after that turn was read)
+    assert hot.sweep(T0 + 40.9, {0, 1, 2, 3}).closed == []
+    [(conv, partition)] = hot.sweep(T0 + 41.1, {0, 1, 2, 3}).closed
+    assert (conv.conversation_id, conv.end_reason, len(conv.turns), partition) == ("a", "idle", 2, 0)
+
+
+def test_a_quiet_partition_closes_its_conversation_after_the_timeout_in_wall_time() -> None:
+    hot, _ = hot_path()
+    hot.ingest([Input(b"q", turn("q", 0), 1, timestamp=T0)], now=T0 + 0.2)  # caught up: read as written
+    assert hot.sweep(T0 + 9.0, {0, 1, 2, 3}).closed == []
+    [(conv, _)] = hot.sweep(T0 + 10.5, {0, 1, 2, 3}).closed
+    assert (conv.conversation_id, conv.end_reason) == ("q", "idle")
+
+
+def test_processing_time_alone_would_have_closed_it() -> None:
+    """The same lagging input without record timestamps (processing time): the conversation closes at the sweep
+    and its second turn is dead-lettered as late, the #18 symptom the clock removes."""
+    hot, _ = hot_path()
+    hot.ingest([Input(b"a", turn("a", 0), 0)], now=T0 + 30.0)
+    assert len(hot.sweep(T0 + 41.0, {0, 1, 2, 3}).closed) == 1
+    out = hot.ingest([Input(b"a", turn("a", 1), 0)], now=T0 + 41.5)
+    assert [d.reason for d in out.dead] == ["late_event"]
+
+
+def test_a_partition_behind_its_log_does_not_advance_with_wall_time() -> None:
+    """A worker that stalls while behind (a long flush, a broker outage): its clock waits for the log."""
+    clock = PartitionClock()
+    clock.observe(0, T0, now=T0 + 1.0, caught_up=False)
+    assert clock.now(0, T0 + 60.0) == T0
+    clock.observe(0, T0 - 5.0, now=T0 + 61.0, caught_up=True)  # older record, but the partition is now caught up
+    clock.observe(0, T0 - 6.0, now=T0 + 61.0, caught_up=False)  # and behind again
+    assert clock.now(0, T0 + 90.0) == T0
+    clock.observe(0, T0 + 2.0, now=T0 + 91.0)  # caught up: wall time again
+    assert clock.now(0, T0 + 95.0) == T0 + 6.0
+
+
+def test_a_conversation_on_a_stalled_lagging_partition_survives_the_stall() -> None:
+    hot, _ = hot_path()
+    hot.ingest([Input(b"a", turn("a", 0), 0, timestamp=T0, caught_up=False)], now=T0 + 30.0)
+    assert hot.sweep(T0 + 90.0, {0, 1, 2, 3}).closed == []  # a minute without consuming: nothing closes
+    out = hot.ingest([Input(b"a", turn("a", 1), 0, timestamp=T0 + 3.0)], now=T0 + 91.0)
+    assert out.dead == []
+    assert hot.sweep(T0 + 100.0, {0, 1, 2, 3}).closed == []
+    assert len(hot.sweep(T0 + 101.5, {0, 1, 2, 3}).closed) == 1
