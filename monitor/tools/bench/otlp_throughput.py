@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import load_rubric_set
@@ -37,6 +37,7 @@ from monitor.contracts.settings import REPO_ROOT, KafkaSettings, Settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port, stop_process
 from monitor.runtime.scrape import wait_for_metrics
+from monitor.tools.bench.throughput_paths import produce_timed, raw_consume_rate
 
 Progress = Callable[[str], None] | None
 END_ATTRIBUTE = "app.conversation.ended"
@@ -75,41 +76,14 @@ def otlp_messages(n: int, calls: int, per_message: int, prefix: str) -> tuple[li
     return messages, ids
 
 
-async def _produce(bootstrap: str, topic: str, messages: Sequence[bytes]) -> float:
-    """Unkeyed, as the Collector's exporter publishes by default; seconds taken."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=1 << 20,
-                                max_request_size=16 << 20, acks=1)
-    await producer.start()
-    started = time.perf_counter()
-    try:
-        for value in messages:
-            await producer.send(topic, key=None, value=value)
-        await producer.flush()
-    finally:
-        await producer.stop()
-    return time.perf_counter() - started
-
-
-async def raw_consume_rate(bootstrap: str, topic: str, messages: Sequence[bytes]) -> float:
-    """Messages / s of a bare consumer parsing each pre-produced message with opentelemetry-proto."""
+def _parse_traces(raw: bytes) -> object:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    await _produce(bootstrap, topic, messages)
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
-                                enable_auto_commit=False, max_partition_fetch_bytes=16 << 20)
-    await consumer.start()
-    seen = 0
-    try:
-        started = time.perf_counter()
-        while seen < len(messages):
-            for records in (await consumer.getmany(timeout_ms=1000, max_records=10_000)).values():
-                for record in records:
-                    ExportTraceServiceRequest().ParseFromString(record.value or b"")
-                    seen += 1
-        elapsed = time.perf_counter() - started
-    finally:
-        await consumer.stop()
-    return len(messages) / elapsed
+    return ExportTraceServiceRequest().ParseFromString(raw)
+
+
+def _unkeyed(messages: Sequence[bytes]) -> list[tuple[bytes | None, bytes]]:
+    return [(None, m) for m in messages]
 
 
 async def _scored(consumer: AIOKafkaConsumer, wanted: set[str], deadline: float) -> float:
@@ -136,10 +110,10 @@ async def _drive(kafka: KafkaSettings, bootstrap: str, warmup: tuple[list[bytes]
     await consumer.start()
     try:
         deadline = time.monotonic() + timeout_s
-        await _produce(bootstrap, kafka.topic("events"), warmup[0])  # model load, group join, first batches
+        await produce_timed(bootstrap, kafka.topic("events"), _unkeyed(warmup[0]))  # model load, group join
         await _scored(consumer, set(warmup[1]), deadline)
         cpu0, started = cpu_seconds(pid), time.perf_counter()
-        produce_s = await _produce(bootstrap, kafka.topic("events"), measured[0])
+        produce_s = await produce_timed(bootstrap, kafka.topic("events"), _unkeyed(measured[0]))
         finished = await _scored(consumer, set(measured[1]), deadline)
         cpu1 = cpu_seconds(pid)
     finally:
@@ -197,7 +171,8 @@ def run_otlp_throughput(config: OtlpThroughputConfig, progress: Progress = None,
         if progress:
             progress(f"OTLP: raw consume of {len(measured[0])} messages")
         per_message = config.conversations / len(measured[0])
-        result["raw_consume_per_s"] = asyncio.run(raw_consume_rate(bootstrap, raw_topic, measured[0])) \
+        result["raw_consume_per_s"] = asyncio.run(raw_consume_rate(bootstrap, raw_topic, _unkeyed(measured[0]),
+                                                                   _parse_traces)) \
             * per_message
         unique = uuid.uuid4().hex[:8]
         settings = Settings(broker_url=f"kafka://{bootstrap}", app_id=f"bench-{unique}",

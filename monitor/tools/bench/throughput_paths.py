@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +56,10 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes, bytes]]) -> float:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=1 << 20, acks=1)
+async def produce_timed(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes]]) -> float:
+    """Produce (key, value) pairs (key None: unkeyed, as the Collector's exporter publishes); seconds taken."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=1 << 20,
+                                max_request_size=16 << 20, acks=1)
     await producer.start()
     started = time.perf_counter()
     try:
@@ -69,11 +71,12 @@ async def _produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes, b
     return time.perf_counter() - started
 
 
-async def raw_consume_rate(bootstrap: str, topic: str, messages: Sequence[tuple[bytes, bytes]]) -> float:
-    """Messages per second for a bare consumer + orjson decode of pre-produced messages."""
-    await _produce(bootstrap, topic, messages)
+async def raw_consume_rate(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes]],
+                           decode: Callable[[bytes], object] = orjson.loads) -> float:
+    """Messages per second for a bare consumer decoding each pre-produced message (orjson by default)."""
+    await produce_timed(bootstrap, topic, messages)
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
-                                enable_auto_commit=False, max_partition_fetch_bytes=8 << 20)
+                                enable_auto_commit=False, max_partition_fetch_bytes=16 << 20)
     await consumer.start()
     seen = 0
     try:
@@ -81,7 +84,7 @@ async def raw_consume_rate(bootstrap: str, topic: str, messages: Sequence[tuple[
         while seen < len(messages):
             for records in (await consumer.getmany(timeout_ms=1000, max_records=10_000)).values():
                 for record in records:
-                    orjson.loads(record.value)
+                    decode(record.value or b"")
                     seen += 1
         elapsed = time.perf_counter() - started
     finally:
@@ -129,11 +132,11 @@ async def _drive_worker(kafka: KafkaSettings, bootstrap: str, warmup: list[tuple
     await consumer.start()
     try:
         deadline = time.monotonic() + timeout_s
-        await _produce(bootstrap, kafka.topic("events"), warmup)  # model load, group join, first batches
+        await produce_timed(bootstrap, kafka.topic("events"), warmup)  # model load, group join, first batches
         await _scored(consumer, {k.decode() for k, _ in warmup}, deadline)
         batches0 = batch_totals(metrics_urls)
         cpu0, started = _cpu(pids), time.perf_counter()
-        produce_s = await _produce(bootstrap, kafka.topic("events"), measured)
+        produce_s = await produce_timed(bootstrap, kafka.topic("events"), measured)
         wanted = {k.decode() for k, _ in measured}
         sizes: list[int] = []
         finished = await _scored(consumer, set(wanted), deadline, sizes)
