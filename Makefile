@@ -21,17 +21,20 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/convmon demo
 
-# About 15 minutes on 2 cores. The long fault-injection runs are behind the `faults` marker (`make faults`,
-# which .ci/run also runs); the fast subset: .venv/bin/python -m pytest -m "not integration and not faults".
+# About 14 minutes on 2 cores. The fault-injection runs (`faults` marker) and the slow end-to-end runs (`long`:
+# the demo, the native Prometheus alert tests) are in `make faults`, which .ci/run also runs; the fast subset:
+# .venv/bin/python -m pytest -m "not integration and not faults and not long and not soak".
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not faults and not soak"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not faults and not soak and not long"
 
 # The fault suites (docs/reliability.md): >= 2,000 conversations per fault, read back per id and counted
-# through a real Prometheus (tables in var/faults/), PostgreSQL outages, the judge budget; .ci/run runs it.
+# through a real Prometheus (tables in var/faults/), PostgreSQL outages, the judge budget; then the `long`
+# end-to-end tests (the demo, the native Prometheus alert tests); .ci/run runs it.
 faults: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m faults -rxX --durations=0 tests/reliability
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m long -rxX --durations=0 tests
 
 # The 10-minute soak (RSS flat after warm-up, worker keeps up); plot + JSON in var/soak-ci/.
 soak-ci: $(STAMP)

@@ -28,7 +28,7 @@ from monitor.tools.local_prometheus import LocalPrometheus, prometheus_binary
 from monitor.tools.shipped_alerts import scale_duration, scaled_rule_files
 from tests.workers import WorkerProcess, settings_env, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 SCALE = 60
 CALM_S = 75.0  # simulated seconds before the spike: the baseline

@@ -13,7 +13,7 @@ import pytest
 
 from monitor.runtime.broker import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 
 def test_short_demo_shows_the_spike_fires_the_shipped_alert_and_writes_the_plot(tmp_path: Path) -> None:
