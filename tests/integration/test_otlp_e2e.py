@@ -26,7 +26,8 @@ from aiokafka import AIOKafkaProducer
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
-from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.rubric_set import RubricSet, load_rubric_set
+from monitor.contracts.settings import Settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics, free_port
 from monitor.runtime.scrape import by_label, total
@@ -115,15 +116,22 @@ def prometheus_exemplars(workdir: Path, target: str, query: str) -> list[dict[st
     return found
 
 
-@pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
-def test_otlp_traces_to_scores_evaluation_events_and_exemplars(broker: str, make_settings, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch, encoding: str) -> None:
+def otlp_worker(make_settings: Any, broker: str, input_format: str, encoding: str) -> tuple[Settings, RubricSet]:
+    """Settings for a worker reading OTLP input and emitting distilled evaluation events, its model published and
+    its topics created."""
     settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=0.0, idle_timeout_s=3.0, registry_poll_s=1.0,
-                             input_format="otlp_traces", otlp_encoding=encoding, otel_evaluation_events=True,
+                             input_format=input_format, otlp_encoding=encoding, otel_evaluation_events=True,
                              otel_evaluation_scorers=["distilled"])
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     publish_distilled_model(settings, rubric)
     asyncio.run(ensure_topics(broker, topic_names(settings), settings.topic_partitions))
+    return settings, rubric
+
+
+@pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
+def test_otlp_traces_to_scores_evaluation_events_and_exemplars(broker: str, make_settings, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch, encoding: str) -> None:
+    settings, rubric = otlp_worker(make_settings, broker, "otlp_traces", encoding)
     app = GenAiApp()
     chats = [Chat(f"otlp-{encoding}-{i}", conversation_texts(2, f"{encoding}{i}")) for i in range(N)]
     first = app.trace(chats, calls=[0])

@@ -11,20 +11,15 @@ and its verdicts must reach an OTLP/HTTP receiver parented to the span of its la
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
 import pytest
 
-from monitor.contracts.rubric_set import load_rubric_set
-from monitor.runtime.app import topic_names
-from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import by_label, total
 from monitor.stages.otlp import any_value
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
-from tests.integration.test_otlp_e2e import OtlpReceiver, produce_unkeyed
-from tests.model_fixtures import publish_distilled_model
+from tests.integration.test_otlp_e2e import OtlpReceiver, otlp_worker, produce_unkeyed
 from tests.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
@@ -34,12 +29,7 @@ N = 5  # conversations, all in the same messages
 @pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
 def test_otlp_log_events_to_scores_and_evaluation_events(broker: str, make_settings, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch, encoding: str) -> None:
-    settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=0.0, idle_timeout_s=3.0, registry_poll_s=1.0,
-                             input_format="otlp_logs", otlp_encoding=encoding, otel_evaluation_events=True,
-                             otel_evaluation_scorers=["distilled"])
-    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
-    publish_distilled_model(settings, rubric)
-    asyncio.run(ensure_topics(broker, topic_names(settings), settings.topic_partitions))
+    settings, rubric = otlp_worker(make_settings, broker, "otlp_logs", encoding)
     app = GenAiApp()
     chats = [Chat(f"logs-{encoding}-{i}", conversation_texts(2, f"L{encoding}{i}")) for i in range(N)]
     app.trace(chats, logs=True, calls=[0])
