@@ -63,15 +63,15 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         await c.counts.wait_acked()  # the batch's commit records are on the broker
         c.sessions.release()
 
-    def caught_up(tp: Any, offset: int) -> bool:
-        """The record is its partition's last one known to the consumer (the partition's clock runs with wall time
-        only then: stages/clock.py); an unknown high watermark counts as caught up (also with no consumer thread,
-        as under faust's agent.test_context())."""
+    def highwaters(events: list[Any]) -> dict[Any, int | None]:
+        """The high watermark of each partition in a batch, read once per batch: a record is caught up when it is
+        its partition's last one known to the consumer (the partition's clock runs with wall time only then:
+        stages/clock.py); an unknown high watermark counts as caught up (also with no consumer thread, as under
+        faust's agent.test_context())."""
         try:
-            highwater = app.consumer.highwater(tp)
+            return {tp: app.consumer.highwater(tp) for tp in {e.message.tp for e in events}}
         except ConsumerNotStarted:
-            return True
-        return highwater is None or offset + 1 >= highwater
+            return {}
 
     @app.agent(topics.events)
     async def hot_path(stream: faust.StreamT[Any]) -> None:
@@ -79,8 +79,9 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
             async with lock:
                 now = c.ownership.refresh(hot)
                 c.sessions.hold()
+                high = highwaters(events)
                 batch = [Input(e.key, e.value, e.message.partition, is_rekeyed(e.headers), e.message.timestamp,
-                               caught_up(e.message.tp, e.message.offset)) for e in events]
+                               (h := high.get(e.message.tp)) is None or e.message.offset + 1 >= h) for e in events]
                 await emit_then_release(hot.ingest(batch, now))
 
     @app.timer(min(s.idle_timeout_s / 4, s.allowed_lateness_s / 2 or 1.0, 5.0))
