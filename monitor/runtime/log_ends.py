@@ -15,7 +15,15 @@ Every fetch response carries the partition's high watermark, and Tansu reports t
 so :class:`EndCheckingConsumer` (faust's aiokafka consumer, installed through the transport) checks
 each listed end with one fetch from it and uses the larger. On a broker whose ListOffsets is right
 (Kafka) the two agree; the cost is one short-lived client and one fetch per changelog partition per
-rebalance.
+rebalance, and none when the rebalance left this worker no changelog partition with a listed end.
+
+That short-lived client must never raise into faust: ``highwaters`` runs inside faust's recovery task,
+and an exception there ends that task for the life of the process (mode logs "Terminating cancelled
+task"), so no table is ever restored, ``on_rebalance_complete`` is never sent and the app's timers
+never start. aiokafka's ``stop()`` right after ``start()`` does raise: it cancels its no-group
+coordinator's ``_reset_committed_task`` and awaits it, and a task cancelled before its first step
+re-raises ``CancelledError`` to the caller (aio-libs/aiokafka#647). That is what kept a worker given no
+partitions (more members than partitions) unready for ever (#18).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 
 import aiokafka
 from aiokafka import TopicPartition
@@ -65,6 +73,27 @@ async def fetched_ends(consumer: aiokafka.AIOKafkaConsumer, listed: Mapping[TP, 
     return ends
 
 
+async def checked_ends(listed: Mapping[TP, int | None], **client: Any) -> dict[TP, int | None]:
+    """``listed`` checked by :func:`fetched_ends` from a client of its own (``client``: AIOKafkaConsumer
+    arguments), or returned as it is, without a client, when no partition has a listed end."""
+    if all(end is None for end in listed.values()):  # an idle member's rebalance: nothing to restore
+        return dict(listed)
+    probe = aiokafka.AIOKafkaConsumer(enable_auto_commit=False, group_id=None, fetch_max_wait_ms=100, **client)
+    await probe.start()
+    try:
+        return await fetched_ends(probe, listed)
+    finally:
+        await stop_probe(probe)
+
+
+async def stop_probe(probe: aiokafka.AIOKafkaConsumer) -> None:
+    """``probe.stop()`` once its no-group coordinator's task has run its first step: stopped before that,
+    aiokafka re-raises the task's ``CancelledError`` to us (aio-libs/aiokafka#647) and skips closing its
+    fetcher and connections. The task was scheduled by ``start()``; one pass of the loop runs it."""
+    await asyncio.sleep(0)
+    await probe.stop()
+
+
 class EndCheckingConsumer(faust_aiokafka.Consumer):
     """faust's aiokafka consumer whose ``highwaters`` (the end of a table's restore) are checked by a fetch."""
 
@@ -73,19 +102,11 @@ class EndCheckingConsumer(faust_aiokafka.Consumer):
         if self.app.in_transaction:  # faust reads the last stable offsets then, not ListOffsets
             return listed
         conf = self.app.conf
-        transport = self.transport
-        probe = aiokafka.AIOKafkaConsumer(
-            bootstrap_servers=faust_aiokafka.server_list(transport.url, faust_aiokafka.Transport.default_port),
+        ends = await checked_ends(
+            listed,
+            bootstrap_servers=faust_aiokafka.server_list(self.transport.url, faust_aiokafka.Transport.default_port),
             client_id=f"{conf.broker_client_id}-end-check",
             request_timeout_ms=int(conf.broker_request_timeout * 1000.0),
-            enable_auto_commit=False,
-            group_id=None,
-            fetch_max_wait_ms=100,
             **faust_aiokafka.credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
         )
-        await probe.start()
-        try:
-            ends = await fetched_ends(probe, listed)
-        finally:
-            await probe.stop()
         return cast(Mapping[TP, int], ends)  # None stays None: faust reads it as "no end known", as before

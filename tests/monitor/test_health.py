@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
+from monitor.contracts.rubric_set import load_rubric_set
 from monitor.runtime.health import Health
+from monitor.runtime.scrape import total
+from monitor.tools.simulator.generate import ConversationGenerator
+from tests.topic_io import produce
 from tests.workers import WorkerProcess, wait_until
 
 
@@ -40,25 +47,42 @@ def probe(worker: WorkerProcess, path: str) -> tuple[int, str]:
     return response.status_code, response.text
 
 
+def assigned(worker: WorkerProcess) -> int | None:
+    """Partitions the worker owns, from its /readyz text; None while it is not ready."""
+    status, text = probe(worker, "/readyz")
+    match = re.search(r"\(partitions assigned: (\d+)\)", text)
+    return int(match.group(1)) if status == 200 and match else None
+
+
 @pytest.mark.integration
-@pytest.mark.xfail(strict=False, reason="regression since the hot-path merge (9b40617, #18): a second member that "
-                   "gets no partitions logs its assignment and then never reports the rebalance complete, so /readyz "
-                   "stays 503; passed at e5339ea; cause not found yet")
 def test_workers_are_ready_once_joined_even_an_idle_one(broker: str, make_settings, tmp_path: Path) -> None:
-    """One partition, two workers: the second member of the group owns nothing and is still ready."""
+    """One partition, two workers: the second member of the group owns nothing and is still ready; when the
+    owner leaves, the idle one takes the partitions over and processes what arrives."""
     settings = make_settings(broker_url=f"kafka://{broker}", topic_partitions=1)
-    with WorkerProcess(settings, tmp_path / "a.log") as a:
+    a, b = WorkerProcess(settings, tmp_path / "a.log"), WorkerProcess(settings, tmp_path / "b.log")
+    try:
+        a.start()
         wait_until(lambda: probe(a, "/readyz")[0] == 200, 60, message="the first worker to join")
         assert probe(a, "/healthz")[0] == 200
         assert "(partitions assigned: " in probe(a, "/readyz")[1]
-        with WorkerProcess(settings, tmp_path / "b.log") as b:
-            assert probe(b, "/metrics")[0] == 200
-            wait_until(lambda: probe(b, "/readyz")[0] == 200, 60, message="the second worker to join")
-            wait_until(lambda: "(partitions assigned: 0)" in probe(b, "/readyz")[1]
-                       or "(partitions assigned: 0)" in probe(a, "/readyz")[1], 30,
-                       message=f"one member idle: a={probe(a, '/readyz')[1]!r} b={probe(b, '/readyz')[1]!r}")
-            assert probe(a, "/readyz")[0] == 200 and probe(b, "/healthz")[0] == 200
-            assert "convmon_events_total" in probe(b, "/metrics")[1]  # /metrics is unchanged beside them
+        b.start()
+        assert probe(b, "/metrics")[0] == 200
+        wait_until(lambda: probe(b, "/readyz")[0] == 200, 60, message=f"the second worker to join ({b.log()})")
+        wait_until(lambda: 0 in (assigned(a), assigned(b)), 30,
+                   message=f"one member idle: a={probe(a, '/readyz')[1]!r} b={probe(b, '/readyz')[1]!r}")
+        assert probe(a, "/readyz")[0] == 200 and probe(b, "/healthz")[0] == 200
+        assert "convmon_events_total" in probe(b, "/metrics")[1]  # /metrics is unchanged beside them
+        owner, idle = (a, b) if assigned(b) == 0 else (b, a)
+        owner.stop()  # scale in: the idle member takes every partition over
+        wait_until(lambda: (assigned(idle) or 0) > 0, 60, message=f"the idle worker to take over ({idle.log()})")
+        rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
+        sim = ConversationGenerator(rubric, seed=5).generate("scale-in-1", time.time(), end_event=False)
+        produce(broker, settings.topic("events"), [(b"scale-in-1", orjson.dumps(e)) for e in sim.events])
+        wait_until(lambda: total(idle.samples(), "convmon_events_total", kind="turn") == len(sim.events), 60,
+                   message=f"the worker that took over to consume the turns ({idle.log()})")
+    finally:
+        a.stop()
+        b.stop()
 
 
 @pytest.mark.integration

@@ -17,7 +17,7 @@ from faust.types import TP
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import create_app
 from monitor.runtime.broker import ensure_topics
-from monitor.runtime.log_ends import EndCheckingConsumer, fetched_ends
+from monitor.runtime.log_ends import EndCheckingConsumer, checked_ends, fetched_ends, stop_probe
 
 pytestmark = pytest.mark.integration
 
@@ -36,24 +36,47 @@ def test_the_restore_end_is_the_fetched_high_watermark_not_a_short_listoffsets_a
     topic = f"ends-{uuid.uuid4().hex[:8]}"
     tp = TP(topic, 0)
 
-    async def run() -> tuple[int | None, int | None, int | None]:
+    async def run() -> tuple[int | None, int | None, int | None, dict[TP, int | None]]:
         await ensure_topics(broker, [topic, f"{topic}-empty"], 1)
         await two_batches(broker, topic)
         consumer = AIOKafkaConsumer(bootstrap_servers=broker, group_id=None, enable_auto_commit=False,
                                     fetch_max_wait_ms=100)
         await consumer.start()
+        empty = TP(f"{topic}-empty", 0)
         try:
             listed = (await consumer.end_offsets([TopicPartition(topic, 0)]))[TopicPartition(topic, 0)]
-            empty = TP(f"{topic}-empty", 0)
             ends = await fetched_ends(consumer, {tp: listed, empty: 0})
         finally:
             await consumer.stop()
-        return listed, ends[tp], ends[empty]
+        # what the worker's consumer does: the same check from a client of its own
+        checked = await checked_ends({tp: listed, empty: 0, TP(topic, 1): None}, bootstrap_servers=broker)
+        return listed, ends[tp], ends[empty], checked
 
-    listed, end, empty_end = asyncio.run(run())
+    listed, end, empty_end, checked = asyncio.run(run())
     assert end == 8, f"the restore would stop at {end} (ListOffsets said {listed})"
     assert empty_end == 0
     assert listed is not None and listed <= end
+    assert checked == {tp: 8, TP(f"{topic}-empty", 0): 0, TP(topic, 1): None}
+
+
+def test_a_member_with_no_changelog_partition_checks_without_a_client() -> None:
+    """An idle member's rebalance lists no end: nothing to fetch, so no client (this address has no broker)."""
+    nowhere = "127.0.0.1:9"
+    assert asyncio.run(checked_ends({}, bootstrap_servers=nowhere)) == {}
+    assert asyncio.run(checked_ends({TP("t", 0): None}, bootstrap_servers=nowhere)) == {TP("t", 0): None}
+
+
+def test_a_probe_client_stopped_right_after_start_does_not_raise(broker: str) -> None:
+    """aiokafka's stop() straight after start() raised CancelledError (aio-libs/aiokafka#647); inside faust's
+    recovery task that ended recovery for good and left an idle member unready (#18)."""
+
+    async def run() -> None:
+        for _ in range(3):
+            consumer = AIOKafkaConsumer(bootstrap_servers=broker, group_id=None, enable_auto_commit=False)
+            await consumer.start()
+            await stop_probe(consumer)
+
+    asyncio.run(run())
 
 
 def test_the_worker_consumer_checks_its_restore_ends(make_settings) -> None:
