@@ -34,6 +34,7 @@ class ReadBack:
     listed_end: dict[int, int] = field(default_factory=dict)  # ListOffsets(latest), for the record
     position: dict[int, int] = field(default_factory=dict)
     complete: bool = False  # every partition read to its fetched high watermark
+    first_records_s: float | None = None  # how long the first fetched records took to come
     duration_s: float = 0.0
 
 
@@ -56,7 +57,9 @@ async def _read_to_end(bootstrap: str, topic: str, timeout_s: float) -> ReadBack
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         out.listed_end = {tp.partition: int(end) for tp, end in (await consumer.end_offsets(tps)).items()}
-        out.records, out.complete = await read_to_fetched_end(consumer, tps, timeout_s=timeout_s, confirm=True)
+        out.records, out.complete = await read_to_fetched_end(
+            consumer, tps, timeout_s=timeout_s, confirm=True,
+            on_first=lambda s: setattr(out, "first_records_s", round(s, 3)))
         for tp in tps:
             out.fetched_end[tp.partition] = consumer.highwater(tp)
             out.position[tp.partition] = await consumer.position(tp)
@@ -91,5 +94,6 @@ def compare(tail: Sequence[ConsumerRecord], full: ReadBack, tail_positions: dict
         }
     disagree = sorted(p for p, d in per.items() if d["only_in_tail"] or d["only_in_full"])
     return {"topic": full.topic, "complete": full.complete, "duration_s": full.duration_s,
+            "first_records_s": full.first_records_s,
             "tail_records": len(tail), "full_records": len(full.records), "partitions_disagreeing": disagree,
             "partitions": per}

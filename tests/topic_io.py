@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -61,15 +61,20 @@ def reader(bootstrap: str) -> AIOKafkaConsumer:
 
 
 async def read_to_fetched_end(consumer: AIOKafkaConsumer, tps: Sequence[TopicPartition], *, timeout_s: float,
-                              confirm: bool = False) -> tuple[list[ConsumerRecord], bool]:
+                              confirm: bool = False, on_first: Callable[[float], None] | None = None,
+                              ) -> tuple[list[ConsumerRecord], bool]:
     """The records of the assigned ``tps`` from their positions until each position reached the high watermark
     of the partition's latest fetch response, and whether that happened within ``timeout_s``. With ``confirm``
-    a partition is at its end only once a fetch answered *after* it got there still says so."""
+    a partition is at its end only once a fetch answered *after* it got there still says so. ``on_first`` is
+    told how long the first records took (what a fixed wait for "no more records" has to exceed)."""
     out: list[ConsumerRecord] = []
     reached: dict[TopicPartition, float] = {}  # when (ms, the fetcher's clock) a position reached its watermark
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     while time.monotonic() < deadline:
         for records in (await consumer.getmany(timeout_ms=200)).values():
+            if on_first is not None and not out:
+                on_first(time.monotonic() - started)
             out.extend(records)
         now_ms = time.time() * 1000
         done = True

@@ -244,7 +244,8 @@ class FaultRun:
               f"duration={table['duration_s']}s table: {path}"
               f"\n  read back at the end: complete={back['complete']} tails agree={back['tails_agree']} "
               f"scores tail/full {back['scores']['tail_records']}/{back['scores']['full_records']} "
-              f"(partitions disagreeing {back['scores']['partitions_disagreeing']}); tail table "
+              f"(partitions disagreeing {back['scores']['partitions_disagreeing']}; first records from offset 0 "
+              f"in {back['scores']['first_records_s']} s); tail table "
               f"{json.dumps(back['tail_table'])}")
         return FaultResult(self.name, table, path)
 

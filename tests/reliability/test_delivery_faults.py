@@ -118,7 +118,7 @@ BOMB_BYTES = 630_000
 
 def metadata_bomb(cid: str) -> list[Record]:
     """Three turns whose metadata grows by 630 KB each (every event under max_event_bytes), then an end."""
-    out = []
+    out: list[Record] = []
     for i in range(3):
         event = {"type": "turn", "conversation_id": cid, "turn_index": i, "role": "user" if i % 2 == 0 else "assistant",
                  "text": f"turn {i}", "timestamp": 1795000000.0 + i, "metadata": {f"blob{i}": "m" * BOMB_BYTES}}
