@@ -56,10 +56,10 @@ async def _read_to_end(bootstrap: str, topic: str, timeout_s: float) -> ReadBack
             return out
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        out.listed_end = {tp.partition: int(end) for tp, end in (await consumer.end_offsets(tps)).items()}
         out.records, out.complete = await read_to_fetched_end(
             consumer, tps, timeout_s=timeout_s, confirm=True,
             on_first=lambda s: setattr(out, "first_records_s", round(s, 3)))
+        out.listed_end = {tp.partition: int(end) for tp, end in (await consumer.end_offsets(tps)).items()}
         for tp in tps:
             out.fetched_end[tp.partition] = consumer.highwater(tp)
             out.position[tp.partition] = await consumer.position(tp)
