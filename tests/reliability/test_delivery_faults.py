@@ -91,6 +91,8 @@ def broker_restart(tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
                 broker.start()
                 run.produce([r for c in convs[first:] for r in turn_events(c)])
                 result = run.finish()
+                result.table["scores_batches_in_s3"] = s3.batches_per_partition(run.settings.topic("scores"))
+                result.path.write_text(orjson.dumps(result.table, default=str, option=orjson.OPT_INDENT_2).decode())
         finally:
             broker.stop()
     return result
