@@ -4,7 +4,7 @@ The tail (``topic_io.TopicTail``) reads while the run goes on, from positions it
 (and before the fix it took "no records within 300 ms" for the end). This read starts every partition
 at its first offset with a fresh consumer and stops only when its position reached the high watermark
 that the broker's fetch responses report, confirmed by a later fetch (Tansu's ListOffsets(latest) is
-the last batch's base offset + 1, not the end: monitor/runtime/log_ends.py), so what it returns is
+short of the end: monitor/runtime/log_ends.py, docs/reliability.md), so what it returns is
 what the broker holds at the end of the run: the per-id table is made from it. ``compare`` says, per
 partition, where the tail and this read disagree.
 """
@@ -55,10 +55,11 @@ async def _read_to_end(bootstrap: str, topic: str, timeout_s: float) -> ReadBack
         if not tps:
             return out
         consumer.assign(tps)
+        sought = time.monotonic()  # the fetches start with the seek (its offset reset), not with the first getmany
         await consumer.seek_to_beginning(*tps)
         out.records, out.complete = await read_to_fetched_end(
             consumer, tps, timeout_s=timeout_s, confirm=True,
-            on_first=lambda s: setattr(out, "first_records_s", round(s, 3)))
+            on_first=lambda _: setattr(out, "first_records_s", round(time.monotonic() - sought, 3)))
         out.listed_end = {tp.partition: int(end) for tp, end in (await consumer.end_offsets(tps)).items()}
         for tp in tps:
             out.fetched_end[tp.partition] = consumer.highwater(tp)

@@ -66,7 +66,7 @@ def _produce_small_batches(bootstrap: str, topic: str, n: int, tag: str, per_sen
 
 
 def test_s3_reads_reach_the_end_a_slow_first_fetch_notwithstanding(tmp_path: Path) -> None:
-    """Issue #18: with a few hundred small batches per partition in S3, a fresh consumer's first fetch takes
+    """Issue #18: with some 50 small batches per partition in S3, a fresh consumer's first fetch takes
     longer than the 300 ms the tail once took for "nothing more" (measured 0.5-0.7 s), and a fault run read back
     305 of 2,000 score records. A tail poll, from the beginning and from kept positions across a broker kill -9,
     and the full re-read must each reach the end the broker's fetches report, and find every record."""
