@@ -3,8 +3,10 @@ that outlives the broker process: the durable storage the broker-restart fault n
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -49,6 +51,26 @@ class S3Server:
         """An embedded broker (not started) storing its topics in this server's bucket."""
         return EmbeddedBroker(port=port, log_path=log_path, storage_engine=f"s3://{self.bucket}/",
                               env=self.broker_env())
+
+    def keys(self, prefix: str) -> list[str]:
+        """The bucket's object keys under ``prefix`` (ListObjectsV2, every page)."""
+        out: list[str] = []
+        params = {"list-type": "2", "prefix": prefix}
+        while True:
+            page = httpx.get(f"{self.endpoint}/{self.bucket}", params=params, timeout=30)
+            page.raise_for_status()
+            out += re.findall(r"<Key>([^<]+)</Key>", page.text)
+            token = re.search(r"<NextContinuationToken>([^<]+)</NextContinuationToken>", page.text)
+            if token is None:
+                return out
+            params["continuation-token"] = token.group(1)
+
+    def batches_per_partition(self, topic: str) -> dict[int, int]:
+        """How many record batches (one object each) Tansu's S3 engine holds per partition of ``topic``: what a
+        fetch from the start has to go through (issue #18, docs/reliability.md)."""
+        pattern = re.compile(rf"/topics/{re.escape(topic)}/partitions/(\d+)/records/")
+        counts = Counter(int(m.group(1)) for m in map(pattern.search, self.keys("clusters/")) if m)
+        return dict(sorted(counts.items()))
 
     def stop(self) -> None:
         if self._proc is not None:

@@ -28,6 +28,7 @@ from monitor.tools.simulator.generate import ConversationGenerator, SimConversat
 from tests.accounting import Expect, Ledger
 from tests.model_fixtures import publish_distilled_model
 from tests.prometheus_server import PrometheusServer
+from tests.readback import compare, read_to_end
 from tests.topic_io import Record, TopicTail, produce
 from tests.workers import Supervisor, WorkerProcess
 
@@ -197,7 +198,7 @@ class FaultRun:
         if live:
             self.prometheus.wait_scraped_after(time.time(), live)
             self.prometheus.wait_stable(f"sum({SCORED_SERIES})")
-        table = self.ledger.table()
+        table = self._read_back_again()
         series = self.prometheus.increases(SCORED_SERIES, self.started)
         dead_series = self.prometheus.increases(DEAD_LETTER_SERIES, self.started)
         increase = sum(s.increase for s in series)
@@ -233,14 +234,47 @@ class FaultRun:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / f"{self.name}.json"
         path.write_text(json.dumps(table, indent=2, default=str))
+        back = table["readback"]
         summary = {k: table[k] for k in ("produced", "scored_once", "dead_lettered", "lost", "double_counted",
                                           "wrong_outcome", "garbage_produced", "garbage_dead_lettered",
                                           "scored_once_by_score_id", "copies_disagree", "score_id_wrong")}
         print(f"\n[fault {self.name}] {json.dumps(summary)}\n  prometheus {json.dumps(table['prometheus'])}"
               f"\n  crashes={len(table['worker_crashes'])} agent_crashes={table['agent_crashes']} "
               f"kills={table['worker_kills']} "
-              f"duration={table['duration_s']}s table: {path}")
+              f"duration={table['duration_s']}s table: {path}"
+              f"\n  read back at the end: complete={back['complete']} tails agree={back['tails_agree']} "
+              f"scores tail/full {back['scores']['tail_records']}/{back['scores']['full_records']} "
+              f"(partitions disagreeing {back['scores']['partitions_disagreeing']}; first records from offset 0 "
+              f"in {back['scores']['first_records_s']} s); tail table "
+              f"{json.dumps(back['tail_table'])}")
         return FaultResult(self.name, table, path)
+
+
+    def _read_back_again(self) -> dict[str, Any]:
+        """The per-id table from both output topics read whole once more at the end, to the high watermark the
+        broker's fetches report (tests/readback.py): what the broker holds, independent of how the tails went.
+        Where a tail disagrees with it, per partition, is in ``readback`` (a tail behind is a read-back
+        problem, not a lost record: issue #18)."""
+        scores = read_to_end(self.broker, self.settings.topic("scores"))
+        dead = read_to_end(self.broker, self.settings.topic("dead-letters"))
+        again = Ledger(dict(self.ledger.expect), garbage=set(self.ledger.garbage))
+        again.add_scores(scores.records)
+        again.add_dead_letters(dead.records)
+        table = again.table()
+        tail = self.ledger.table()
+        checks = {"scores": compare(self.scores.records, scores, self.scores.positions),
+                  "dead_letters": compare(self.dead.records, dead, self.dead.positions)}
+        table["readback"] = {
+            "complete": scores.complete and dead.complete,  # every partition read to its fetched high watermark
+            "tails_agree": not any(c["partitions_disagreeing"] for c in checks.values()),
+            "tail_table": {k: tail[k] for k in ("scored_once", "dead_lettered", "lost", "double_counted",
+                                                "wrong_outcome")},
+            **checks,
+            "tail_errors": self.scores.errors + self.dead.errors,
+            "tail_unfinished_polls": self.scores.unfinished + self.dead.unfinished,
+            "scores_tail_history": self.scores.history[-60:],
+        }
+        return table
 
 
 def _revision() -> str:

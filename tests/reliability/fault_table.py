@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.reliability.fault_run import ARTIFACTS
 
@@ -13,18 +14,23 @@ ORDER = ("kill_9_twice", "broker_restart", "unkeyed", "metadata_bomb", "five_mb_
          "scale_out_in")
 HEADER = ("| fault | produced | scored once | dead-lettered as expected | lost | double counted | wrong outcome "
           "| dead letters by reason | garbage dead-lettered | Prometheus increase() / truth | scraped at all "
-          "| worker exits / agent crashes | run |")
+          "| worker exits / agent crashes | scores read back: tail / full (partitions disagreeing) | run |")
 
 
-def row(t: dict[str, object]) -> str:
+def row(t: dict[str, Any]) -> str:
     prom = t["prometheus"]
-    assert isinstance(prom, dict)
-    reasons = ", ".join(f"{r} {n}" for r, n in sorted(t["dead_letter_reasons"].items()))  # type: ignore[union-attr]
+    reasons = ", ".join(f"{r} {n}" for r, n in sorted(t["dead_letter_reasons"].items()))
     garbage = f"{t['garbage_dead_lettered']} / {t['garbage_produced']}" if t["garbage_produced"] else "-"
-    exits = f"{len(t['worker_crashes'])} / {t['agent_crashes']}"  # type: ignore[arg-type]
+    exits = f"{len(t['worker_crashes'])} / {t['agent_crashes']}"
+    back = t.get("readback")  # tables written before the full re-read at the end (#18) have none
+    read = "-"
+    if back:
+        s = back["scores"]
+        read = (f"{s['tail_records']} / {s['full_records']} ({len(s['partitions_disagreeing'])})"
+                + ("" if back.get("complete", s["complete"]) else ", not to the end"))
     cells = [t["fault"], t["produced"], t["scored_once"], t["dead_lettered"], t["lost"], t["double_counted"],
              t["wrong_outcome"], reasons or "-", garbage, f"{prom['counted']} / {prom['truth']}",
-             round(prom["scraped_total"]), exits, f"{t['duration_s']} s"]
+             round(prom["scraped_total"]), exits, read, f"{t['duration_s']} s"]
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
