@@ -253,11 +253,12 @@ def _turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadat
     return event
 
 
-def _chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen: Container[int] | None,
-                known: Known | None) -> list[TurnEvent | EndEvent] | None:
-    """:func:`call_events` for the usual call (input and output messages as JSON strings, no feedback or end
-    attribute configured) in one function: this runs for every call, and the helpers' calls and checks were
-    a third of its cost. None (nothing done yet) for anything else, which the general path handles."""
+def chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen: Container[int],
+               known: Known | None, out: dict[int, TurnEvent]) -> bool:
+    """:func:`call_events` for the usual call, its input and output messages (``sent``, ``got``) JSON strings
+    and no feedback or end attribute configured (``m.plain``), in one function that puts the turns in
+    ``out`` by index: this runs for every call, and the helpers' calls, checks and lists were a third of
+    its cost. False, having done nothing, for anything else: the general path handles that."""
     index, body = 0, sent
     if known is not None and (prior := known.get(cid)) is not None and sent.startswith(head := prior[0]):
         rest = sent[len(head):]  # what this call appends to the conversation's previous input
@@ -270,11 +271,10 @@ def _chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen
     try:
         history, answer = orjson.loads(body), orjson.loads(got)
     except orjson.JSONDecodeError:
-        return None
+        return False
     if type(history) is not list or type(answer) is not list:
-        return None
+        return False
     metadata = _dimensions(call, m)
-    out: list[TurnEvent | EndEvent] = []
     start = call.start
     for message in history:
         if type(message) is dict and ((role := message.get("role")) == "user" or role == "assistant"):
@@ -284,8 +284,8 @@ def _chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen
             else:
                 text = _text(message)
             if text:
-                if seen is None or index not in seen:
-                    out.append(_turn(cid, index, role, text, start, metadata))
+                if index not in seen:
+                    out[index] = _turn(cid, index, role, text, start, metadata)
                 index += 1
     if known is not None:
         if sent[-1:] != "]":
@@ -294,13 +294,15 @@ def _chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen
             known[cid] = (sent[:-1], index)
     for message in answer:  # several choices (n > 1): the first is the one the user saw
         if type(message) is dict and message.get("role", "assistant") == "assistant" and (text := _text(message)):
-            response = attrs.get(RESPONSE_ID) if (attrs := call.attributes) else None
-            out.append(_turn(cid, index, "assistant", text, call.end, metadata, span_ref(call.trace_id, call.span_id),
-                             str(response)[:128] if response else None))
-            return out
+            ref = span_ref(call.trace_id, call.span_id)
+            if (kept := out.get(index)) is None or (ref and not kept.span):  # the answer's span over a repeat's
+                response = call.attributes.get(RESPONSE_ID)
+                out[index] = _turn(cid, index, "assistant", text, call.end, metadata, ref,
+                                   str(response)[:128] if response else None)
+            return True
     if index == 0:
         raise NoContent
-    return out
+    return True
 
 
 def call_events(call: Call, cid: str, m: GenAiMapping, seen: Container[int] | None = None,
@@ -311,9 +313,10 @@ def call_events(call: Call, cid: str, m: GenAiMapping, seen: Container[int] | No
     ``seen`` (already taken from this message) are not built again; ``known`` (per message) lets a call
     parse only the history its conversation's previous call did not send. Raises :class:`NoContent`."""
     attrs = call.attributes
-    if m.plain and type(sent := attrs.get(INPUT)) is str and type(got := attrs.get(OUTPUT)) is str and (
-            (fast := _chat_turns(call, cid, sent, got, m, seen, known)) is not None):
-        return fast
+    turns: dict[int, TurnEvent] = {}
+    if m.plain and type(sent := attrs.get(INPUT)) is str and type(got := attrs.get(OUTPUT)) is str and chat_turns(
+            call, cid, sent, got, m, () if seen is None else seen, known, turns):
+        return list(turns.values())
     ended = m.end_attribute is not None and _flag(attrs.get(m.end_attribute)) is True
     feedback = _feedback(call, m) if m.thumbs_attribute or m.csat_attribute else None
     try:

@@ -39,6 +39,7 @@ from monitor.stages.genai import (
     Known,
     NoContent,
     call_events,
+    chat_turns,
     conversation_id,
 )
 from monitor.stages.otlp_json import json_calls
@@ -163,7 +164,7 @@ class OtlpDecoder:
         ends: list[EndEvent] = []
         calls = (json_calls(request, self.signal == "traces", self._keys, outcomes) if self.encoding == "otlp_json"
                  else self._calls(request, outcomes))
-        mapping, mapped = self.mapping, 0
+        mapping, mapped, plain = self.mapping, 0, self.mapping.plain
         for call in calls:
             cid = conversation_id(call, mapping)
             if cid is None:
@@ -172,7 +173,12 @@ class OtlpDecoder:
             turns = by_conversation.get(cid)
             if turns is None:
                 turns = by_conversation[cid] = {}
+            attrs = call.attributes
             try:
+                if plain and type(sent := attrs.get(INPUT)) is str and type(got := attrs.get(OUTPUT)) is str and \
+                        chat_turns(call, cid, sent, got, mapping, turns, known, turns):
+                    mapped += 1  # the usual call: its turns are in ``turns`` already
+                    continue
                 events = call_events(call, cid, mapping, turns, known)
             except NoContent:
                 outcomes["no_content"] += 1
