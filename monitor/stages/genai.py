@@ -10,19 +10,20 @@ call, and the sessionizer stores it once. System and tool messages are not turns
 
 No protobuf here: :mod:`monitor.stages.otlp` (and :mod:`monitor.stages.otlp_json`) walk the OTLP
 payloads and hand over dicts of the attributes this module reads (:func:`read_keys`), nothing more:
-converting every attribute of every span was most of the decode cost.
+converting every attribute of every span was most of the decode cost. This module holds the mapping and
+the pieces of a call; :mod:`monitor.stages.genai_calls` turns whole calls into events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
 
-from monitor.contracts.events import EndEvent, Feedback, Role, TurnEvent
+from monitor.contracts.events import Feedback, Role, TurnEvent
 
 CONVERSATION = "gen_ai.conversation.id"
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
@@ -67,6 +68,19 @@ def read_keys(m: GenAiMapping) -> frozenset[str]:
     return frozenset(n for n in (*names, m.thumbs_attribute, m.csat_attribute, m.end_attribute) if n)
 
 
+GENAI, READ = 1, 2  # a key's kind (key_kind): gen_ai.* (the span is looked at), read by the mapping; or both
+MAX_KINDS = 4096  # keys remembered per decoder: instrumentations use a few dozen; a flood of unique ones is not kept
+
+
+def key_kind(kinds: dict[str, int], keys: frozenset[str], key: str) -> int:
+    """``key``'s kind, remembered in ``kinds`` (one per decoder): spans carry the same few dozen keys message
+    after message, and one dict lookup per attribute replaced three string tests (a tenth of a decode)."""
+    found = (READ if key in keys or key.startswith(FLATTENED) else 0) | (GENAI if key.startswith("gen_ai.") else 0)
+    if len(kinds) < MAX_KINDS:
+        kinds[key] = found
+    return found
+
+
 @dataclass(slots=True)
 class Call:
     """One GenAI call's telemetry: the attributes the mapping reads, its resource's, where it sits in a trace."""
@@ -96,7 +110,7 @@ def conversation_id(call: Call, m: GenAiMapping) -> str | None:
     return None
 
 
-def _text(message: Mapping[str, Any]) -> str:
+def message_text(message: Mapping[str, Any]) -> str:
     parts = message.get("parts")
     if isinstance(parts, list):
         if len(parts) == 1 and isinstance(one := parts[0], dict) and isinstance(text := one.get("content"), str) \
@@ -112,7 +126,7 @@ def _text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def _messages(value: Any, where: str) -> list[Any]:
+def messages(value: Any, where: str) -> list[Any]:
     """A list whose dict items are messages (callers skip the rest)."""
     if type(value) is str or isinstance(value, str | bytes):
         try:
@@ -128,7 +142,7 @@ def _messages(value: Any, where: str) -> list[Any]:
     return value
 
 
-def _flattened(attrs: Mapping[str, Any], prefix: str) -> list[Mapping[str, Any]]:
+def flattened(attrs: Mapping[str, Any], prefix: str) -> list[Mapping[str, Any]]:
     """``gen_ai.prompt.0.role`` / ``gen_ai.prompt.0.content`` ... as messages, in index order."""
     found: dict[int, dict[str, Any]] = {}
     dotted = prefix + "."
@@ -140,55 +154,7 @@ def _flattened(attrs: Mapping[str, Any], prefix: str) -> list[Mapping[str, Any]]
     return [found[i] for i in sorted(found)]
 
 
-Known = dict[str, tuple[str, int]]  # conversation -> its last input JSON array in this message without the closing
-# "]", and the turns in it
-
-
-def _tail(value: str, known: tuple[str, int] | None) -> tuple[str, int] | None:
-    """A later call repeats the history of an earlier one and appends to it: when ``value`` extends the
-    conversation's previous input JSON, the JSON array of only the appended messages and the turn index
-    they start at, so a conversation's history is parsed once per message, not once per call."""
-    if known is None:
-        return None
-    head, turns = known  # the previous input JSON array without its closing "]"
-    if not value.startswith(head):
-        return None
-    rest = value[len(head):]
-    if rest[:1].isspace():
-        rest = rest.lstrip()
-    first = rest[:1]
-    if first == ",":
-        return "[" + rest[1:], turns
-    if first == "]":
-        return "[" + rest, turns
-    return None
-
-
-def history_and_answer(call: Call, known: tuple[str, int] | None = None
-                       ) -> tuple[list[Any], list[Any], int]:
-    """The messages sent (all, or only those after the ``known`` earlier input) and received, from whichever
-    convention the instrumentation used, and the turn index of the first message returned as sent. Items
-    that are not JSON objects are left in the lists: callers skip them."""
-    a = call.attributes
-    if INPUT in a or OUTPUT in a:
-        sent, first = a.get(INPUT), 0
-        if isinstance(sent, str) and (tail := _tail(sent, known)) is not None:
-            sent, first = tail
-        return (_messages(sent, INPUT) if sent is not None else [],
-                _messages(a[OUTPUT], OUTPUT) if OUTPUT in a else [], first)
-    history: list[Any] = _flattened(a, PROMPT)
-    answer: list[Any] = _flattened(a, COMPLETION)
-    for name, event in call.events:  # gen_ai.content.prompt / gen_ai.content.completion span events
-        if PROMPT in event:
-            history = _messages(event[PROMPT], f"span event {name} {PROMPT}")
-        if COMPLETION in event:
-            answer = _messages(event[COMPLETION], f"span event {name} {COMPLETION}")
-    if not history and not answer:
-        raise NoContent
-    return history, answer, 0
-
-
-def _dimensions(call: Call, m: GenAiMapping) -> dict[str, str]:
+def call_dimensions(call: Call, m: GenAiMapping) -> dict[str, str]:
     out: dict[str, str] = {}
     attributes, resource = call.attributes, call.resource
     for dim, names in m.dimension_names:
@@ -202,15 +168,15 @@ def _dimensions(call: Call, m: GenAiMapping) -> dict[str, str]:
     return out
 
 
-def _flag(value: Any) -> bool | None:
+def flag(value: Any) -> bool | None:
     text = str(value).strip().lower()
     return True if text in TRUE else False if text in FALSE else None
 
 
-def _feedback(call: Call, m: GenAiMapping) -> Feedback | None:
+def call_feedback(call: Call, m: GenAiMapping) -> Feedback | None:
     thumbs = csat = None
     if m.thumbs_attribute and m.thumbs_attribute in call.attributes:
-        vote = _flag(call.attributes[m.thumbs_attribute])
+        vote = flag(call.attributes[m.thumbs_attribute])
         thumbs = None if vote is None else "up" if vote else "down"
     if m.csat_attribute and m.csat_attribute in call.attributes:
         try:
@@ -238,7 +204,7 @@ _set_fields, _set_extra, _set_private = (_slots[n].__set__ for n in (
     "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 
 
-def _turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadata: dict[str, str],
+def new_turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadata: dict[str, str],
           span: str | None = None, response_id: str | None = None) -> TurnEvent:
     """Built without validation: every field is valid by construction here (non-empty text, bounded ids,
     a known role, finite times), validation was most of the decode cost, and even pydantic's
@@ -251,102 +217,3 @@ def _turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadat
     _set_extra(event, None)
     _set_private(event, None)
     return event
-
-
-def chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen: Container[int],
-               known: Known | None, out: dict[int, TurnEvent]) -> bool:
-    """:func:`call_events` for the usual call, its input and output messages (``sent``, ``got``) JSON strings
-    and no feedback or end attribute configured (``m.plain``), in one function that puts the turns in
-    ``out`` by index: this runs for every call, and the helpers' calls, checks and lists were a third of
-    its cost. False, having done nothing, for anything else: the general path handles that."""
-    index, body = 0, sent
-    if known is not None and (prior := known.get(cid)) is not None and sent.startswith(head := prior[0]):
-        rest = sent[len(head):]  # what this call appends to the conversation's previous input
-        if rest[:1].isspace():
-            rest = rest.lstrip()
-        if rest[:1] == ",":
-            body, index = "[" + rest[1:], prior[1]
-        elif rest[:1] == "]":
-            body, index = "[" + rest, prior[1]
-    try:
-        history, answer = orjson.loads(body), orjson.loads(got)
-    except orjson.JSONDecodeError:
-        return False
-    if type(history) is not list or type(answer) is not list:
-        return False
-    metadata = _dimensions(call, m)
-    start = call.start
-    for message in history:
-        if type(message) is dict and ((role := message.get("role")) == "user" or role == "assistant"):
-            if type(parts := message.get("parts")) is list and len(parts) == 1 and type(one := parts[0]) is dict \
-                    and type(text := one.get("content")) is str and one.get("type", "text") == "text":
-                text = text.strip()  # the usual single text part: _text's first case, inline
-            else:
-                text = _text(message)
-            if text:
-                if index not in seen:
-                    out[index] = _turn(cid, index, role, text, start, metadata)
-                index += 1
-    if known is not None:
-        if sent[-1:] != "]":
-            sent = sent.rstrip()
-        if sent[-1:] == "]":
-            known[cid] = (sent[:-1], index)
-    for message in answer:  # several choices (n > 1): the first is the one the user saw
-        if type(message) is dict and message.get("role", "assistant") == "assistant" and (text := _text(message)):
-            ref = span_ref(call.trace_id, call.span_id)
-            if (kept := out.get(index)) is None or (ref and not kept.span):  # the answer's span over a repeat's
-                response = call.attributes.get(RESPONSE_ID)
-                out[index] = _turn(cid, index, "assistant", text, call.end, metadata, ref,
-                                   str(response)[:128] if response else None)
-            return True
-    if index == 0:
-        raise NoContent
-    return True
-
-
-def call_events(call: Call, cid: str, m: GenAiMapping, seen: Container[int] | None = None,
-                known: Known | None = None
-                ) -> list[TurnEvent | EndEvent]:
-    """The turns of one call (history at its positions, the first answer after them) and, when the
-    configured end attribute says so, an end event counting them. History turns whose index is in
-    ``seen`` (already taken from this message) are not built again; ``known`` (per message) lets a call
-    parse only the history its conversation's previous call did not send. Raises :class:`NoContent`."""
-    attrs = call.attributes
-    turns: dict[int, TurnEvent] = {}
-    if m.plain and type(sent := attrs.get(INPUT)) is str and type(got := attrs.get(OUTPUT)) is str and chat_turns(
-            call, cid, sent, got, m, () if seen is None else seen, known, turns):
-        return list(turns.values())
-    ended = m.end_attribute is not None and _flag(attrs.get(m.end_attribute)) is True
-    feedback = _feedback(call, m) if m.thumbs_attribute or m.csat_attribute else None
-    try:
-        history, answer, index = history_and_answer(call, known.get(cid) if known is not None else None)
-    except NoContent:
-        if ended or feedback:  # a content-less span can still end the conversation or carry its feedback
-            return [EndEvent(type="end", conversation_id=cid, timestamp=call.end, feedback=feedback)]
-        raise
-    metadata = _dimensions(call, m)
-    out: list[TurnEvent | EndEvent] = []
-    start = call.start
-    for message in history:
-        if type(message) is dict and ((role := message.get("role")) == "user" or role == "assistant") \
-                and (text := _text(message)):
-            if seen is None or index not in seen:
-                out.append(_turn(cid, index, role, text, start, metadata))
-            index += 1
-    if known is not None and type(sent := attrs.get(INPUT)) is str and (sent := sent.rstrip()).endswith("]"):
-        known[cid] = (sent[:-1], index)
-    for message in answer:  # several choices (n > 1): the first is the one the user saw
-        if type(message) is dict and message.get("role", "assistant") == "assistant" and (text := _text(message)):
-            response = attrs.get(RESPONSE_ID)
-            out.append(_turn(cid, index, "assistant", text, call.end, metadata, span_ref(call.trace_id, call.span_id),
-                             str(response)[:128] if response else None))
-            index += 1
-            break
-    if index == 0:
-        raise NoContent
-    if feedback and out:
-        out[-1] = out[-1].model_copy(update={"feedback": feedback})
-    if ended:
-        out.append(EndEvent(type="end", conversation_id=cid, timestamp=call.end, turn_count=index))
-    return out

@@ -30,18 +30,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.metrics import Metrics
-from monitor.stages.genai import (
-    FLATTENED,
-    INPUT,
-    OUTPUT,
-    Call,
-    GenAiMapping,
-    Known,
-    NoContent,
-    call_events,
-    chat_turns,
-    conversation_id,
-)
+from monitor.stages.genai import GENAI, INPUT, OUTPUT, READ, Call, GenAiMapping, NoContent, conversation_id, key_kind
+from monitor.stages.genai_calls import Known, call_events, chat_turns
 from monitor.stages.otlp_json import json_calls
 
 Signal = Literal["traces", "logs"]
@@ -89,19 +79,6 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-GENAI, READ, BOTH = 1, 2, 3  # a key's kind: gen_ai.* (the span is looked at), read by the mapping, both
-MAX_KINDS = 4096  # keys remembered per decoder: instrumentations use a few dozen; a flood of unique keys is not kept
-
-
-def kind(kinds: dict[str, int], keys: frozenset[str], key: str) -> int:
-    """``key``'s kind, remembered in ``kinds``: spans carry the same few dozen keys message after message,
-    and one dict lookup per attribute replaced three string tests (a tenth of an ``otlp_proto`` decode)."""
-    found = (READ if key in keys or key.startswith(FLATTENED) else 0) | (GENAI if key.startswith("gen_ai.") else 0)
-    if len(kinds) < MAX_KINDS:
-        kinds[key] = found
-    return found
-
-
 def read(kvs: Iterable[KeyValue], keys: frozenset[str], kinds: dict[str, int]) -> tuple[dict[str, Any], bool]:
     """The attributes among ``keys`` (or flattened prompt / completion ones), and whether any is ``gen_ai.*``."""
     found: dict[str, Any] = {}
@@ -110,7 +87,7 @@ def read(kvs: Iterable[KeyValue], keys: frozenset[str], kinds: dict[str, int]) -
         key = kv.key
         what = kinds.get(key)
         if what is None:
-            what = kind(kinds, keys, key)
+            what = key_kind(kinds, keys, key)
         if what:
             if what != READ:
                 genai = True
@@ -162,9 +139,9 @@ class OtlpDecoder:
         by_conversation: dict[str, dict[int, TurnEvent]] = {}
         known: Known = {}
         ends: list[EndEvent] = []
-        calls = (json_calls(request, self.signal == "traces", self._keys, outcomes) if self.encoding == "otlp_json"
-                 else self._calls(request, outcomes))
-        mapping, mapped, plain = self.mapping, 0, self.mapping.plain
+        calls = (json_calls(request, self.signal == "traces", self._keys, self._kinds, outcomes)
+                 if self.encoding == "otlp_json" else self._calls(request, outcomes))
+        mapping, mapped = self.mapping, 0
         for call in calls:
             cid = conversation_id(call, mapping)
             if cid is None:
@@ -175,8 +152,8 @@ class OtlpDecoder:
                 turns = by_conversation[cid] = {}
             attrs = call.attributes
             try:
-                if plain and type(sent := attrs.get(INPUT)) is str and type(got := attrs.get(OUTPUT)) is str and \
-                        chat_turns(call, cid, sent, got, mapping, turns, known, turns):
+                if type(sent := attrs.get(INPUT)) is str and type(got := attrs.get(OUTPUT)) is str and \
+                        chat_turns(call, cid, sent, got, mapping, turns, known, turns, ends):
                     mapped += 1  # the usual call: its turns are in ``turns`` already
                     continue
                 events = call_events(call, cid, mapping, turns, known)
