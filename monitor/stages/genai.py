@@ -196,7 +196,9 @@ def span_ref(trace_id: bytes, span_id: bytes) -> str | None:
     return f"{trace_id.hex()}-{span_id.hex()}"
 
 
-_TURN_FIELDS = frozenset(TurnEvent.model_fields)
+# every turn's fields-set (all fields are set): one set shared by all, as TurnEvent is frozen and pydantic
+# copies the set before it changes one (model_copy), so no turn's set is ever changed in place
+_TURN_FIELDS = set(TurnEvent.model_fields)
 _new = object.__new__
 _set = object.__setattr__
 _slots = BaseModel.__dict__
@@ -205,7 +207,7 @@ _set_fields, _set_extra, _set_private = (_slots[n].__set__ for n in (
 
 
 def new_turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadata: dict[str, str],
-          span: str | None = None, response_id: str | None = None) -> TurnEvent:
+             span: str | None = None, response_id: str | None = None) -> TurnEvent:
     """Built without validation: every field is valid by construction here (non-empty text, bounded ids,
     a known role, finite times), validation was most of the decode cost, and even pydantic's
     ``model_construct`` costs 4x this (tests/stages/test_otlp_input.py checks it equals a validated event)."""
@@ -213,7 +215,7 @@ def new_turn(cid: str, index: int, role: Role, text: str, timestamp: float, meta
     _set(event, "__dict__", {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role, "text": text,
                              "timestamp": timestamp, "feedback": None, "metadata": metadata, "span": span,
                              "response_id": response_id})
-    _set_fields(event, set(_TURN_FIELDS))
+    _set_fields(event, _TURN_FIELDS)
     _set_extra(event, None)
     _set_private(event, None)
     return event

@@ -34,8 +34,7 @@ from monitor.stages.genai import (
     span_ref,
 )
 
-Known = dict[str, tuple[str, int]]  # conversation -> its last input JSON array in this message without the closing
-# "]", and the turns in it
+Known = dict[str, tuple[str, int]]  # conversation -> its last input JSON array in this message, the turns in it
 
 
 def _tail(value: str, known: tuple[str, int] | None) -> tuple[str, int] | None:
@@ -44,7 +43,8 @@ def _tail(value: str, known: tuple[str, int] | None) -> tuple[str, int] | None:
     they start at, so a conversation's history is parsed once per message, not once per call."""
     if known is None:
         return None
-    head, turns = known  # the previous input JSON array without its closing "]"
+    previous, turns = known
+    head = previous[:-1]  # previous parsed as a JSON array and was stored right-stripped: it ends with "]"
     if not value.startswith(head):
         return None
     rest = value[len(head):]
@@ -116,7 +116,7 @@ def chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen:
         if sent[-1:] != "]":
             sent = sent.rstrip()
         if sent[-1:] == "]":
-            known[cid] = (sent[:-1], index)
+            known[cid] = (sent, index)
     for message in answer:  # several choices (n > 1): the first is the one the user saw
         if type(message) is dict and message.get("role", "assistant") == "assistant" and (
                 text := message_text(message)):
@@ -174,7 +174,7 @@ def call_events(call: Call, cid: str, m: GenAiMapping, seen: Container[int] | No
                 out.append(new_turn(cid, index, role, text, start, metadata))
             index += 1
     if known is not None and type(sent := attrs.get(INPUT)) is str and (sent := sent.rstrip()).endswith("]"):
-        known[cid] = (sent[:-1], index)
+        known[cid] = (sent, index)
     for message in answer:  # several choices (n > 1): the first is the one the user saw
         if type(message) is dict and message.get("role", "assistant") == "assistant" and (
                 text := message_text(message)):

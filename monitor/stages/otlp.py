@@ -30,7 +30,19 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.metrics import Metrics
-from monitor.stages.genai import GENAI, INPUT, OUTPUT, READ, Call, GenAiMapping, NoContent, conversation_id, key_kind
+from monitor.stages.genai import (
+    CONVERSATION,
+    GENAI,
+    INPUT,
+    MAX_ID,
+    OUTPUT,
+    READ,
+    Call,
+    GenAiMapping,
+    NoContent,
+    conversation_id,
+    key_kind,
+)
 from monitor.stages.genai_calls import Known, call_events, chat_turns
 from monitor.stages.otlp_json import json_calls
 
@@ -109,7 +121,8 @@ class OtlpDecoder:
         self.max_event_bytes = max_event_bytes
         self._request = ExportTraceServiceRequest if signal == "traces" else ExportLogsServiceRequest
         self._keys = mapping.keys
-        self._kinds: dict[str, int] = {}  # see kind()
+        self._kinds: dict[str, int] = {}  # see key_kind()
+        self._counters: dict[str, Any] = {}  # convmon_otlp_records by outcome
 
     def parse(self, raw: bytes) -> Any:
         """The request: protobuf for ``otlp_proto``, orjson's dicts for ``otlp_json`` (walked lazily)."""
@@ -143,14 +156,15 @@ class OtlpDecoder:
                  if self.encoding == "otlp_json" else self._calls(request, outcomes))
         mapping, mapped = self.mapping, 0
         for call in calls:
-            cid = conversation_id(call, mapping)
+            attrs = call.attributes
+            cid = attrs.get(CONVERSATION)  # conversation_id()'s usual case inline: it runs for every call
+            cid = cid[:MAX_ID] if type(cid) is str and cid.strip() else conversation_id(call, mapping)
             if cid is None:
                 outcomes["no_conversation"] += 1
                 continue
             turns = by_conversation.get(cid)
             if turns is None:
                 turns = by_conversation[cid] = {}
-            attrs = call.attributes
             try:
                 if type(sent := attrs.get(INPUT)) is str and type(got := attrs.get(OUTPUT)) is str and \
                         chat_turns(call, cid, sent, got, mapping, turns, known, turns, ends):
@@ -176,7 +190,10 @@ class OtlpDecoder:
         if mapped:
             outcomes["turns"] += mapped
         for outcome, n in outcomes.items():
-            self.metrics.otlp_records.labels(self.signal, outcome).inc(n)
+            counter = self._counters.get(outcome)
+            if counter is None:  # labels() costs more than decoding a conversation: once per outcome
+                counter = self._counters[outcome] = self.metrics.otlp_records.labels(self.signal, outcome)
+            counter.inc(n)
         out: list[TurnEvent | EndEvent] = []
         for turns in by_conversation.values():
             out += turns.values() if _ascending(turns) else (turns[i] for i in sorted(turns))
@@ -185,20 +202,38 @@ class OtlpDecoder:
     def _calls(self, request: Any, outcomes: Counter[str]) -> Iterable[Call]:
         keys, kinds = self._keys, self._kinds
         if self.signal == "traces":
+            not_genai = 0
             for rs in request.resource_spans:
                 resource: Mapping[str, Any] | None = None
                 for ss in rs.scope_spans:
                     for span in ss.spans:
-                        attrs, genai = read(span.attributes, keys, kinds)
-                        events = [] if INPUT in attrs or OUTPUT in attrs or not len(span.events) else [
-                            (e.name, attributes(e.attributes)) for e in span.events if e.name.startswith("gen_ai")]
-                        if not genai and not events:
-                            outcomes["not_genai"] += 1
-                            continue
+                        attrs: dict[str, Any] = {}
+                        genai = False
+                        for kv in span.attributes:  # read() inline: this runs for every attribute of every span
+                            key = kv.key
+                            what = kinds.get(key)
+                            if what is None:
+                                what = key_kind(kinds, keys, key)
+                            if what:
+                                if what != READ:
+                                    genai = True
+                                if what != GENAI:
+                                    value = kv.value
+                                    attrs[key] = value.string_value or any_value(value)
+                        events: list[tuple[str, dict[str, Any]]] = []
+                        if INPUT not in attrs and OUTPUT not in attrs:
+                            if len(span.events):
+                                events = [(e.name, attributes(e.attributes)) for e in span.events
+                                          if e.name.startswith("gen_ai")]
+                            if not genai and not events:
+                                not_genai += 1
+                                continue
                         if resource is None:
                             resource = attributes(rs.resource.attributes)
                         yield Call(attrs, resource, span.trace_id, span.span_id,
                                    span.start_time_unix_nano / 1e9, span.end_time_unix_nano / 1e9, events)
+            if not_genai:
+                outcomes["not_genai"] += not_genai
         else:
             for rl in request.resource_logs:
                 resource = None
