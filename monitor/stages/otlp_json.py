@@ -105,22 +105,43 @@ def _seconds(value: Any) -> float:
 
 def _spans(root: Mapping[str, Any], keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
            ) -> Iterator[Call]:
+    not_genai = 0
     for rs in _list(root, "resourceSpans"):
         resource: dict[str, Any] | None = None
         for ss in _list(rs, "scopeSpans"):
             for span in _list(ss, "spans"):
                 raw_attrs = span.get("attributes") or []
-                attrs, genai = read(raw_attrs if type(raw_attrs) is list else _list(span, "attributes"), keys, kinds)
-                events = [] if INPUT in attrs or OUTPUT in attrs or not span.get("events") else [
-                    (e.get("name", ""), attributes(_list(e, "attributes"))) for e in _list(span, "events")
-                    if str(e.get("name", "")).startswith("gen_ai")]
-                if not genai and not events:
-                    outcomes["not_genai"] += 1
-                    continue
+                attrs: dict[str, Any] = {}
+                genai = False
+                for kv in raw_attrs if type(raw_attrs) is list else _list(span, "attributes"):
+                    key = kv["key"]  # read() inline: this runs for every attribute of every span
+                    what = kinds.get(key)
+                    if what is None:
+                        what = key_kind(kinds, keys, key)
+                    if what:
+                        if what != READ:
+                            genai = True
+                        if what != GENAI:
+                            value = kv.get("value", {})
+                            string = value.get("stringValue")
+                            attrs[key] = string if type(string) is str else any_value(value)
+                events: list[tuple[str, dict[str, Any]]] = []
+                if INPUT not in attrs and OUTPUT not in attrs:
+                    if span.get("events"):
+                        events = [(e.get("name", ""), attributes(_list(e, "attributes"))) for e in _list(span, "events")
+                                  if str(e.get("name", "")).startswith("gen_ai")]
+                    if not genai and not events:
+                        not_genai += 1
+                        continue
                 if resource is None:
                     resource = attributes(_list(rs.get("resource") or {}, "attributes"))
-                yield Call(attrs, resource, _id(_get(span, "traceId")), _id(_get(span, "spanId")),
-                           _seconds(_get(span, "startTimeUnixNano")), _seconds(_get(span, "endTimeUnixNano")), events)
+                get = span.get  # OTLP/JSON's names first, protobuf's snake_case ones (_get) when they are absent
+                yield Call(attrs, resource, _id(get("traceId") or _get(span, "traceId")),
+                           _id(get("spanId") or _get(span, "spanId")),
+                           _seconds(get("startTimeUnixNano") or _get(span, "startTimeUnixNano")),
+                           _seconds(get("endTimeUnixNano") or _get(span, "endTimeUnixNano")), events)
+    if not_genai:
+        outcomes["not_genai"] += not_genai
 
 
 def _is_details(record: Mapping[str, Any]) -> bool:
