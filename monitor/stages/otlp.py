@@ -67,12 +67,8 @@ def attributes(kvs: Iterable[KeyValue]) -> dict[str, Any]:
 
 
 def _ascending(turns: dict[int, Any]) -> bool:
-    previous = -1
-    for index in turns:
-        if index < previous:
-            return False
-        previous = index
-    return True
+    order = list(turns)
+    return order == sorted(order)
 
 
 @contextmanager

@@ -138,8 +138,8 @@ def _spans(root: Mapping[str, Any], keys: frozenset[str], kinds: dict[str, int],
                 get = span.get  # OTLP/JSON's names first, protobuf's snake_case ones (_get) when they are absent
                 yield Call(attrs, resource, _id(get("traceId") or _get(span, "traceId")),
                            _id(get("spanId") or _get(span, "spanId")),
-                           _seconds(get("startTimeUnixNano") or _get(span, "startTimeUnixNano")),
-                           _seconds(get("endTimeUnixNano") or _get(span, "endTimeUnixNano")), events)
+                           int(get("startTimeUnixNano") or _get(span, "startTimeUnixNano") or 0) / 1e9,
+                           int(get("endTimeUnixNano") or _get(span, "endTimeUnixNano") or 0) / 1e9, events)
     if not_genai:
         outcomes["not_genai"] += not_genai
 
