@@ -21,6 +21,7 @@ from monitor.stages.genai import (
     OUTPUT,
     PROMPT,
     RESPONSE_ID,
+    ByResource,
     Call,
     GenAiMapping,
     NoContent,
@@ -83,12 +84,14 @@ def history_and_answer(call: Call, known: tuple[str, int] | None = None
 
 
 def chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen: Container[int],
-               known: Known | None, out: dict[int, TurnEvent], ends: list[EndEvent]) -> bool:
+               known: Known | None, out: dict[int, TurnEvent], ends: list[EndEvent],
+               by_resource: ByResource | None = None) -> bool:
     """:func:`call_events` for the usual call, its input and output messages (``sent``, ``got``) JSON
     strings, in one function that puts the turns in ``out`` by index (an answer replaces a turn taken from
     a later call's history: it has the span) and an end event in ``ends``: this runs for every call, and
     the helpers' calls, checks and lists were a third of its cost. False, having done nothing, when the
-    messages are not JSON arrays: the general path says what is wrong. Raises :class:`NoContent`."""
+    messages are not JSON arrays: the general path says what is wrong. ``by_resource``: see
+    :func:`~monitor.stages.genai.call_dimensions`. Raises :class:`NoContent`."""
     index, body = 0, sent
     if known is not None and (tail := _tail(sent, known.get(cid))) is not None:
         body, index = tail
@@ -98,7 +101,7 @@ def chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen:
         return False
     if type(history) is not list or type(answer) is not list:
         return False
-    metadata = call_dimensions(call, m)
+    metadata = call_dimensions(call, m, by_resource)
     start = call.start
     last: TurnEvent | None = None  # the last turn this call gives (it carries the call's feedback)
     for message in history:

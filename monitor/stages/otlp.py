@@ -37,6 +37,7 @@ from monitor.stages.genai import (
     MAX_ID,
     OUTPUT,
     READ,
+    ByResource,
     Call,
     GenAiMapping,
     NoContent,
@@ -147,6 +148,7 @@ class OtlpDecoder:
         # each conversation's turns by index: one message often repeats a history, keep each turn once
         by_conversation: dict[str, dict[int, TurnEvent]] = {}
         known: Known = {}
+        by_resource: ByResource = {}  # metadata by resource, for this message
         ends: list[EndEvent] = []
         calls = (json_calls(request, self.signal == "traces", self._keys, self._kinds, outcomes)
                  if self.encoding == "otlp_json" else self._calls(request, outcomes))
@@ -163,7 +165,7 @@ class OtlpDecoder:
                 turns = by_conversation[cid] = {}
             try:
                 if type(sent := attrs.get(INPUT)) is str and type(got := attrs.get(OUTPUT)) is str and \
-                        chat_turns(call, cid, sent, got, mapping, turns, known, turns, ends):
+                        chat_turns(call, cid, sent, got, mapping, turns, known, turns, ends, by_resource):
                     mapped += 1  # the usual call: its turns are in ``turns`` already
                     continue
                 events = call_events(call, cid, mapping, turns, known)
