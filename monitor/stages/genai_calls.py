@@ -159,6 +159,13 @@ def call_events(call: Call, cid: str, m: GenAiMapping, seen: Container[int] | No
     if type(sent := attrs.get(INPUT)) is str and type(got := attrs.get(OUTPUT)) is str and chat_turns(
             call, cid, sent, got, m, () if seen is None else seen, known, turns, ends):
         return [*turns.values(), *ends]
+    return general_events(call, cid, m, seen, known)
+
+
+def general_events(call: Call, cid: str, m: GenAiMapping, seen: Container[int] | None = None,
+                   known: Known | None = None) -> list[TurnEvent | EndEvent]:
+    """:func:`call_events` for any call, whichever convention it follows, step by step."""
+    attrs = call.attributes
     ended = m.end_attribute is not None and flag(attrs.get(m.end_attribute)) is True
     feedback = call_feedback(call, m) if m.thumbs_attribute or m.csat_attribute else None
     try:
