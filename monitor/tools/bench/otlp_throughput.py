@@ -191,6 +191,11 @@ def run_otlp_throughput(config: OtlpThroughputConfig, progress: Progress = None,
         result.update(_worker_rate(settings, bootstrap, warmup, measured, Path(tmp) / f"{unique}.log",
                                    config.timeout_s))
     result["ratio"] = result["monitor_per_s"] / result["raw_consume_per_s"]
+    if progress:
+        progress("OTLP: decode cost per conversation against the JSON path (bench otlp-decode)")
+    from monitor.tools.bench.otlp_decode import run_otlp_decode
+
+    result["decode"] = run_otlp_decode(calls=config.calls, per_message=config.per_message)
     return result
 
 
@@ -224,16 +229,18 @@ def otlp_markdown(otlp: dict[str, Any], table: Callable[[list[str], list[list[st
         "conversation). The worker decodes them, re-keys each turn under its conversation id, sessionizes and "
         "scores; the raw row reads the same bytes with a bare consumer and parses them with opentelemetry-proto."
         + (f" Worker CPU: {fmt(cores, 2)} cores." if cores is not None else ""), "",
-        table(["path", "conversations / s", "share of raw (OTLP)"], rows)])
+        table(["path", "conversations / s", "share of raw (OTLP)"], rows), *_decode_markdown(otlp.get("decode"))])
 
 
-def otlp_table(result: dict[str, Any]) -> Any:
-    """``bench otlp-throughput``'s table: the two OTLP rows."""
-    from rich.table import Table
-
-    table = Table(title="OTLP input throughput (conversations / s)")
-    for column in ("path", "per s", "vs raw consume (OTLP)"):
-        table.add_column(column)
-    for path, rate, share in otlp_rows(result["otlp"]):
-        table.add_row(path, f"{rate:.1f}", f"{share:.3f}" if share is not None else "-")
-    return table
+def _decode_markdown(decode: dict[str, Any] | None) -> list[str]:
+    """`bench otlp-decode`'s numbers (issue #21's bar: OTLP decode at most 2x the JSON path's), when measured."""
+    if not decode:
+        return []
+    load = decode.get("load_average")
+    encodings = ", ".join(f"`{e}` {decode[f'{e}_us_per_conversation']} µs ({decode[f'{e}_vs_json']}x)"
+                          for e in ("otlp_proto", "otlp_json"))
+    return ["", f"Decode alone (`convmon bench otlp-decode`, CPU time per conversation, median of {decode['repeats']} "
+            f"repetitions in which the paths take turns, {decode['conversations']} conversations"
+            + (f", load average {load[0]:.1f}" if load else "")
+            + f"): JSON events {decode['json_us_per_conversation']} µs, {encodings}; the bar is 2x: "
+            + ("met." if decode["meets_bar"] else "not met.")]
