@@ -244,3 +244,15 @@ def _decode_markdown(decode: dict[str, Any] | None) -> list[str]:
             + (f", load average {load[0]:.1f}" if load else "")
             + f"): JSON events {decode['json_us_per_conversation']} µs, {encodings}; the bar is 2x: "
             + ("met." if decode["meets_bar"] else "not met.")]
+
+
+def otlp_table(result: dict[str, Any]) -> Any:
+    """``bench otlp-throughput``'s table: the two OTLP rows."""
+    from rich.table import Table
+
+    table = Table(title="OTLP input throughput (conversations / s)")
+    for column in ("path", "per s", "vs raw consume (OTLP)"):
+        table.add_column(column)
+    for path, rate, share in otlp_rows(result["otlp"]):
+        table.add_row(path, f"{rate:.1f}", f"{share:.3f}" if share is not None else "-")
+    return table
