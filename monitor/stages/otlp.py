@@ -44,7 +44,7 @@ from monitor.stages.genai import (
     conversation_id,
     key_kind,
 )
-from monitor.stages.genai_calls import Known, call_events, chat_turns
+from monitor.stages.genai_calls import Known, chat_turns, general_events
 from monitor.stages.otlp_json import json_calls
 
 Signal = Literal["traces", "logs"]
@@ -168,7 +168,7 @@ class OtlpDecoder:
                         chat_turns(call, cid, sent, got, mapping, turns, known, turns, ends, by_resource):
                     mapped += 1  # the usual call: its turns are in ``turns`` already
                     continue
-                events = call_events(call, cid, mapping, turns, known)
+                events = general_events(call, cid, mapping, turns, known)  # the rest: flattened, events, bad JSON
             except NoContent:
                 outcomes["no_content"] += 1
                 continue
