@@ -2,9 +2,10 @@
 
 Every call repeats its conversation's history; within one message (one OTLP request) a later call's
 ``gen_ai.input.messages`` usually extends the earlier one's, so only the appended tail is parsed
-(:data:`Known` carries what was parsed). :func:`chat_turns` is the path nearly every call takes (input
-and output as JSON strings) in one function; :func:`call_events` is the general one (flattened
-attributes, span events, malformed values) and falls back to nothing else.
+(:data:`Known` carries what was parsed). :func:`call_events` takes one of two paths that give the same
+events (tests/stages/test_otlp_input.py checks): :func:`chat_turns`, the one nearly every call takes
+(input and output messages as JSON strings) in one function, and :func:`general_events` for the rest
+(flattened attributes, span events, values that are not what the conventions say).
 """
 
 from __future__ import annotations
