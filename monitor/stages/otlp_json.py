@@ -29,6 +29,9 @@ _KINDS = {"stringValue": "s", "string_value": "s", "intValue": "i", "int_value":
           "arrayValue": "a", "array_value": "a", "kvlistValue": "k", "kvlist_value": "k"}
 
 
+_NO_VALUE: dict[str, Any] = {}  # an attribute without a value (never changed)
+
+
 def _get(node: Mapping[str, Any], name: str) -> Any:
     value = node.get(name)
     return node.get(_SNAKE[name]) if value is None and name in _SNAKE else value
@@ -122,8 +125,8 @@ def _spans(root: Mapping[str, Any], keys: frozenset[str], kinds: dict[str, int],
                         if what != READ:
                             genai = True
                         if what != GENAI:
-                            value = kv.get("value", {})
-                            string = value.get("stringValue")
+                            value = kv.get("value", _NO_VALUE)
+                            string = value.get("stringValue") if type(value) is dict else None
                             attrs[key] = string if type(string) is str else any_value(value)
                 events: list[tuple[str, dict[str, Any]]] = []
                 if INPUT not in attrs and OUTPUT not in attrs:
