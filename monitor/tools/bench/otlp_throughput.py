@@ -191,6 +191,7 @@ def run_otlp_throughput(config: OtlpThroughputConfig, progress: Progress = None,
         result.update(_worker_rate(settings, bootstrap, warmup, measured, Path(tmp) / f"{unique}.log",
                                    config.timeout_s))
     result["ratio"] = result["monitor_per_s"] / result["raw_consume_per_s"]
+    result["load_average"] = [round(x, 2) for x in os.getloadavg()]  # the machine is shared: rates depend on it
     if progress:
         progress("OTLP: decode cost per conversation against the JSON path (bench otlp-decode)")
     from monitor.tools.bench.otlp_decode import run_otlp_decode
@@ -228,7 +229,9 @@ def otlp_markdown(otlp: dict[str, Any], table: Callable[[list[str], list[list[st
         f"the history, plus a non-GenAI HTTP span per call; {fmt(otlp['bytes_per_conversation'], 0)} bytes per "
         "conversation). The worker decodes them, re-keys each turn under its conversation id, sessionizes and "
         "scores; the raw row reads the same bytes with a bare consumer and parses them with opentelemetry-proto."
-        + (f" Worker CPU: {fmt(cores, 2)} cores." if cores is not None else ""), "",
+        + (f" Worker CPU: {fmt(cores, 2)} cores." if cores is not None else "")
+        + (f" Load average (1 min) after the monitor row: {otlp['load_average'][0]:.1f}." if otlp.get("load_average")
+           else ""), "",
         table(["path", "conversations / s", "share of raw (OTLP)"], rows), *_decode_markdown(otlp.get("decode"))])
 
 
