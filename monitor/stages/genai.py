@@ -10,19 +10,20 @@ call, and the sessionizer stores it once. System and tool messages are not turns
 
 No protobuf here: :mod:`monitor.stages.otlp` (and :mod:`monitor.stages.otlp_json`) walk the OTLP
 payloads and hand over dicts of the attributes this module reads (:func:`read_keys`), nothing more:
-converting every attribute of every span was most of the decode cost.
+converting every attribute of every span was most of the decode cost. This module holds the mapping and
+the pieces of a call; :mod:`monitor.stages.genai_calls` turns whole calls into events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
 
-from monitor.contracts.events import EndEvent, Feedback, Role, TurnEvent
+from monitor.contracts.events import Feedback, Role, TurnEvent
 
 CONVERSATION = "gen_ai.conversation.id"
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
@@ -49,6 +50,8 @@ class GenAiMapping:
     dimension_names: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False, repr=False, compare=False)
     keys: frozenset[str] = field(init=False, repr=False, compare=False)
     conversation_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    dimension_keys: frozenset[str] = field(init=False, repr=False, compare=False)  # every name dimensions read
+    plain: bool = field(init=False, repr=False, compare=False)  # no feedback or end attribute to read
 
     def __post_init__(self) -> None:
         mapped = dict(self.dimension_attributes)
@@ -56,6 +59,8 @@ class GenAiMapping:
         object.__setattr__(self, "dimension_names", names)
         object.__setattr__(self, "keys", read_keys(self))
         object.__setattr__(self, "conversation_names", (CONVERSATION, *self.conversation_attributes))
+        object.__setattr__(self, "dimension_keys", frozenset(n for _, ns in names for n in ns))
+        object.__setattr__(self, "plain", not (self.thumbs_attribute or self.csat_attribute or self.end_attribute))
 
 
 def read_keys(m: GenAiMapping) -> frozenset[str]:
@@ -63,6 +68,19 @@ def read_keys(m: GenAiMapping) -> frozenset[str]:
     names = {CONVERSATION, INPUT, OUTPUT, RESPONSE_ID, *m.conversation_attributes, *(n for _, ns in m.dimension_names
                                                                                        for n in ns)}
     return frozenset(n for n in (*names, m.thumbs_attribute, m.csat_attribute, m.end_attribute) if n)
+
+
+GENAI, READ = 1, 2  # a key's kind (key_kind): gen_ai.* (the span is looked at), read by the mapping; or both
+MAX_KINDS = 4096  # keys remembered per decoder: instrumentations use a few dozen; a flood of unique ones is not kept
+
+
+def key_kind(kinds: dict[str, int], keys: frozenset[str], key: str) -> int:
+    """``key``'s kind, remembered in ``kinds`` (one per decoder): spans carry the same few dozen keys message
+    after message, and one dict lookup per attribute replaced three string tests (a tenth of a decode)."""
+    found = (READ if key in keys or key.startswith(FLATTENED) else 0) | (GENAI if key.startswith("gen_ai.") else 0)
+    if len(kinds) < MAX_KINDS:
+        kinds[key] = found
+    return found
 
 
 @dataclass(slots=True)
@@ -94,7 +112,7 @@ def conversation_id(call: Call, m: GenAiMapping) -> str | None:
     return None
 
 
-def _text(message: Mapping[str, Any]) -> str:
+def message_text(message: Mapping[str, Any]) -> str:
     parts = message.get("parts")
     if isinstance(parts, list):
         if len(parts) == 1 and isinstance(one := parts[0], dict) and isinstance(text := one.get("content"), str) \
@@ -110,21 +128,23 @@ def _text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def _messages(value: Any, where: str) -> list[Any]:
+def messages(value: Any, where: str) -> list[Any]:
     """A list whose dict items are messages (callers skip the rest)."""
-    if isinstance(value, str | bytes):
+    if type(value) is str or isinstance(value, str | bytes):
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
             raise ValueError(f"{where} is not JSON: {exc}") from None
+    if type(value) is list:
+        return value
     if isinstance(value, dict):  # a single message (old completion events)
-        value = [value]
+        return [value]
     if not isinstance(value, list):
         raise ValueError(f"{where} is not a list of messages")
     return value
 
 
-def _flattened(attrs: Mapping[str, Any], prefix: str) -> list[Mapping[str, Any]]:
+def flattened(attrs: Mapping[str, Any], prefix: str) -> list[Mapping[str, Any]]:
     """``gen_ai.prompt.0.role`` / ``gen_ai.prompt.0.content`` ... as messages, in index order."""
     found: dict[int, dict[str, Any]] = {}
     dotted = prefix + "."
@@ -136,74 +156,40 @@ def _flattened(attrs: Mapping[str, Any], prefix: str) -> list[Mapping[str, Any]]
     return [found[i] for i in sorted(found)]
 
 
-Known = dict[str, tuple[str, int]]  # conversation -> its last input messages JSON in this message, turns in it
+ByResource = dict[int, tuple[Mapping[str, Any], dict[str, str]]]  # id(resource) -> resource (kept alive), metadata
 
 
-def _tail(value: str, known: tuple[str, int] | None) -> tuple[str, int] | None:
-    """A later call repeats the history of an earlier one and appends to it: when ``value`` extends the
-    conversation's previous input JSON, the JSON array of only the appended messages and the turn index
-    they start at, so a conversation's history is parsed once per message, not once per call."""
-    if known is None:
-        return None
-    previous, turns = known
-    head = previous[:-1]  # previous parsed as a JSON array and was stored right-stripped: it ends with "]"
-    if not value.startswith(head):
-        return None
-    rest = value[len(head):].lstrip()
-    if rest[:1] == ",":
-        return "[" + rest[1:], turns
-    if rest[:1] == "]":
-        return "[" + rest, turns
-    return None
-
-
-def history_and_answer(call: Call, known: tuple[str, int] | None = None
-                       ) -> tuple[list[Any], list[Any], int]:
-    """The messages sent (all, or only those after the ``known`` earlier input) and received, from whichever
-    convention the instrumentation used, and the turn index of the first message returned as sent. Items
-    that are not JSON objects are left in the lists: callers skip them."""
-    a = call.attributes
-    if INPUT in a or OUTPUT in a:
-        sent, first = a.get(INPUT), 0
-        if isinstance(sent, str) and (tail := _tail(sent, known)) is not None:
-            sent, first = tail
-        return (_messages(sent, INPUT) if sent is not None else [],
-                _messages(a[OUTPUT], OUTPUT) if OUTPUT in a else [], first)
-    history: list[Any] = _flattened(a, PROMPT)
-    answer: list[Any] = _flattened(a, COMPLETION)
-    for name, event in call.events:  # gen_ai.content.prompt / gen_ai.content.completion span events
-        if PROMPT in event:
-            history = _messages(event[PROMPT], f"span event {name} {PROMPT}")
-        if COMPLETION in event:
-            answer = _messages(event[COMPLETION], f"span event {name} {COMPLETION}")
-    if not history and not answer:
-        raise NoContent
-    return history, answer, 0
-
-
-def _dimensions(call: Call, m: GenAiMapping) -> dict[str, str]:
-    out: dict[str, str] = {}
+def call_dimensions(call: Call, m: GenAiMapping, by_resource: ByResource | None = None) -> dict[str, str]:
+    """The call's metric dimensions. With ``by_resource`` (one message's), a call whose own attributes name
+    no dimension shares the dict of the first such call of its resource: per call, this dict was a tenth
+    of the mapping's cost (turns never change their metadata)."""
     attributes, resource = call.attributes, call.resource
+    shared = by_resource is not None and m.dimension_keys.isdisjoint(attributes)
+    if shared and (known := by_resource.get(id(resource))) is not None:  # type: ignore[union-attr]
+        return known[1]
+    out: dict[str, str] = {}
     for dim, names in m.dimension_names:
         for name in names:
             value = attributes.get(name)
             if value is None:
                 value = resource.get(name)
-            if value is not None and str(value):
-                out[dim] = str(value)[:MAX_ID]
+            if value is not None and (text := value if type(value) is str else str(value)):
+                out[dim] = text[:MAX_ID]
                 break
+    if shared:
+        by_resource[id(resource)] = (resource, out)  # type: ignore[index]  # the resource kept: its id stays its own
     return out
 
 
-def _flag(value: Any) -> bool | None:
+def flag(value: Any) -> bool | None:
     text = str(value).strip().lower()
     return True if text in TRUE else False if text in FALSE else None
 
 
-def _feedback(call: Call, m: GenAiMapping) -> Feedback | None:
+def call_feedback(call: Call, m: GenAiMapping) -> Feedback | None:
     thumbs = csat = None
     if m.thumbs_attribute and m.thumbs_attribute in call.attributes:
-        vote = _flag(call.attributes[m.thumbs_attribute])
+        vote = flag(call.attributes[m.thumbs_attribute])
         thumbs = None if vote is None else "up" if vote else "down"
     if m.csat_attribute and m.csat_attribute in call.attributes:
         try:
@@ -223,73 +209,25 @@ def span_ref(trace_id: bytes, span_id: bytes) -> str | None:
     return f"{trace_id.hex()}-{span_id.hex()}"
 
 
-_TURN_FIELDS = frozenset(TurnEvent.model_fields)
+# every turn's fields-set (all fields are set): one set shared by all, as TurnEvent is frozen and pydantic
+# copies the set before it changes one (model_copy), so no turn's set is ever changed in place
+_TURN_FIELDS = set(TurnEvent.model_fields)
 _new = object.__new__
-_set = object.__setattr__
 _slots = BaseModel.__dict__
-_set_fields, _set_extra, _set_private = (_slots[n].__set__ for n in (
-    "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
+_set_dict, _set_fields, _set_extra, _set_private = (_slots[n].__set__ for n in (
+    "__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 
 
-def _turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadata: dict[str, str],
-          span: str | None = None, response_id: str | None = None) -> TurnEvent:
+def new_turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadata: dict[str, str],
+             span: str | None = None, response_id: str | None = None) -> TurnEvent:
     """Built without validation: every field is valid by construction here (non-empty text, bounded ids,
     a known role, finite times), validation was most of the decode cost, and even pydantic's
     ``model_construct`` costs 4x this (tests/stages/test_otlp_input.py checks it equals a validated event)."""
     event = _new(TurnEvent)
-    _set(event, "__dict__", {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role, "text": text,
-                             "timestamp": timestamp, "feedback": None, "metadata": metadata, "span": span,
-                             "response_id": response_id})
-    _set_fields(event, set(_TURN_FIELDS))
+    _set_dict(event, {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role, "text": text,
+                      "timestamp": timestamp, "feedback": None, "metadata": metadata, "span": span,
+                      "response_id": response_id})
+    _set_fields(event, _TURN_FIELDS)
     _set_extra(event, None)
     _set_private(event, None)
     return event
-
-
-def call_events(call: Call, cid: str, m: GenAiMapping, seen: Container[int] | None = None,
-                known: Known | None = None
-                ) -> list[TurnEvent | EndEvent]:
-    """The turns of one call (history at its positions, the first answer after them) and, when the
-    configured end attribute says so, an end event counting them. History turns whose index is in
-    ``seen`` (already taken from this message) are not built again; ``known`` (per message) lets a call
-    parse only the history its conversation's previous call did not send. Raises :class:`NoContent`."""
-    attrs = call.attributes
-    ended = m.end_attribute is not None and _flag(attrs.get(m.end_attribute)) is True
-    feedback = _feedback(call, m) if m.thumbs_attribute or m.csat_attribute else None
-    try:
-        history, answer, index = history_and_answer(call, known.get(cid) if known is not None else None)
-    except NoContent:
-        if ended or feedback:  # a content-less span can still end the conversation or carry its feedback
-            return [EndEvent(type="end", conversation_id=cid, timestamp=call.end, feedback=feedback)]
-        raise
-    metadata = _dimensions(call, m)
-    out: list[TurnEvent | EndEvent] = []
-    start = call.start
-    for message in history:
-        if type(message) is not dict:
-            continue
-        role = message.get("role")
-        if role == "user" or role == "assistant":
-            text = _text(message)
-            if text:
-                if seen is None or index not in seen:
-                    out.append(_turn(cid, index, role, text, start, metadata))
-                index += 1
-    if known is not None:
-        sent = attrs.get(INPUT)
-        if type(sent) is str and (sent := sent.rstrip()).endswith("]"):
-            known[cid] = (sent, index)
-    for message in answer:  # several choices (n > 1): the first is the one the user saw
-        if type(message) is dict and message.get("role", "assistant") == "assistant" and (text := _text(message)):
-            response = attrs.get(RESPONSE_ID)
-            out.append(_turn(cid, index, "assistant", text, call.end, metadata, span_ref(call.trace_id, call.span_id),
-                             str(response)[:128] if response else None))
-            index += 1
-            break
-    if index == 0:
-        raise NoContent
-    if feedback and out:
-        out[-1] = out[-1].model_copy(update={"feedback": feedback})
-    if ended:
-        out.append(EndEvent(type="end", conversation_id=cid, timestamp=call.end, turn_count=index))
-    return out

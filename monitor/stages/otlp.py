@@ -31,16 +31,20 @@ from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.metrics import Metrics
 from monitor.stages.genai import (
-    FLATTENED,
+    CONVERSATION,
+    GENAI,
     INPUT,
+    MAX_ID,
     OUTPUT,
+    READ,
+    ByResource,
     Call,
     GenAiMapping,
-    Known,
     NoContent,
-    call_events,
     conversation_id,
+    key_kind,
 )
+from monitor.stages.genai_calls import Known, chat_turns, general_events
 from monitor.stages.otlp_json import json_calls
 
 Signal = Literal["traces", "logs"]
@@ -64,12 +68,8 @@ def attributes(kvs: Iterable[KeyValue]) -> dict[str, Any]:
 
 
 def _ascending(turns: dict[int, Any]) -> bool:
-    previous = -1
-    for index in turns:
-        if index < previous:
-            return False
-        previous = index
-    return True
+    order = list(turns)
+    return order == sorted(order)
 
 
 @contextmanager
@@ -88,17 +88,21 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def read(kvs: Iterable[KeyValue], keys: frozenset[str]) -> tuple[dict[str, Any], bool]:
+def read(kvs: Iterable[KeyValue], keys: frozenset[str], kinds: dict[str, int]) -> tuple[dict[str, Any], bool]:
     """The attributes among ``keys`` (or flattened prompt / completion ones), and whether any is ``gen_ai.*``."""
     found: dict[str, Any] = {}
     genai = False
     for kv in kvs:
         key = kv.key
-        if key in keys or key.startswith(FLATTENED):
-            value = kv.value
-            found[key] = value.string_value or any_value(value)  # most are strings: one lookup
-        if not genai:
-            genai = key.startswith("gen_ai.")
+        what = kinds.get(key)
+        if what is None:
+            what = key_kind(kinds, keys, key)
+        if what:
+            if what != READ:
+                genai = True
+            if what != GENAI:
+                value = kv.value
+                found[key] = value.string_value or any_value(value)  # most are strings: one lookup
     return found, genai
 
 
@@ -114,6 +118,8 @@ class OtlpDecoder:
         self.max_event_bytes = max_event_bytes
         self._request = ExportTraceServiceRequest if signal == "traces" else ExportLogsServiceRequest
         self._keys = mapping.keys
+        self._kinds: dict[str, int] = {}  # see key_kind()
+        self._counters: dict[str, Any] = {}  # convmon_otlp_records by outcome
 
     def parse(self, raw: bytes) -> Any:
         """The request: protobuf for ``otlp_proto``, orjson's dicts for ``otlp_json`` (walked lazily)."""
@@ -142,12 +148,15 @@ class OtlpDecoder:
         # each conversation's turns by index: one message often repeats a history, keep each turn once
         by_conversation: dict[str, dict[int, TurnEvent]] = {}
         known: Known = {}
+        by_resource: ByResource = {}  # metadata by resource, for this message
         ends: list[EndEvent] = []
-        calls = (json_calls(request, self.signal == "traces", self._keys, outcomes) if self.encoding == "otlp_json"
-                 else self._calls(request, outcomes))
+        calls = (json_calls(request, self.signal == "traces", self._keys, self._kinds, outcomes)
+                 if self.encoding == "otlp_json" else self._calls(request, outcomes))
         mapping, mapped = self.mapping, 0
         for call in calls:
-            cid = conversation_id(call, mapping)
+            attrs = call.attributes
+            cid = attrs.get(CONVERSATION)  # conversation_id()'s usual case inline: it runs for every call
+            cid = cid[:MAX_ID] if type(cid) is str and cid.strip() else conversation_id(call, mapping)
             if cid is None:
                 outcomes["no_conversation"] += 1
                 continue
@@ -155,7 +164,11 @@ class OtlpDecoder:
             if turns is None:
                 turns = by_conversation[cid] = {}
             try:
-                events = call_events(call, cid, mapping, turns, known)
+                if type(sent := attrs.get(INPUT)) is str and type(got := attrs.get(OUTPUT)) is str and \
+                        chat_turns(call, cid, sent, got, mapping, turns, known, turns, ends, by_resource):
+                    mapped += 1  # the usual call: its turns are in ``turns`` already
+                    continue
+                events = general_events(call, cid, mapping, turns, known)  # the rest: flattened, events, bad JSON
             except NoContent:
                 outcomes["no_content"] += 1
                 continue
@@ -175,29 +188,50 @@ class OtlpDecoder:
         if mapped:
             outcomes["turns"] += mapped
         for outcome, n in outcomes.items():
-            self.metrics.otlp_records.labels(self.signal, outcome).inc(n)
+            counter = self._counters.get(outcome)
+            if counter is None:  # labels() costs more than decoding a conversation: once per outcome
+                counter = self._counters[outcome] = self.metrics.otlp_records.labels(self.signal, outcome)
+            counter.inc(n)
         out: list[TurnEvent | EndEvent] = []
         for turns in by_conversation.values():
             out += turns.values() if _ascending(turns) else (turns[i] for i in sorted(turns))
         return [*out, *ends], problems
 
     def _calls(self, request: Any, outcomes: Counter[str]) -> Iterable[Call]:
-        keys = self._keys
+        keys, kinds = self._keys, self._kinds
         if self.signal == "traces":
+            not_genai = 0
             for rs in request.resource_spans:
                 resource: Mapping[str, Any] | None = None
                 for ss in rs.scope_spans:
                     for span in ss.spans:
-                        attrs, genai = read(span.attributes, keys)
-                        events = [] if INPUT in attrs or OUTPUT in attrs or not len(span.events) else [
-                            (e.name, attributes(e.attributes)) for e in span.events if e.name.startswith("gen_ai")]
-                        if not genai and not events:
-                            outcomes["not_genai"] += 1
-                            continue
+                        attrs: dict[str, Any] = {}
+                        genai = False
+                        for kv in span.attributes:  # read() inline: this runs for every attribute of every span
+                            key = kv.key
+                            what = kinds.get(key)
+                            if what is None:
+                                what = key_kind(kinds, keys, key)
+                            if what:
+                                if what != READ:
+                                    genai = True
+                                if what != GENAI:
+                                    value = kv.value
+                                    attrs[key] = value.string_value or any_value(value)
+                        events: list[tuple[str, dict[str, Any]]] = []
+                        if INPUT not in attrs and OUTPUT not in attrs:
+                            if len(span.events):
+                                events = [(e.name, attributes(e.attributes)) for e in span.events
+                                          if e.name.startswith("gen_ai")]
+                            if not genai and not events:
+                                not_genai += 1
+                                continue
                         if resource is None:
                             resource = attributes(rs.resource.attributes)
                         yield Call(attrs, resource, span.trace_id, span.span_id,
                                    span.start_time_unix_nano / 1e9, span.end_time_unix_nano / 1e9, events)
+            if not_genai:
+                outcomes["not_genai"] += not_genai
         else:
             for rl in request.resource_logs:
                 resource = None
@@ -208,9 +242,9 @@ class OtlpDecoder:
                                 for kv in record.attributes):
                             outcomes["not_genai"] += 1
                             continue
-                        attrs, _ = read(record.attributes, keys)
+                        attrs, _ = read(record.attributes, keys, kinds)
                         if record.body.WhichOneof("value") == "kvlist_value":  # content may travel in the body
-                            attrs = {**read(record.body.kvlist_value.values, keys)[0], **attrs}
+                            attrs = {**read(record.body.kvlist_value.values, keys, kinds)[0], **attrs}
                         if resource is None:
                             resource = attributes(rl.resource.attributes)
                         at = (record.time_unix_nano or record.observed_time_unix_nano) / 1e9

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from monitor.contracts.errors import InvalidEvent
-from monitor.stages.genai import FLATTENED, INPUT, OUTPUT, Call
+from monitor.stages.genai import GENAI, INPUT, OUTPUT, READ, Call, key_kind
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _SNAKE = {"resourceSpans": "resource_spans", "scopeSpans": "scope_spans", "resourceLogs": "resource_logs",
@@ -27,6 +27,9 @@ _SNAKE = {"resourceSpans": "resource_spans", "scopeSpans": "scope_spans", "resou
 _KINDS = {"stringValue": "s", "string_value": "s", "intValue": "i", "int_value": "i", "doubleValue": "d",
           "double_value": "d", "boolValue": "b", "bool_value": "b", "bytesValue": "y", "bytes_value": "y",
           "arrayValue": "a", "array_value": "a", "kvlistValue": "k", "kvlist_value": "k"}
+
+
+_NO_VALUE: dict[str, Any] = {}  # an attribute without a value (never changed)
 
 
 def _get(node: Mapping[str, Any], name: str) -> Any:
@@ -70,18 +73,23 @@ def attributes(kvs: list[Any]) -> dict[str, Any]:
     return {str(kv["key"]): any_value(kv.get("value", {})) for kv in kvs}
 
 
-def read(kvs: list[Any], keys: frozenset[str]) -> tuple[dict[str, Any], bool]:
-    """The attributes among ``keys`` (or flattened prompt / completion ones), and whether any is ``gen_ai.*``."""
+def read(kvs: list[Any], keys: frozenset[str], kinds: dict[str, int]) -> tuple[dict[str, Any], bool]:
+    """The attributes among ``keys`` (or flattened prompt / completion ones), and whether any is ``gen_ai.*``
+    (``kinds`` as in :func:`monitor.stages.genai.key_kind`)."""
     found: dict[str, Any] = {}
     genai = False
     for kv in kvs:
         key = kv["key"]
-        if key in keys or key.startswith(FLATTENED):
-            value = kv.get("value", {})
-            string = value.get("stringValue")
-            found[key] = string if type(string) is str else any_value(value)
-        if not genai:
-            genai = key.startswith("gen_ai.")
+        what = kinds.get(key)
+        if what is None:
+            what = key_kind(kinds, keys, key)
+        if what:
+            if what != READ:
+                genai = True
+            if what != GENAI:
+                value = kv.get("value", {})
+                string = value.get("stringValue")
+                found[key] = string if type(string) is str else any_value(value)
     return found, genai
 
 
@@ -98,23 +106,45 @@ def _seconds(value: Any) -> float:
     return int(value or 0) / 1e9
 
 
-def _spans(root: Mapping[str, Any], keys: frozenset[str], outcomes: Counter[str]) -> Iterator[Call]:
+def _spans(root: Mapping[str, Any], keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
+           ) -> Iterator[Call]:
+    not_genai = 0
     for rs in _list(root, "resourceSpans"):
         resource: dict[str, Any] | None = None
         for ss in _list(rs, "scopeSpans"):
             for span in _list(ss, "spans"):
                 raw_attrs = span.get("attributes") or []
-                attrs, genai = read(raw_attrs if type(raw_attrs) is list else _list(span, "attributes"), keys)
-                events = [] if INPUT in attrs or OUTPUT in attrs or not span.get("events") else [
-                    (e.get("name", ""), attributes(_list(e, "attributes"))) for e in _list(span, "events")
-                    if str(e.get("name", "")).startswith("gen_ai")]
-                if not genai and not events:
-                    outcomes["not_genai"] += 1
-                    continue
+                attrs: dict[str, Any] = {}
+                genai = False
+                for kv in raw_attrs if type(raw_attrs) is list else _list(span, "attributes"):
+                    key = kv["key"]  # read() inline: this runs for every attribute of every span
+                    what = kinds.get(key)
+                    if what is None:
+                        what = key_kind(kinds, keys, key)
+                    if what:
+                        if what != READ:
+                            genai = True
+                        if what != GENAI:
+                            value = kv.get("value", _NO_VALUE)
+                            string = value.get("stringValue") if type(value) is dict else None
+                            attrs[key] = string if type(string) is str else any_value(value)
+                events: list[tuple[str, dict[str, Any]]] = []
+                if INPUT not in attrs and OUTPUT not in attrs:
+                    if span.get("events"):
+                        events = [(e.get("name", ""), attributes(_list(e, "attributes"))) for e in _list(span, "events")
+                                  if str(e.get("name", "")).startswith("gen_ai")]
+                    if not genai and not events:
+                        not_genai += 1
+                        continue
                 if resource is None:
                     resource = attributes(_list(rs.get("resource") or {}, "attributes"))
-                yield Call(attrs, resource, _id(_get(span, "traceId")), _id(_get(span, "spanId")),
-                           _seconds(_get(span, "startTimeUnixNano")), _seconds(_get(span, "endTimeUnixNano")), events)
+                get = span.get  # OTLP/JSON's names first, protobuf's snake_case ones (_get) when they are absent
+                yield Call(attrs, resource, _id(get("traceId") or _get(span, "traceId")),
+                           _id(get("spanId") or _get(span, "spanId")),
+                           int(get("startTimeUnixNano") or _get(span, "startTimeUnixNano") or 0) / 1e9,
+                           int(get("endTimeUnixNano") or _get(span, "endTimeUnixNano") or 0) / 1e9, events)
+    if not_genai:
+        outcomes["not_genai"] += not_genai
 
 
 def _is_details(record: Mapping[str, Any]) -> bool:
@@ -124,7 +154,8 @@ def _is_details(record: Mapping[str, Any]) -> bool:
                for kv in _list(record, "attributes"))
 
 
-def _logs(root: Mapping[str, Any], keys: frozenset[str], outcomes: Counter[str]) -> Iterator[Call]:
+def _logs(root: Mapping[str, Any], keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
+          ) -> Iterator[Call]:
     for rl in _list(root, "resourceLogs"):
         resource: dict[str, Any] | None = None
         for sl in _list(rl, "scopeLogs"):
@@ -132,23 +163,24 @@ def _logs(root: Mapping[str, Any], keys: frozenset[str], outcomes: Counter[str])
                 if not _is_details(record):
                     outcomes["not_genai"] += 1
                     continue
-                attrs, _ = read(_list(record, "attributes"), keys)
+                attrs, _ = read(_list(record, "attributes"), keys, kinds)
                 body = record.get("body")
                 if isinstance(body, dict) and ("kvlistValue" in body or "kvlist_value" in body):
                     values = body.get("kvlistValue") or body.get("kvlist_value") or {}
-                    attrs = {**read(_list(values, "values"), keys)[0], **attrs}  # content may travel in the body
+                    attrs = {**read(_list(values, "values"), keys, kinds)[0], **attrs}  # content may travel in the body
                 if resource is None:
                     resource = attributes(_list(rl.get("resource") or {}, "attributes"))
                 at = _seconds(_get(record, "timeUnixNano") or _get(record, "observedTimeUnixNano"))
                 yield Call(attrs, resource, _id(_get(record, "traceId")), _id(_get(record, "spanId")), at, at)
 
 
-def json_calls(root: Any, traces: bool, keys: frozenset[str], outcomes: Counter[str]) -> Iterator[Call]:
+def json_calls(root: Any, traces: bool, keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
+               ) -> Iterator[Call]:
     """The GenAI calls of an ``otlp_json`` request; raises :class:`InvalidEvent` when it is not OTLP."""
     try:
         if not isinstance(root, dict):
             raise TypeError(f"expected a JSON object, got {type(root).__name__}")
-        yield from (_spans if traces else _logs)(root, keys, outcomes)
+        yield from (_spans if traces else _logs)(root, keys, kinds, outcomes)
     except (TypeError, AttributeError, KeyError, ValueError) as exc:
         kind = "ExportTraceServiceRequest" if traces else "ExportLogsServiceRequest"
         raise InvalidEvent("malformed_otlp", f"not an otlp_json {kind}: {exc}"[:500]) from None

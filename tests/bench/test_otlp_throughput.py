@@ -44,3 +44,6 @@ def test_otlp_throughput_row(broker: str) -> None:
     assert otlp_table({"otlp": out}).row_count == 2  # bench otlp-throughput
     text = throughput_markdown({"conversations": 1, "partitions": 2, "otlp": out})
     assert "OTLP traces input" in text and "raw aiokafka consume + OTLP protobuf parse" in text
+    decode = out["decode"]  # bench otlp-decode rides along: its ratios and the sentence reporting them
+    assert decode["otlp_proto_vs_json"] > 0 and decode["otlp_json_vs_json"] > 0
+    assert f"({decode['otlp_proto_vs_json']}x)" in text and "Decode alone" in text

@@ -16,7 +16,8 @@ from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.genai import Call, GenAiMapping, call_events
+from monitor.stages.genai import Call, GenAiMapping
+from monitor.stages.genai_calls import call_events
 from monitor.stages.hotpath import HotPath, Input
 from monitor.stages.inputs import OtlpInput, build_input
 from monitor.stages.otlp import OtlpDecoder

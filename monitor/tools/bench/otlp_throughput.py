@@ -191,6 +191,12 @@ def run_otlp_throughput(config: OtlpThroughputConfig, progress: Progress = None,
         result.update(_worker_rate(settings, bootstrap, warmup, measured, Path(tmp) / f"{unique}.log",
                                    config.timeout_s))
     result["ratio"] = result["monitor_per_s"] / result["raw_consume_per_s"]
+    result["load_average"] = [round(x, 2) for x in os.getloadavg()]  # the machine is shared: rates depend on it
+    if progress:
+        progress("OTLP: decode cost per conversation against the JSON path (bench otlp-decode)")
+    from monitor.tools.bench.otlp_decode import run_otlp_decode
+
+    result["decode"] = run_otlp_decode(calls=config.calls, per_message=config.per_message)
     return result
 
 
@@ -223,8 +229,24 @@ def otlp_markdown(otlp: dict[str, Any], table: Callable[[list[str], list[list[st
         f"the history, plus a non-GenAI HTTP span per call; {fmt(otlp['bytes_per_conversation'], 0)} bytes per "
         "conversation). The worker decodes them, re-keys each turn under its conversation id, sessionizes and "
         "scores; the raw row reads the same bytes with a bare consumer and parses them with opentelemetry-proto."
-        + (f" Worker CPU: {fmt(cores, 2)} cores." if cores is not None else ""), "",
-        table(["path", "conversations / s", "share of raw (OTLP)"], rows)])
+        + (f" Worker CPU: {fmt(cores, 2)} cores." if cores is not None else "")
+        + (f" Load average (1 min) after the monitor row: {otlp['load_average'][0]:.1f}." if otlp.get("load_average")
+           else ""), "",
+        table(["path", "conversations / s", "share of raw (OTLP)"], rows), *_decode_markdown(otlp.get("decode"))])
+
+
+def _decode_markdown(decode: dict[str, Any] | None) -> list[str]:
+    """`bench otlp-decode`'s numbers (issue #21's bar: OTLP decode at most 2x the JSON path's), when measured."""
+    if not decode:
+        return []
+    load = decode.get("load_average")
+    encodings = ", ".join(f"`{e}` {decode[f'{e}_us_per_conversation']} µs ({decode[f'{e}_vs_json']}x)"
+                          for e in ("otlp_proto", "otlp_json"))
+    return ["", f"Decode alone (`convmon bench otlp-decode`, CPU time per conversation, median of {decode['repeats']} "
+            f"repetitions in which the paths take turns, {decode['conversations']} conversations"
+            + (f", load average {load[0]:.1f}" if load else "")
+            + f"): JSON events {decode['json_us_per_conversation']} µs, {encodings}; the bar is 2x: "
+            + ("met." if decode["meets_bar"] else "not met.")]
 
 
 def otlp_table(result: dict[str, Any]) -> Any:
