@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Any
 
-import orjson
+import msgspec
 
 from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.stages.genai import (
@@ -35,6 +35,39 @@ from monitor.stages.genai import (
     new_turn,
     span_ref,
 )
+
+
+class _Part(msgspec.Struct, gc=False):
+    type: Any = "text"  # the defaults are message_text's: a part without a type is text, without content empty
+    content: Any = ""
+
+
+class _Message(msgspec.Struct, gc=False):
+    role: Any = msgspec.UNSET  # a history message without a role is no turn, an answer without one is the assistant's
+    parts: list[_Part] | None = None
+    content: Any = None  # the older form: a string, or OpenAI-style parts
+
+
+# chat_turns' messages: msgspec builds these structs (and skips every other field) in half the time orjson
+# built the dicts; an array that does not fit them (not JSON, items that are not objects, odd parts) is left
+# to the general path, which reads any JSON
+_messages = msgspec.json.Decoder(list[_Message]).decode
+
+
+def _text(message: _Message) -> str:
+    """:func:`~monitor.stages.genai.message_text` for a :class:`_Message`."""
+    parts = message.parts
+    if parts is not None:
+        if len(parts) == 1 and type(text := (one := parts[0]).content) is str and one.type == "text":
+            return text.strip()
+        return "\n".join(t for t in [str(p.content) for p in parts if p.type == "text"] if t).strip()
+    content = message.content
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):  # OpenAI-style content parts
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict)).strip()
+    return ""
+
 
 Known = dict[str, tuple[str, int]]  # conversation -> its last input JSON array in this message, the turns in it
 
@@ -97,21 +130,19 @@ def chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen:
     if known is not None and (tail := _tail(sent, known.get(cid))) is not None:
         body, index = tail
     try:
-        history, answer = orjson.loads(body), orjson.loads(got)
-    except orjson.JSONDecodeError:
-        return False
-    if type(history) is not list or type(answer) is not list:
+        history, answer = _messages(body), _messages(got)
+    except msgspec.DecodeError:  # also when they are JSON, but not arrays of message objects
         return False
     metadata = call_dimensions(call, m, by_resource)
     start = call.start
     last: TurnEvent | None = None  # the last turn this call gives (it carries the call's feedback)
     for message in history:
-        if type(message) is dict and ((role := message.get("role")) == "user" or role == "assistant"):
-            if type(parts := message.get("parts")) is list and len(parts) == 1 and type(one := parts[0]) is dict \
-                    and type(text := one.get("content")) is str and one.get("type", "text") == "text":
-                text = text.strip()  # the usual single text part: message_text's first case, inline
+        if (role := message.role) == "user" or role == "assistant":
+            if (parts := message.parts) is not None and len(parts) == 1 and type(
+                    text := (one := parts[0]).content) is str and one.type == "text":
+                text = text.strip()  # the usual single text part: _text's first case, inline
             else:
-                text = message_text(message)
+                text = _text(message)
             if text:
                 if index not in seen:
                     out[index] = last = new_turn(cid, index, role, text, start, metadata)
@@ -122,8 +153,7 @@ def chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen:
         if sent[-1:] == "]":
             known[cid] = (sent, index)
     for message in answer:  # several choices (n > 1): the first is the one the user saw
-        if type(message) is dict and message.get("role", "assistant") == "assistant" and (
-                text := message_text(message)):
+        if ((role := message.role) is msgspec.UNSET or role == "assistant") and (text := _text(message)):
             response = call.attributes.get(RESPONSE_ID)
             last = new_turn(cid, index, "assistant", text, call.end, metadata, span_ref(call.trace_id, call.span_id),
                             str(response)[:128] if response else None)

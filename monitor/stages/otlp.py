@@ -10,7 +10,8 @@ keys starts with ``gen_ai.`` (or one of its events does), a log record only if i
 ``gen_ai.client.inference.operation.details`` event, and only the attributes the mapping reads are
 converted (one pass over the keys). Calls whose content was not captured (instrumentations capture
 none by default) are counted (``no_content``) and skipped. ``otlp_json`` is not parsed into protobuf
-(protobuf's JSON parser cost 30x the JSON path): :mod:`monitor.stages.otlp_json` walks its dicts.
+(protobuf's JSON parser cost 30x the JSON path): :mod:`monitor.stages.otlp_json` decodes only what the
+mapping reads with msgspec.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal
 
-import orjson
+import msgspec
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -45,7 +46,7 @@ from monitor.stages.genai import (
     key_kind,
 )
 from monitor.stages.genai_calls import Known, chat_turns, general_events
-from monitor.stages.otlp_json import json_calls
+from monitor.stages.otlp_json import json_calls, request_decoder
 
 Signal = Literal["traces", "logs"]
 Encoding = Literal["otlp_proto", "otlp_json"]
@@ -117,23 +118,24 @@ class OtlpDecoder:
         self.metrics = metrics
         self.max_event_bytes = max_event_bytes
         self._request = ExportTraceServiceRequest if signal == "traces" else ExportLogsServiceRequest
+        self._json = request_decoder(signal == "traces")
         self._keys = mapping.keys
         self._kinds: dict[str, int] = {}  # see key_kind()
         self._counters: dict[str, Any] = {}  # convmon_otlp_records by outcome
 
     def parse(self, raw: bytes) -> Any:
-        """The request: protobuf for ``otlp_proto``, orjson's dicts for ``otlp_json`` (walked lazily)."""
+        """The request: protobuf for ``otlp_proto``, :mod:`monitor.stages.otlp_json`'s structs for ``otlp_json``."""
         if not raw:
             raise InvalidEvent("empty", "the message has no value")
         if len(raw) > self.max_event_bytes:
             raise InvalidEvent("too_large", f"{len(raw)} bytes exceeds max_event_bytes={self.max_event_bytes}")
         try:
             if self.encoding == "otlp_json":
-                return orjson.loads(raw)
+                return self._json.decode(raw)
             request = self._request()
             request.ParseFromString(raw)
             return request
-        except (DecodeError, orjson.JSONDecodeError) as exc:
+        except (DecodeError, msgspec.DecodeError) as exc:
             raise InvalidEvent("malformed_otlp", f"not an {self.encoding} {self._request.__name__}: {exc}"[:500]
                                ) from None
 

@@ -1,11 +1,14 @@
-"""``otlp_json`` payloads walked as the dicts ``orjson`` gives, not parsed into protobuf first.
+"""``otlp_json`` payloads decoded by ``msgspec`` into structs of only the fields the mapping reads.
 
 protobuf's ``json_format.ParseDict`` made an ``otlp_json`` message cost 30x the JSON path's decode
-per conversation; walking the dicts reads only what the GenAI mapping needs, like the protobuf walk
-in :mod:`monitor.stages.otlp`, and yields the same :class:`~monitor.stages.genai.Call` values. It
-reads what ``ParseDict`` read: OTLP/JSON's lowerCamelCase field names (and protobuf's snake_case
-ones), trace and span ids in hex (as OTLP/JSON requires; base64 is accepted too), 64-bit integers as
-strings or numbers. A structure that is not OTLP raises :class:`InvalidEvent` (``malformed_otlp``).
+per conversation, and orjson's dict tree of the whole request (built and freed) was still a third of
+an ``otlp_json`` decode: msgspec skips the fields no struct here declares in C, and leaves each
+attribute's value as raw JSON (:class:`msgspec.Raw`) until the mapping reads it, so the values of the
+attributes it does not read are never built. The walk mirrors the protobuf one in
+:mod:`monitor.stages.otlp` and yields the same :class:`~monitor.stages.genai.Call` values. It reads
+what ``ParseDict`` read: OTLP/JSON's lowerCamelCase field names (and protobuf's snake_case ones), trace
+and span ids in hex (as OTLP/JSON requires; base64 is accepted too), 64-bit integers as strings or
+numbers. A structure that is not OTLP raises :class:`InvalidEvent` (``malformed_otlp``).
 """
 
 from __future__ import annotations
@@ -15,39 +18,116 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import msgspec
+
 from monitor.contracts.errors import InvalidEvent
 from monitor.stages.genai import GENAI, INPUT, OUTPUT, READ, Call, key_kind
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
-_SNAKE = {"resourceSpans": "resource_spans", "scopeSpans": "scope_spans", "resourceLogs": "resource_logs",
-          "scopeLogs": "scope_logs", "logRecords": "log_records", "traceId": "trace_id", "spanId": "span_id",
-          "startTimeUnixNano": "start_time_unix_nano", "endTimeUnixNano": "end_time_unix_nano",
-          "timeUnixNano": "time_unix_nano", "observedTimeUnixNano": "observed_time_unix_nano",
-          "eventName": "event_name"}
 _KINDS = {"stringValue": "s", "string_value": "s", "intValue": "i", "int_value": "i", "doubleValue": "d",
           "double_value": "d", "boolValue": "b", "bool_value": "b", "bytesValue": "y", "bytes_value": "y",
           "arrayValue": "a", "array_value": "a", "kvlistValue": "k", "kvlist_value": "k"}
+_EMPTY = msgspec.Raw(b"{}")  # an attribute without a value: AnyValue's default, no value
+_value = msgspec.json.Decoder().decode  # an attribute's raw value -> the dict of its AnyValue
 
 
-_NO_VALUE: dict[str, Any] = {}  # an attribute without a value (never changed)
+# Each struct declares only what the walk reads, under both OTLP/JSON's and protobuf's field names (the
+# second, snake_case, one read when the first is absent); msgspec skips every other field without building it.
+class _Attribute(msgspec.Struct, gc=False):
+    key: str
+    value: msgspec.Raw = _EMPTY
 
 
-def _get(node: Mapping[str, Any], name: str) -> Any:
-    value = node.get(name)
-    return node.get(_SNAKE[name]) if value is None and name in _SNAKE else value
+class _Resource(msgspec.Struct, gc=False):
+    attributes: list[_Attribute] = []
 
 
-def _list(node: Mapping[str, Any], name: str) -> list[Any]:
-    value = _get(node, name)
+class _Event(msgspec.Struct, gc=False):
+    name: Any = ""
+    attributes: list[_Attribute] = []
+
+
+class _Span(msgspec.Struct, gc=False):
+    attributes: list[_Attribute] = []
+    events: list[_Event] = []
+    traceId: Any = None
+    trace_id: Any = None
+    spanId: Any = None
+    span_id: Any = None
+    startTimeUnixNano: Any = None
+    start_time_unix_nano: Any = None
+    endTimeUnixNano: Any = None
+    end_time_unix_nano: Any = None
+
+
+class _ScopeSpans(msgspec.Struct, gc=False):
+    spans: list[_Span] = []
+
+
+class _ResourceSpans(msgspec.Struct, gc=False):
+    resource: _Resource | None = None
+    scopeSpans: list[_ScopeSpans] = []
+    scope_spans: list[_ScopeSpans] = []
+
+
+class TracesRequest(msgspec.Struct, gc=False):
+    """The parts of an ``ExportTraceServiceRequest`` the mapping reads."""
+
+    resourceSpans: list[_ResourceSpans] = []
+    resource_spans: list[_ResourceSpans] = []
+
+
+class _Record(msgspec.Struct, gc=False):
+    attributes: list[_Attribute] = []
+    body: msgspec.Raw = _EMPTY
+    eventName: Any = None
+    event_name: Any = None
+    traceId: Any = None
+    trace_id: Any = None
+    spanId: Any = None
+    span_id: Any = None
+    timeUnixNano: Any = None
+    time_unix_nano: Any = None
+    observedTimeUnixNano: Any = None
+    observed_time_unix_nano: Any = None
+
+
+class _ScopeLogs(msgspec.Struct, gc=False):
+    logRecords: list[_Record] = []
+    log_records: list[_Record] = []
+
+
+class _ResourceLogs(msgspec.Struct, gc=False):
+    resource: _Resource | None = None
+    scopeLogs: list[_ScopeLogs] = []
+    scope_logs: list[_ScopeLogs] = []
+
+
+class LogsRequest(msgspec.Struct, gc=False):
+    """The parts of an ``ExportLogsServiceRequest`` the mapping reads."""
+
+    resourceLogs: list[_ResourceLogs] = []
+    resource_logs: list[_ResourceLogs] = []
+
+
+def request_decoder(traces: bool) -> msgspec.json.Decoder[Any]:
+    """Decodes an ``otlp_json`` request; raises :class:`msgspec.DecodeError` when it is not one."""
+    return msgspec.json.Decoder(TracesRequest if traces else LogsRequest)
+
+
+def _values(node: Mapping[str, Any]) -> list[Any]:
+    """An ArrayValue's or KeyValueList's ``values`` (a dict: inside a value, decoded only when read)."""
+    value = node.get("values")
     if value is None:
         return []
     if not isinstance(value, list):
-        raise TypeError(f"{name} is not a list")
+        raise TypeError("values is not a list")
     return value
 
 
 def any_value(v: Any) -> Any:
-    """An OTLP/JSON AnyValue as the Python value protobuf's ``AnyValue`` gives (monitor.stages.otlp.any_value)."""
+    """An OTLP/JSON AnyValue (as a dict) as the Python value protobuf's ``AnyValue`` gives
+    (monitor.stages.otlp.any_value)."""
     if not isinstance(v, dict):
         raise TypeError("an attribute value is not an object")
     for name, x in v.items():
@@ -63,23 +143,29 @@ def any_value(v: Any) -> Any:
         if kind == "y":
             return base64.b64decode(x)
         if kind == "a":
-            return [any_value(e) for e in _list(x, "values")]
+            return [any_value(e) for e in _values(x)]
         if kind == "k":
-            return attributes(_list(x, "values"))
+            return {str(kv["key"]): any_value(kv.get("value", {})) for kv in _values(x)}
     return None
 
 
-def attributes(kvs: list[Any]) -> dict[str, Any]:
-    return {str(kv["key"]): any_value(kv.get("value", {})) for kv in kvs}
+def _attribute(raw: msgspec.Raw) -> Any:
+    value = _value(raw)
+    string = value.get("stringValue") if type(value) is dict else None  # most are strings
+    return string if type(string) is str else any_value(value)
 
 
-def read(kvs: list[Any], keys: frozenset[str], kinds: dict[str, int]) -> tuple[dict[str, Any], bool]:
+def attributes(kvs: list[_Attribute]) -> dict[str, Any]:
+    return {kv.key: _attribute(kv.value) for kv in kvs}
+
+
+def read(kvs: list[_Attribute], keys: frozenset[str], kinds: dict[str, int]) -> tuple[dict[str, Any], bool]:
     """The attributes among ``keys`` (or flattened prompt / completion ones), and whether any is ``gen_ai.*``
-    (``kinds`` as in :func:`monitor.stages.genai.key_kind`)."""
+    (``kinds`` as in :func:`monitor.stages.genai.key_kind`); only their values are decoded."""
     found: dict[str, Any] = {}
     genai = False
     for kv in kvs:
-        key = kv["key"]
+        key = kv.key
         what = kinds.get(key)
         if what is None:
             what = key_kind(kinds, keys, key)
@@ -87,9 +173,7 @@ def read(kvs: list[Any], keys: frozenset[str], kinds: dict[str, int]) -> tuple[d
             if what != READ:
                 genai = True
             if what != GENAI:
-                value = kv.get("value", {})
-                string = value.get("stringValue")
-                found[key] = string if type(string) is str else any_value(value)
+                found[key] = _attribute(kv.value)
     return found, genai
 
 
@@ -106,81 +190,75 @@ def _seconds(value: Any) -> float:
     return int(value or 0) / 1e9
 
 
-def _spans(root: Mapping[str, Any], keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
+def _spans(root: TracesRequest, keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
            ) -> Iterator[Call]:
     not_genai = 0
-    for rs in _list(root, "resourceSpans"):
+    for rs in root.resourceSpans or root.resource_spans:
         resource: dict[str, Any] | None = None
-        for ss in _list(rs, "scopeSpans"):
-            for span in _list(ss, "spans"):
-                raw_attrs = span.get("attributes") or []
-                attrs: dict[str, Any] = {}
-                genai = False
-                for kv in raw_attrs if type(raw_attrs) is list else _list(span, "attributes"):
-                    key = kv["key"]  # read() inline: this runs for every attribute of every span
-                    what = kinds.get(key)
-                    if what is None:
-                        what = key_kind(kinds, keys, key)
-                    if what:
-                        if what != READ:
-                            genai = True
-                        if what != GENAI:
-                            value = kv.get("value", _NO_VALUE)
-                            string = value.get("stringValue") if type(value) is dict else None
-                            attrs[key] = string if type(string) is str else any_value(value)
+        for ss in rs.scopeSpans or rs.scope_spans:
+            for span in ss.spans:
+                attrs, genai = read(span.attributes, keys, kinds)
                 events: list[tuple[str, dict[str, Any]]] = []
                 if INPUT not in attrs and OUTPUT not in attrs:
-                    if span.get("events"):
-                        events = [(e.get("name", ""), attributes(_list(e, "attributes"))) for e in _list(span, "events")
-                                  if str(e.get("name", "")).startswith("gen_ai")]
+                    events = [(e.name, attributes(e.attributes)) for e in span.events
+                              if str(e.name).startswith("gen_ai")]
                     if not genai and not events:
                         not_genai += 1
                         continue
                 if resource is None:
-                    resource = attributes(_list(rs.get("resource") or {}, "attributes"))
-                get = span.get  # OTLP/JSON's names first, protobuf's snake_case ones (_get) when they are absent
-                yield Call(attrs, resource, _id(get("traceId") or _get(span, "traceId")),
-                           _id(get("spanId") or _get(span, "spanId")),
-                           int(get("startTimeUnixNano") or _get(span, "startTimeUnixNano") or 0) / 1e9,
-                           int(get("endTimeUnixNano") or _get(span, "endTimeUnixNano") or 0) / 1e9, events)
+                    resource = attributes(rs.resource.attributes) if rs.resource is not None else {}
+                yield Call(attrs, resource, _id(span.traceId or span.trace_id), _id(span.spanId or span.span_id),
+                           _seconds(span.startTimeUnixNano or span.start_time_unix_nano),
+                           _seconds(span.endTimeUnixNano or span.end_time_unix_nano), events)
     if not_genai:
         outcomes["not_genai"] += not_genai
 
 
-def _is_details(record: Mapping[str, Any]) -> bool:
-    if _get(record, "eventName") == DETAILS_EVENT:
+def _is_details(record: _Record) -> bool:
+    if (record.eventName or record.event_name) == DETAILS_EVENT:
         return True
-    return any(kv.get("key") == "event.name" and (kv.get("value") or {}).get("stringValue") == DETAILS_EVENT
-               for kv in _list(record, "attributes"))
+    return any(kv.key == "event.name" and _attribute(kv.value) == DETAILS_EVENT for kv in record.attributes)
 
 
-def _logs(root: Mapping[str, Any], keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
+def _logs(root: LogsRequest, keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
           ) -> Iterator[Call]:
-    for rl in _list(root, "resourceLogs"):
+    for rl in root.resourceLogs or root.resource_logs:
         resource: dict[str, Any] | None = None
-        for sl in _list(rl, "scopeLogs"):
-            for record in _list(sl, "logRecords"):
+        for sl in rl.scopeLogs or rl.scope_logs:
+            for record in sl.logRecords or sl.log_records:
                 if not _is_details(record):
                     outcomes["not_genai"] += 1
                     continue
-                attrs, _ = read(_list(record, "attributes"), keys, kinds)
-                body = record.get("body")
-                if isinstance(body, dict) and ("kvlistValue" in body or "kvlist_value" in body):
-                    values = body.get("kvlistValue") or body.get("kvlist_value") or {}
-                    attrs = {**read(_list(values, "values"), keys, kinds)[0], **attrs}  # content may travel in the body
+                attrs, _ = read(record.attributes, keys, kinds)
+                body = _value(record.body)
+                if isinstance(body, dict) and (values := body.get("kvlistValue") or body.get("kvlist_value")):
+                    content = {str(kv["key"]): any_value(kv.get("value", {})) for kv in _values(values)
+                               if kind(kinds, keys, str(kv["key"])) & READ}  # content may travel in the body
+                    attrs = {**content, **attrs}
                 if resource is None:
-                    resource = attributes(_list(rl.get("resource") or {}, "attributes"))
-                at = _seconds(_get(record, "timeUnixNano") or _get(record, "observedTimeUnixNano"))
-                yield Call(attrs, resource, _id(_get(record, "traceId")), _id(_get(record, "spanId")), at, at)
+                    resource = attributes(rl.resource.attributes) if rl.resource is not None else {}
+                at = _seconds(record.timeUnixNano or record.time_unix_nano or record.observedTimeUnixNano
+                              or record.observed_time_unix_nano)
+                yield Call(attrs, resource, _id(record.traceId or record.trace_id),
+                           _id(record.spanId or record.span_id), at, at)
+
+
+def kind(kinds: dict[str, int], keys: frozenset[str], key: str) -> int:
+    what = kinds.get(key)
+    return key_kind(kinds, keys, key) if what is None else what
 
 
 def json_calls(root: Any, traces: bool, keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
                ) -> Iterator[Call]:
-    """The GenAI calls of an ``otlp_json`` request; raises :class:`InvalidEvent` when it is not OTLP."""
+    """The GenAI calls of an ``otlp_json`` request (decoded by :func:`request_decoder`); raises
+    :class:`InvalidEvent` when it is not OTLP."""
     try:
-        if not isinstance(root, dict):
-            raise TypeError(f"expected a JSON object, got {type(root).__name__}")
-        yield from (_spans if traces else _logs)(root, keys, kinds, outcomes)
-    except (TypeError, AttributeError, KeyError, ValueError) as exc:
-        kind = "ExportTraceServiceRequest" if traces else "ExportLogsServiceRequest"
-        raise InvalidEvent("malformed_otlp", f"not an otlp_json {kind}: {exc}"[:500]) from None
+        if traces and isinstance(root, TracesRequest):
+            yield from _spans(root, keys, kinds, outcomes)
+        elif not traces and isinstance(root, LogsRequest):
+            yield from _logs(root, keys, kinds, outcomes)
+        else:
+            raise TypeError(f"expected a decoded otlp_json request, got {type(root).__name__}")
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:  # msgspec's errors are ValueErrors
+        name = "ExportTraceServiceRequest" if traces else "ExportLogsServiceRequest"
+        raise InvalidEvent("malformed_otlp", f"not an otlp_json {name}: {exc}"[:500]) from None
