@@ -76,7 +76,7 @@ def _ascending(turns: dict[int, Any]) -> bool:
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection while a message is decoded: it creates thousands of short-lived,
-    acyclic containers (orjson's tree of an ``otlp_json`` request, attribute dicts, turns), and the
+    acyclic containers (an ``otlp_json`` request's structs, attribute dicts, turns), and the
     collections they triggered were up to 45% of an ``otlp_json`` decode (bench otlp-decode, 10 calls
     per conversation). Nothing here makes cycles; the collector resumes at the next allocation after."""
     if not gc.isenabled():
@@ -131,7 +131,7 @@ class OtlpDecoder:
             raise InvalidEvent("too_large", f"{len(raw)} bytes exceeds max_event_bytes={self.max_event_bytes}")
         try:
             if self.encoding == "otlp_json":
-                return self._json.decode(raw)
+                return self._json(raw)
             request = self._request()
             request.ParseFromString(raw)
             return request

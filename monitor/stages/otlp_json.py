@@ -2,40 +2,51 @@
 
 protobuf's ``json_format.ParseDict`` made an ``otlp_json`` message cost 30x the JSON path's decode
 per conversation, and orjson's dict tree of the whole request (built and freed) was still a third of
-an ``otlp_json`` decode: msgspec skips the fields no struct here declares in C, and leaves each
-attribute's value as raw JSON (:class:`msgspec.Raw`) until the mapping reads it, so the values of the
-attributes it does not read are never built. The walk mirrors the protobuf one in
-:mod:`monitor.stages.otlp` and yields the same :class:`~monitor.stages.genai.Call` values. It reads
-what ``ParseDict`` read: OTLP/JSON's lowerCamelCase field names (and protobuf's snake_case ones), trace
-and span ids in hex (as OTLP/JSON requires; base64 is accepted too), 64-bit integers as strings or
-numbers. A structure that is not OTLP raises :class:`InvalidEvent` (``malformed_otlp``).
+an ``otlp_json`` decode: msgspec builds only the structs below (in C) and skips every other field
+unbuilt. The walk mirrors the protobuf one in :mod:`monitor.stages.otlp` and yields the same
+:class:`~monitor.stages.genai.Call` values. It reads what ``ParseDict`` read: OTLP/JSON's
+lowerCamelCase field names (a request in protobuf's snake_case names is renamed first: a slower, rare
+path), trace and span ids in hex (as OTLP/JSON requires; base64 is accepted too), 64-bit integers as
+strings or numbers. A structure that is not OTLP raises :class:`InvalidEvent` (``malformed_otlp``).
 """
 
 from __future__ import annotations
 
 import base64
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
+import orjson
 
 from monitor.contracts.errors import InvalidEvent
 from monitor.stages.genai import GENAI, INPUT, OUTPUT, READ, Call, key_kind
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
-_KINDS = {"stringValue": "s", "string_value": "s", "intValue": "i", "int_value": "i", "doubleValue": "d",
-          "double_value": "d", "boolValue": "b", "bool_value": "b", "bytesValue": "y", "bytes_value": "y",
-          "arrayValue": "a", "array_value": "a", "kvlistValue": "k", "kvlist_value": "k"}
-_EMPTY = msgspec.Raw(b"{}")  # an attribute without a value: AnyValue's default, no value
-_value = msgspec.json.Decoder().decode  # an attribute's raw value -> the dict of its AnyValue
+_KINDS = {"stringValue": "s", "intValue": "i", "doubleValue": "d", "boolValue": "b", "bytesValue": "y",
+          "arrayValue": "a", "kvlistValue": "k"}
 
 
-# Each struct declares only what the walk reads, under both OTLP/JSON's and protobuf's field names (the
-# second, snake_case, one read when the first is absent); msgspec skips every other field without building it.
+# OTLP/JSON's field names (lowerCamelCase); a struct declares only what the walk reads
+class _Value(msgspec.Struct, frozen=True, gc=False):
+    """An AnyValue; arrays and key-value lists stay dicts (rare, read with :func:`any_value`)."""
+
+    stringValue: Any = None
+    intValue: Any = None
+    doubleValue: Any = None
+    boolValue: Any = None
+    bytesValue: Any = None
+    arrayValue: Any = None
+    kvlistValue: Any = None
+
+
+_NO_VALUE = _Value()
+
+
 class _Attribute(msgspec.Struct, gc=False):
     key: str
-    value: msgspec.Raw = _EMPTY
+    value: _Value = _NO_VALUE
 
 
 class _Resource(msgspec.Struct, gc=False):
@@ -51,13 +62,9 @@ class _Span(msgspec.Struct, gc=False):
     attributes: list[_Attribute] = []
     events: list[_Event] = []
     traceId: Any = None
-    trace_id: Any = None
     spanId: Any = None
-    span_id: Any = None
     startTimeUnixNano: Any = None
-    start_time_unix_nano: Any = None
     endTimeUnixNano: Any = None
-    end_time_unix_nano: Any = None
 
 
 class _ScopeSpans(msgspec.Struct, gc=False):
@@ -67,56 +74,80 @@ class _ScopeSpans(msgspec.Struct, gc=False):
 class _ResourceSpans(msgspec.Struct, gc=False):
     resource: _Resource | None = None
     scopeSpans: list[_ScopeSpans] = []
-    scope_spans: list[_ScopeSpans] = []
 
 
 class TracesRequest(msgspec.Struct, gc=False):
     """The parts of an ``ExportTraceServiceRequest`` the mapping reads."""
 
     resourceSpans: list[_ResourceSpans] = []
-    resource_spans: list[_ResourceSpans] = []
+
+    def empty(self) -> bool:
+        return not self.resourceSpans
 
 
 class _Record(msgspec.Struct, gc=False):
     attributes: list[_Attribute] = []
-    body: msgspec.Raw = _EMPTY
+    body: _Value = _NO_VALUE
     eventName: Any = None
-    event_name: Any = None
     traceId: Any = None
-    trace_id: Any = None
     spanId: Any = None
-    span_id: Any = None
     timeUnixNano: Any = None
-    time_unix_nano: Any = None
     observedTimeUnixNano: Any = None
-    observed_time_unix_nano: Any = None
 
 
 class _ScopeLogs(msgspec.Struct, gc=False):
     logRecords: list[_Record] = []
-    log_records: list[_Record] = []
 
 
 class _ResourceLogs(msgspec.Struct, gc=False):
     resource: _Resource | None = None
     scopeLogs: list[_ScopeLogs] = []
-    scope_logs: list[_ScopeLogs] = []
 
 
 class LogsRequest(msgspec.Struct, gc=False):
     """The parts of an ``ExportLogsServiceRequest`` the mapping reads."""
 
     resourceLogs: list[_ResourceLogs] = []
-    resource_logs: list[_ResourceLogs] = []
+
+    def empty(self) -> bool:
+        return not self.resourceLogs
 
 
-def request_decoder(traces: bool) -> msgspec.json.Decoder[Any]:
+def _camel_name(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _camel(node: Any) -> Any:
+    """Protobuf's snake_case field names as OTLP/JSON's (only field names are JSON keys in OTLP/JSON)."""
+    if type(node) is dict:
+        return {_camel_name(k) if "_" in k else k: _camel(v) for k, v in node.items()}
+    if type(node) is list:
+        return [_camel(v) for v in node]
+    return node
+
+
+def request_decoder(traces: bool) -> Callable[[bytes], TracesRequest | LogsRequest]:
     """Decodes an ``otlp_json`` request; raises :class:`msgspec.DecodeError` when it is not one."""
-    return msgspec.json.Decoder(TracesRequest if traces else LogsRequest)
+    decode: Callable[[bytes], TracesRequest | LogsRequest] = (
+        msgspec.json.Decoder(TracesRequest).decode if traces else msgspec.json.Decoder(LogsRequest).decode)
+    snake = b'"resource_spans"' if traces else b'"resource_logs"'
+
+    def decoded(raw: bytes) -> TracesRequest | LogsRequest:
+        request = decode(raw)
+        if request.empty() and snake in raw:
+            try:  # protobuf's field names (json_format with preserving_proto_field_name): renamed, then decoded
+                request = decode(orjson.dumps(_camel(orjson.loads(raw))))
+            except orjson.JSONDecodeError as exc:
+                raise msgspec.DecodeError(str(exc)) from None
+        return request
+    return decoded
 
 
-def _values(node: Mapping[str, Any]) -> list[Any]:
-    """An ArrayValue's or KeyValueList's ``values`` (a dict: inside a value, decoded only when read)."""
+def _values(node: Any) -> list[Any]:
+    """An ArrayValue's or KeyValueList's ``values`` (dicts: values inside a value are rare)."""
+    if not isinstance(node, dict):
+        raise TypeError("an array or kvlist value is not an object")
     value = node.get("values")
     if value is None:
         return []
@@ -126,8 +157,8 @@ def _values(node: Mapping[str, Any]) -> list[Any]:
 
 
 def any_value(v: Any) -> Any:
-    """An OTLP/JSON AnyValue (as a dict) as the Python value protobuf's ``AnyValue`` gives
-    (monitor.stages.otlp.any_value)."""
+    """An OTLP/JSON AnyValue (a dict, inside an array or kvlist) as the Python value protobuf's
+    ``AnyValue`` gives (monitor.stages.otlp.any_value)."""
     if not isinstance(v, dict):
         raise TypeError("an attribute value is not an object")
     for name, x in v.items():
@@ -149,19 +180,32 @@ def any_value(v: Any) -> Any:
     return None
 
 
-def _attribute(raw: msgspec.Raw) -> Any:
-    value = _value(raw)
-    string = value.get("stringValue") if type(value) is dict else None  # most are strings
-    return string if type(string) is str else any_value(value)
+def value(v: _Value) -> Any:
+    """An attribute's :class:`_Value` as the Python value protobuf's ``AnyValue`` gives."""
+    if v.stringValue is not None:
+        return str(v.stringValue)
+    if v.intValue is not None:
+        return int(v.intValue)
+    if v.doubleValue is not None:
+        return float(v.doubleValue)
+    if v.boolValue is not None:
+        return bool(v.boolValue)
+    if v.bytesValue is not None:
+        return base64.b64decode(v.bytesValue)
+    if v.arrayValue is not None:
+        return [any_value(e) for e in _values(v.arrayValue)]
+    if v.kvlistValue is not None:
+        return {str(kv["key"]): any_value(kv.get("value", {})) for kv in _values(v.kvlistValue)}
+    return None
 
 
 def attributes(kvs: list[_Attribute]) -> dict[str, Any]:
-    return {kv.key: _attribute(kv.value) for kv in kvs}
+    return {kv.key: value(kv.value) for kv in kvs}
 
 
 def read(kvs: list[_Attribute], keys: frozenset[str], kinds: dict[str, int]) -> tuple[dict[str, Any], bool]:
     """The attributes among ``keys`` (or flattened prompt / completion ones), and whether any is ``gen_ai.*``
-    (``kinds`` as in :func:`monitor.stages.genai.key_kind`); only their values are decoded."""
+    (``kinds`` as in :func:`monitor.stages.genai.key_kind`)."""
     found: dict[str, Any] = {}
     genai = False
     for kv in kvs:
@@ -173,7 +217,8 @@ def read(kvs: list[_Attribute], keys: frozenset[str], kinds: dict[str, int]) -> 
             if what != READ:
                 genai = True
             if what != GENAI:
-                found[key] = _attribute(kv.value)
+                string = kv.value.stringValue
+                found[key] = string if type(string) is str else value(kv.value)  # most are strings
     return found, genai
 
 
@@ -193,9 +238,9 @@ def _seconds(value: Any) -> float:
 def _spans(root: TracesRequest, keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
            ) -> Iterator[Call]:
     not_genai = 0
-    for rs in root.resourceSpans or root.resource_spans:
+    for rs in root.resourceSpans:
         resource: dict[str, Any] | None = None
-        for ss in rs.scopeSpans or rs.scope_spans:
+        for ss in rs.scopeSpans:
             for span in ss.spans:
                 attrs, genai = read(span.attributes, keys, kinds)
                 events: list[tuple[str, dict[str, Any]]] = []
@@ -207,43 +252,37 @@ def _spans(root: TracesRequest, keys: frozenset[str], kinds: dict[str, int], out
                         continue
                 if resource is None:
                     resource = attributes(rs.resource.attributes) if rs.resource is not None else {}
-                yield Call(attrs, resource, _id(span.traceId or span.trace_id), _id(span.spanId or span.span_id),
-                           _seconds(span.startTimeUnixNano or span.start_time_unix_nano),
-                           _seconds(span.endTimeUnixNano or span.end_time_unix_nano), events)
+                yield Call(attrs, resource, _id(span.traceId), _id(span.spanId), _seconds(span.startTimeUnixNano),
+                           _seconds(span.endTimeUnixNano), events)
     if not_genai:
         outcomes["not_genai"] += not_genai
 
 
 def _is_details(record: _Record) -> bool:
-    if (record.eventName or record.event_name) == DETAILS_EVENT:
-        return True
-    return any(kv.key == "event.name" and _attribute(kv.value) == DETAILS_EVENT for kv in record.attributes)
+    return record.eventName == DETAILS_EVENT or any(
+        kv.key == "event.name" and kv.value.stringValue == DETAILS_EVENT for kv in record.attributes)
 
 
 def _logs(root: LogsRequest, keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
           ) -> Iterator[Call]:
-    for rl in root.resourceLogs or root.resource_logs:
+    for rl in root.resourceLogs:
         resource: dict[str, Any] | None = None
-        for sl in rl.scopeLogs or rl.scope_logs:
-            for record in sl.logRecords or sl.log_records:
+        for sl in rl.scopeLogs:
+            for record in sl.logRecords:
                 if not _is_details(record):
                     outcomes["not_genai"] += 1
                     continue
                 attrs, _ = read(record.attributes, keys, kinds)
-                body = _value(record.body)
-                if isinstance(body, dict) and (values := body.get("kvlistValue") or body.get("kvlist_value")):
-                    content = {str(kv["key"]): any_value(kv.get("value", {})) for kv in _values(values)
-                               if kind(kinds, keys, str(kv["key"])) & READ}  # content may travel in the body
-                    attrs = {**content, **attrs}
+                if record.body.kvlistValue is not None:  # content may travel in the body
+                    body = value(record.body)
+                    attrs = {**{k: v for k, v in body.items() if _kind(kinds, keys, k) & READ}, **attrs}
                 if resource is None:
                     resource = attributes(rl.resource.attributes) if rl.resource is not None else {}
-                at = _seconds(record.timeUnixNano or record.time_unix_nano or record.observedTimeUnixNano
-                              or record.observed_time_unix_nano)
-                yield Call(attrs, resource, _id(record.traceId or record.trace_id),
-                           _id(record.spanId or record.span_id), at, at)
+                at = _seconds(record.timeUnixNano or record.observedTimeUnixNano)
+                yield Call(attrs, resource, _id(record.traceId), _id(record.spanId), at, at)
 
 
-def kind(kinds: dict[str, int], keys: frozenset[str], key: str) -> int:
+def _kind(kinds: dict[str, int], keys: frozenset[str], key: str) -> int:
     what = kinds.get(key)
     return key_kind(kinds, keys, key) if what is None else what
 
