@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 from collections import Counter
 
+import orjson
 import pytest
+from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.metrics import Metrics
-from monitor.stages.genai import GENAI, MAX_KINDS, READ, GenAiMapping, key_kind
-from monitor.stages.genai_calls import call_events, general_events
+from monitor.stages.genai import GENAI, MAX_KINDS, READ, Call, GenAiMapping, key_kind
+from monitor.stages.genai_calls import call_events, chat_turns, general_events
 from monitor.stages.otlp import OtlpDecoder
 from monitor.stages.otlp_json import json_calls
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
@@ -83,3 +87,71 @@ def test_key_kinds_are_remembered_up_to_a_bound() -> None:
     for i in range(MAX_KINDS + 10):  # a flood of unique keys
         assert key_kind(kinds, keys, f"x.{i}") == 0
     assert len(kinds) == MAX_KINDS
+
+
+def test_otlp_json_attribute_values_are_protobufs_in_both_field_namings() -> None:
+    app = GenAiApp()
+    app.trace([Chat("kinds", conversation_texts(1, "k"))])
+    request = ExportTraceServiceRequest.FromString(app.take_traces("otlp_proto"))
+    values = [AnyValue(string_value="s"), AnyValue(int_value=-(2 ** 62)), AnyValue(double_value=0.5),
+              AnyValue(bool_value=True), AnyValue(bytes_value=b"\x00\xff"), AnyValue(),
+              AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=1), AnyValue(string_value="x")])),
+              AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="k", value=AnyValue(bool_value=False))]))]
+    names = [f"x.{i}" for i in range(len(values))]
+    span = next(s for s in request.resource_spans[0].scope_spans[0].spans if s.name.startswith("chat"))
+    for attrs in (span.attributes, request.resource_spans[0].resource.attributes):
+        attrs.extend(KeyValue(key=n, value=v) for n, v in zip(names, values, strict=True))
+    mapping = GenAiMapping(dimensions=tuple(names), dimension_attributes=tuple(zip(names, names, strict=True)))
+    camel = json_format.MessageToDict(request)
+    for s in camel["resourceSpans"][0]["scopeSpans"][0]["spans"]:  # OTLP/JSON's hex ids
+        s["traceId"], s["spanId"] = (base64.b64decode(s[k]).hex() for k in ("traceId", "spanId"))
+    snake = json_format.MessageToDict(request, preserving_proto_field_name=True)  # base64 ids
+    got = []
+    for encoding, raw in (("otlp_proto", request.SerializeToString()), ("otlp_json", orjson.dumps(camel)),
+                          ("otlp_json", orjson.dumps(snake))):
+        dec = OtlpDecoder("traces", encoding, mapping, Metrics(CollectorRegistry()), max_event_bytes=1 << 22)  # type: ignore[arg-type]
+        parsed = dec.parse(raw)
+        calls = list(dec._calls(parsed, Counter()) if encoding == "otlp_proto" else
+                     json_calls(parsed, True, mapping.keys, {}, Counter()))
+        assert len(calls) == 1
+        got.append(calls[0])
+    expected = {"x.0": "s", "x.1": -(2 ** 62), "x.2": 0.5, "x.3": True, "x.4": b"\x00\xff", "x.5": None,
+                "x.6": [1, "x"], "x.7": {"k": False}}
+    assert {n: got[0].resource[n] for n in names} == expected
+    assert {n: got[0].attributes[n] for n in names} == expected
+    for call in got[1:]:
+        assert (call.attributes, call.resource, call.trace_id, call.span_id, call.start, call.end) == (
+            got[0].attributes, got[0].resource, got[0].trace_id, got[0].span_id, got[0].start, got[0].end)
+
+
+def _odd(sent: list[object], got: list[object]) -> Call:
+    return Call({"gen_ai.conversation.id": "o", "gen_ai.input.messages": orjson.dumps(sent).decode(),
+                 "gen_ai.output.messages": orjson.dumps(got).decode()}, {}, bytes(range(1, 17)), bytes(range(1, 9)),
+                1.0, 2.0)
+
+
+ODD = [  # message shapes the structs read (True) or leave to the general path (False)
+    ([{"role": "user", "parts": [{"type": "text", "content": " a "}, {"content": "b"}, {"type": "image"}]}],
+     [{"parts": [{"type": "text", "content": None}]}], True),
+    ([{"role": "user", "content": "old form"}, {"role": "system", "content": "s"}, {"role": "user"}],
+     [{"role": "assistant", "content": [{"text": "x"}, {"text": "y"}, "z"]}], True),
+    ([{"role": "user", "parts": []}, {"role": "assistant", "parts": [{"content": "c", "type": None}]},
+      {"role": "user", "parts": None, "content": "p"}], [{"role": None, "content": "no"}, {"content": "n > 1"}], True),
+    ([1, {"role": "user", "content": "u"}], [{"role": "assistant", "content": "a"}], False),
+    ([{"role": "user", "parts": "not a list", "content": "u"}], [{"content": "a"}], False),
+    ([{"role": "user", "parts": [["x"]], "content": "u"}], [{"content": "a"}], False),
+]
+
+
+@pytest.mark.parametrize(("sent", "got", "structs"), ODD)
+def test_odd_message_shapes_give_what_the_general_path_gives(sent: list[object], got: list[object],
+                                                             structs: bool) -> None:
+    call, mapping = _odd(sent, got), GenAiMapping()
+    out: dict[int, TurnEvent] = {}
+    a = call.attributes
+    assert chat_turns(call, "o", a["gen_ai.input.messages"], a["gen_ai.output.messages"], mapping, (), None, out,
+                      []) is structs
+    general = general_events(call, "o", mapping)
+    assert call_events(call, "o", mapping) == general
+    if structs:
+        assert list(out.values()) == general
