@@ -28,7 +28,8 @@ _KINDS = {"stringValue": "s", "intValue": "i", "doubleValue": "d", "boolValue": 
           "arrayValue": "a", "kvlistValue": "k"}
 
 
-# OTLP/JSON's field names (lowerCamelCase); a struct declares only what the walk reads
+# OTLP/JSON's field names (lowerCamelCase); a struct declares only what the walk reads; a list may be null
+# (protobuf's JSON parser took null for empty)
 class _Value(msgspec.Struct, frozen=True, gc=False):
     """An AnyValue; arrays and key-value lists stay dicts (rare, read with :func:`any_value`)."""
 
@@ -50,17 +51,17 @@ class _Attribute(msgspec.Struct, gc=False):
 
 
 class _Resource(msgspec.Struct, gc=False):
-    attributes: list[_Attribute] = []
+    attributes: list[_Attribute] | None = None
 
 
 class _Event(msgspec.Struct, gc=False):
     name: Any = ""
-    attributes: list[_Attribute] = []
+    attributes: list[_Attribute] | None = None
 
 
 class _Span(msgspec.Struct, gc=False):
-    attributes: list[_Attribute] = []
-    events: list[_Event] = []
+    attributes: list[_Attribute] | None = None
+    events: list[_Event] | None = None
     traceId: Any = None
     spanId: Any = None
     startTimeUnixNano: Any = None
@@ -68,25 +69,25 @@ class _Span(msgspec.Struct, gc=False):
 
 
 class _ScopeSpans(msgspec.Struct, gc=False):
-    spans: list[_Span] = []
+    spans: list[_Span] | None = None
 
 
 class _ResourceSpans(msgspec.Struct, gc=False):
     resource: _Resource | None = None
-    scopeSpans: list[_ScopeSpans] = []
+    scopeSpans: list[_ScopeSpans] | None = None
 
 
 class TracesRequest(msgspec.Struct, gc=False):
     """The parts of an ``ExportTraceServiceRequest`` the mapping reads."""
 
-    resourceSpans: list[_ResourceSpans] = []
+    resourceSpans: list[_ResourceSpans] | None = None
 
     def empty(self) -> bool:
         return not self.resourceSpans
 
 
 class _Record(msgspec.Struct, gc=False):
-    attributes: list[_Attribute] = []
+    attributes: list[_Attribute] | None = None
     body: _Value = _NO_VALUE
     eventName: Any = None
     traceId: Any = None
@@ -96,18 +97,18 @@ class _Record(msgspec.Struct, gc=False):
 
 
 class _ScopeLogs(msgspec.Struct, gc=False):
-    logRecords: list[_Record] = []
+    logRecords: list[_Record] | None = None
 
 
 class _ResourceLogs(msgspec.Struct, gc=False):
     resource: _Resource | None = None
-    scopeLogs: list[_ScopeLogs] = []
+    scopeLogs: list[_ScopeLogs] | None = None
 
 
 class LogsRequest(msgspec.Struct, gc=False):
     """The parts of an ``ExportLogsServiceRequest`` the mapping reads."""
 
-    resourceLogs: list[_ResourceLogs] = []
+    resourceLogs: list[_ResourceLogs] | None = None
 
     def empty(self) -> bool:
         return not self.resourceLogs
@@ -199,16 +200,16 @@ def value(v: _Value) -> Any:
     return None
 
 
-def attributes(kvs: list[_Attribute]) -> dict[str, Any]:
-    return {kv.key: value(kv.value) for kv in kvs}
+def attributes(kvs: list[_Attribute] | None) -> dict[str, Any]:
+    return {kv.key: value(kv.value) for kv in kvs or ()}
 
 
-def read(kvs: list[_Attribute], keys: frozenset[str], kinds: dict[str, int]) -> tuple[dict[str, Any], bool]:
+def read(kvs: list[_Attribute] | None, keys: frozenset[str], kinds: dict[str, int]) -> tuple[dict[str, Any], bool]:
     """The attributes among ``keys`` (or flattened prompt / completion ones), and whether any is ``gen_ai.*``
     (``kinds`` as in :func:`monitor.stages.genai.key_kind`)."""
     found: dict[str, Any] = {}
     genai = False
-    for kv in kvs:
+    for kv in kvs or ():
         key = kv.key
         what = kinds.get(key)
         if what is None:
@@ -238,14 +239,14 @@ def _seconds(value: Any) -> float:
 def _spans(root: TracesRequest, keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
            ) -> Iterator[Call]:
     not_genai = 0
-    for rs in root.resourceSpans:
+    for rs in root.resourceSpans or ():
         resource: dict[str, Any] | None = None
-        for ss in rs.scopeSpans:
-            for span in ss.spans:
+        for ss in rs.scopeSpans or ():
+            for span in ss.spans or ():
                 attrs, genai = read(span.attributes, keys, kinds)
                 events: list[tuple[str, dict[str, Any]]] = []
                 if INPUT not in attrs and OUTPUT not in attrs:
-                    events = [(e.name, attributes(e.attributes)) for e in span.events
+                    events = [(e.name, attributes(e.attributes)) for e in span.events or ()
                               if str(e.name).startswith("gen_ai")]
                     if not genai and not events:
                         not_genai += 1
@@ -260,31 +261,26 @@ def _spans(root: TracesRequest, keys: frozenset[str], kinds: dict[str, int], out
 
 def _is_details(record: _Record) -> bool:
     return record.eventName == DETAILS_EVENT or any(
-        kv.key == "event.name" and kv.value.stringValue == DETAILS_EVENT for kv in record.attributes)
+        kv.key == "event.name" and kv.value.stringValue == DETAILS_EVENT for kv in record.attributes or ())
 
 
 def _logs(root: LogsRequest, keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]
           ) -> Iterator[Call]:
-    for rl in root.resourceLogs:
+    for rl in root.resourceLogs or ():
         resource: dict[str, Any] | None = None
-        for sl in rl.scopeLogs:
-            for record in sl.logRecords:
+        for sl in rl.scopeLogs or ():
+            for record in sl.logRecords or ():
                 if not _is_details(record):
                     outcomes["not_genai"] += 1
                     continue
                 attrs, _ = read(record.attributes, keys, kinds)
                 if record.body.kvlistValue is not None:  # content may travel in the body
                     body = value(record.body)
-                    attrs = {**{k: v for k, v in body.items() if _kind(kinds, keys, k) & READ}, **attrs}
+                    attrs = {**{k: v for k, v in body.items() if key_kind(kinds, keys, k) & READ}, **attrs}
                 if resource is None:
                     resource = attributes(rl.resource.attributes) if rl.resource is not None else {}
                 at = _seconds(record.timeUnixNano or record.observedTimeUnixNano)
                 yield Call(attrs, resource, _id(record.traceId), _id(record.spanId), at, at)
-
-
-def _kind(kinds: dict[str, int], keys: frozenset[str], key: str) -> int:
-    what = kinds.get(key)
-    return key_kind(kinds, keys, key) if what is None else what
 
 
 def json_calls(root: Any, traces: bool, keys: frozenset[str], kinds: dict[str, int], outcomes: Counter[str]

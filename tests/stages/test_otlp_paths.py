@@ -12,6 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from prometheus_client import CollectorRegistry
 
+from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.metrics import Metrics
 from monitor.stages.genai import GENAI, MAX_KINDS, READ, Call, GenAiMapping, key_kind
@@ -155,3 +156,13 @@ def test_odd_message_shapes_give_what_the_general_path_gives(sent: list[object],
     assert call_events(call, "o", mapping) == general
     if structs:
         assert list(out.values()) == general
+
+
+def test_otlp_json_null_lists_are_empty_and_values_must_be_objects() -> None:
+    dec = decoder("otlp_json")[0]
+    assert dec.decode(b'{"resourceSpans": [{"scopeSpans": null}, {"scopeSpans": [{"spans": null}]}]}') == ([], [])
+    assert dec.decode(b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": null}]}]}]}') == ([], [])
+    for value in (b"5", b"null", b'"s"'):
+        with pytest.raises(InvalidEvent, match="malformed_otlp"):
+            dec.decode(b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"key": "k", "value": '
+                       + value + b"}]}]}]}]}")
