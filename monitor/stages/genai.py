@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import orjson
 from pydantic import BaseModel
 
@@ -83,9 +84,9 @@ def key_kind(kinds: dict[str, int], keys: frozenset[str], key: str) -> int:
     return found
 
 
-@dataclass(slots=True)
-class Call:
-    """One GenAI call's telemetry: the attributes the mapping reads, its resource's, where it sits in a trace."""
+class Call(msgspec.Struct):
+    """One GenAI call's telemetry: the attributes the mapping reads, its resource's, where it sits in a trace.
+    (A struct: one per GenAI call, its ``__init__`` in C.)"""
 
     attributes: Mapping[str, Any]
     resource: Mapping[str, Any]

@@ -17,6 +17,7 @@ import msgspec
 
 from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.stages.genai import (
+    _TURN_FIELDS,
     COMPLETION,
     INPUT,
     OUTPUT,
@@ -26,6 +27,11 @@ from monitor.stages.genai import (
     Call,
     GenAiMapping,
     NoContent,
+    _new,
+    _set_dict,
+    _set_extra,
+    _set_fields,
+    _set_private,
     call_dimensions,
     call_feedback,
     flag,
@@ -144,8 +150,14 @@ def chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen:
             else:
                 text = _text(message)
             if text:
-                if index not in seen:
-                    out[index] = last = new_turn(cid, index, role, text, start, metadata)
+                if index not in seen:  # new_turn() inline: two turns per call
+                    out[index] = last = _new(TurnEvent)
+                    _set_dict(last, {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role,
+                                     "text": text, "timestamp": start, "feedback": None, "metadata": metadata,
+                                     "span": None, "response_id": None})
+                    _set_fields(last, _TURN_FIELDS)
+                    _set_extra(last, None)
+                    _set_private(last, None)
                 index += 1
     if known is not None:
         if sent[-1:] != "]":
