@@ -150,7 +150,7 @@ def chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen:
             else:
                 text = _text(message)
             if text:
-                if index not in seen:  # new_turn() inline: two turns per call
+                if index not in seen:  # new_turn() inline (the general path calls it: a test compares them)
                     out[index] = last = _new(TurnEvent)
                     _set_dict(last, {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role,
                                      "text": text, "timestamp": start, "feedback": None, "metadata": metadata,
