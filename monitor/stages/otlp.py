@@ -69,8 +69,13 @@ def attributes(kvs: Iterable[KeyValue]) -> dict[str, Any]:
 
 
 def _ascending(turns: dict[int, Any]) -> bool:
-    order = list(turns)
-    return order == sorted(order)
+    """Whether the turns are in index order (nearly always): a loop, less than half the cost of sorting a copy."""
+    previous = -1
+    for index in turns:
+        if index < previous:
+            return False
+        previous = index
+    return True
 
 
 @contextmanager

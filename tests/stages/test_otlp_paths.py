@@ -17,7 +17,7 @@ from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.metrics import Metrics
 from monitor.stages.genai import GENAI, MAX_KINDS, READ, Call, GenAiMapping, key_kind
 from monitor.stages.genai_calls import call_events, chat_turns, general_events
-from monitor.stages.otlp import OtlpDecoder
+from monitor.stages.otlp import OtlpDecoder, _ascending
 from monitor.stages.otlp_json import json_calls
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
 
@@ -166,3 +166,17 @@ def test_otlp_json_null_lists_are_empty_and_values_must_be_objects() -> None:
         with pytest.raises(InvalidEvent, match="malformed_otlp"):
             dec.decode(b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"key": "k", "value": '
                        + value + b"}]}]}]}]}")
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_calls_out_of_order_in_a_message_give_turns_in_index_order(encoding: str) -> None:
+    app = GenAiApp()
+    texts = conversation_texts(3, "r")
+    refs = app.trace([Chat("rev", texts)], calls=[2, 0, 1])  # the last call first: its history comes first
+    events, problems = decoder(encoding)[0].decode(app.take_traces(encoding))  # type: ignore[arg-type]
+    assert problems == []
+    turns = [e for e in events if isinstance(e, TurnEvent)]
+    assert [t.turn_index for t in turns] == list(range(6)) and [t.text for t in turns] == texts
+    first, second, last = refs["rev"][1], refs["rev"][2], refs["rev"][0]  # refs are in call order: 2, 0, 1
+    assert [t.span for t in turns if t.role == "assistant"] == [first, second, last]
+    assert _ascending({0: 0, 2: 0, 5: 0}) and _ascending({}) and not _ascending({0: 0, 3: 0, 1: 0})
