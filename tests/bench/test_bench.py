@@ -197,7 +197,7 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
             "not met: keep CONVMON_EMBEDDING_BACKEND=torch)") in text
     assert "Learning curve: not in these results" in text
     assert "calibration table here" in text and "_Not run yet._" in text
-    assert render({}).count("_Not run yet._") == 5  # use, throughput, distill, sampler, cost
+    assert render({}).count("_Not run yet._") == 6  # use, both throughputs, distill, sampler, cost
 
 
 def test_report_keeps_sections_without_saved_results(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_report_keeps_sections_without_saved_results(tmp_path: Path) -> None:
     (docs / "benchmarks.md").write_text(render({"use": {"results": [], "paper": [dict(PAPER_ROWS[0])]}}))
     (docs / "benchmarks-calibration.md").write_text("## Calibration: new\n\nnew numbers\n")
     text = regenerate(tmp_path / "empty", docs / "benchmarks.md").read_text()  # no saved results at all
-    assert "29.1" in text and text.count("_Not run yet._") == 4  # use kept from the old doc
+    assert "29.1" in text and text.count("_Not run yet._") == 5  # use kept from the old doc
     assert "new numbers" in text and text.count("## Calibration") == 1
 
 
@@ -251,3 +251,15 @@ def test_cli_default_models_are_the_benchmark_defaults() -> None:
     from monitor.tools.bench.use import DEFAULT_MODELS
 
     assert USE_MODELS.split(",") == list(DEFAULT_MODELS)
+
+
+def test_issue_bars_render_as_sentences_with_their_measured_values() -> None:
+    from monitor.tools.bench.doc_markdown import throughput_markdown
+
+    text = throughput_markdown({"mode": "turns", "raw_consume_per_s": 100.0, "bars": {
+        "turns_at_least_10pct_of_raw": {"ratio": 0.0129, "met": False},
+        "conversations_3x_pre18": {"speedup": 3.2, "met": True, "same_run": False},
+        "score_record_at_most_600_bytes": {"hashing": {"bytes": 351.6, "met": True}}}})
+    assert ("Bars of issue #18: turn events at >= 10 % of raw consume: not met (ratio 0.0129); whole conversations "
+            "at >= 3x the monitor before #18: met (speedup 3.2) (against a recorded rate, not the same run); score "
+            "record <= 600 bytes: `hashing` met (bytes 352).") in text

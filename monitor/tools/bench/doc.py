@@ -2,7 +2,7 @@
 ``doc_tables.py``).
 
 ``regenerate`` is the one command behind the doc: optionally run every benchmark (saving
-``use.json``, ``distill.json``, ``throughput.json``), then write markdown from whatever results
+``use.json``, ``distill.json``, ``throughput.json``, ...), then write markdown from whatever results
 exist. Numbers come only from those files; the paper's rows are labelled as the paper's. A section
 whose results file is missing keeps the text the existing doc has for it, so the calibration
 section (copied from ``docs/benchmarks-calibration.md``, which ``convmon calibrate evaluate``
@@ -32,6 +32,8 @@ COMMANDS = {
     "use": "convmon bench use --json --out var/bench/use.json",
     "distill": "convmon bench distill --json --out var/bench/distill.json",
     "throughput": "convmon bench throughput --json --out var/bench/throughput.json",
+    "throughput-conversations": "convmon bench throughput --mode conversations --json "
+                                "--out var/bench/throughput-conversations.json",
     "sampler": "convmon bench sampler --json --out var/bench/sampler.json",
     "cost": "convmon bench cost --json --out var/bench/cost.json --plot docs/bench-cost.png",
 }
@@ -71,6 +73,7 @@ def render(results: dict[str, dict[str, Any]], calibration: str | None = None,
              "Every ratio below is measured inside one run, back to back, on the same machine.", ""]
     sections = [("Accuracy: SPUR Table 1 protocol on USS", "use", use_markdown),
                 ("Speed: distilled path vs raw consume, and the judge path", "throughput", throughput_markdown),
+                ("Speed: whole-conversation input", "throughput-conversations", throughput_markdown),
                 ("Distillation fidelity to the teacher", "distill", distill_markdown),
                 ("Uncertainty sampling: teacher AUC at equal judge spend", "sampler", sampler_markdown),
                 ("Cost: judge slice, rate error and spend", "cost", cost_markdown)]
@@ -118,6 +121,8 @@ def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str],
         ("distill", lambda: run_fidelity(FidelityConfig(), progress)),
         ("throughput", lambda: with_otlp_row(run_throughput(ThroughputConfig(data_dir=data_dir or SHARED_DATA),
                                                             progress), True, progress)),
+        ("throughput-conversations", lambda: run_throughput(
+            ThroughputConfig(data_dir=data_dir or SHARED_DATA, mode="conversations"), progress)),
         ("sampler", lambda: run_sampler(SamplerConfig(data_dir=data_dir or SHARED_DATA), progress)),
         ("cost", lambda: run_cost(CostConfig(data_dir=data_dir or SHARED_DATA), progress,
                                   plot=Path("docs/bench-cost.png"))),

@@ -3,7 +3,6 @@ how it was measured, and whether the issues' bars were met. ``doc.py`` puts the 
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -207,12 +206,34 @@ def throughput_markdown(result: dict[str, Any]) -> str:
              for k, v in (result.get("changelog_bytes_per_conversation") or {}).items()]
     if sizes:
         out += ["", "Sizes (the `sessions` changelog read back after the run): " + "; ".join(sizes) + "."]
-    for name, bar in (result.get("bars") or {}).items():
-        out += ["", f"Issue #18 bar `{name}`: {json.dumps(bar, sort_keys=True)}"]
+    bars = [_bar(name, bar) for name, bar in (result.get("bars") or {}).items()]
+    if bars:
+        out += ["", "Bars of issue #18: " + "; ".join(bars) + "."]
     rss = result.get("peak_rss_mb_by_featurizer") or {}
     if rss:
         out += ["", "Peak RSS per worker: " + ", ".join(f"`{k}` {fmt(v)} MB" for k, v in rss.items()) + "."]
     return "\n".join(out)
+
+
+BAR_TEXT = {
+    "turns_at_least_10pct_of_raw": "turn events at >= 10 % of raw consume",
+    "conversations_3x_pre18": "whole conversations at >= 3x the monitor before #18",
+    "changelog_at_most_2x_conversation": "sessions changelog <= 2x the conversation's bytes",
+    "score_record_at_most_600_bytes": "score record <= 600 bytes",
+}
+
+
+def _bar(name: str, bar: dict[str, Any]) -> str:
+    """One issue bar as a sentence: met or not with its measured value, per featurizer where it has one."""
+    def one(value: dict[str, Any]) -> str:
+        measured = next((f"{k} {v:.3g}" for k, v in value.items() if k in ("ratio", "speedup", "bytes")), "")
+        note = "" if value.get("same_run", True) else " (against a recorded rate, not the same run)"
+        return f"{'met' if value.get('met') else 'not met'} ({measured}){note}"
+
+    text = BAR_TEXT.get(name, f"`{name}`")
+    if "met" in bar:
+        return f"{text}: {one(bar)}"
+    return f"{text}: " + ", ".join(f"`{k}` {one(v)}" for k, v in bar.items() if isinstance(v, dict))
 
 
 def sampler_markdown(result: dict[str, Any]) -> str:
