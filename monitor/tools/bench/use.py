@@ -11,7 +11,9 @@ regression per class, C chosen by stratified CV on the training split, as
 :class:`distill.model.ItemClassifier` does per rubric item),
 and ``appendix-d``: the SPUR paper's distilled classifier as we read its Appendix D, an
 off-the-shelf logistic regression on sentence embeddings (MiniLM stands in for ada-002, which
-needs the network). Features are stateless, so each conversation is featurized once per run.
+needs the network). A spec with ``+turns`` (``hashing+turns``) is also trained on the turn ratings of
+the training conversations, its configuration chosen by CV grouped by conversation
+(:mod:`monitor.tools.bench.use_turns`). Features are stateless, so each conversation is featurized once per run.
 Baselines on the same splits, so a reader sees what the models add: ``majority`` (always the
 training split's most frequent label) and ``stratified`` (a label drawn at random with the
 training split's label frequencies).
