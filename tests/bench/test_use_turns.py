@@ -112,3 +112,13 @@ def test_run_use_reports_the_turn_model_and_what_cv_chose(shared_data: Path) -> 
     assert {s["source"] for s in row["selected"]} <= {"conversations", "turns", "both"}
     assert all(0 <= s["cv_weighted_f1"] <= 100 for s in row["selected"])
     assert "turn-supervised" in out["models"]["turns"]
+
+
+def test_repeated_cv_averages_reshuffled_folds(sgd: tuple[TurnData, np.ndarray]) -> None:
+    data, y = sgd
+    train = split_indices(len(y), train_fraction=0.3, test_fraction=0.6, seed=3)[0]
+    grid = candidates([1.0], sources=("turns",), contexts=("turn",), class_weights=("balanced",))
+    once = [TurnSupervisedClassifier(data, grid, seed=s).fit(train[:, None], y[train]).cv_scores_ for s in (0, 1)]
+    twice = TurnSupervisedClassifier(data, grid, repeats=2, seed=0).fit(train[:, None], y[train]).cv_scores_
+    assert once[0] != once[1]  # other folds, other scores: the repeat is not a copy
+    assert twice == pytest.approx({c: (once[0][c] + once[1][c]) / 2 for c in grid})

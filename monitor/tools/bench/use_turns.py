@@ -125,10 +125,12 @@ class TurnSupervisedClassifier(ClassifierMixin, BaseEstimator):
     """Fit on conversation rows (``X`` = their row numbers in ``data``); choose a :class:`Candidate` by
     grouped CV on those rows only, refit it on all of them. ``selected_`` and ``cv_scores_`` say what won."""
 
-    def __init__(self, data: TurnData, grid: Sequence[Candidate], folds: int = 5, seed: int = 0) -> None:
+    def __init__(self, data: TurnData, grid: Sequence[Candidate], folds: int = 5, repeats: int = 1,
+                 seed: int = 0) -> None:
         self.data = data
         self.grid = grid
         self.folds = folds
+        self.repeats = repeats  # CV repeated with reshuffled folds: steadier scores on ~50 conversations
         self.seed = seed
 
     def _rows(self, conversations: np.ndarray) -> np.ndarray:
@@ -166,13 +168,11 @@ class TurnSupervisedClassifier(ClassifierMixin, BaseEstimator):
         proba[:, ~allowed] = -np.inf
         return np.asarray(proba.argmax(axis=1))
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> TurnSupervisedClassifier:
-        conversations, y = np.asarray(X).ravel().astype(int), np.asarray(y)
-        seen = np.unique(y)
-        folds = StratifiedKFold(n_splits=min(self.folds, int(np.bincount(y).max())), shuffle=True,
-                                random_state=self.seed)
-        # a conversation with a class seen once still goes to a fold; StratifiedKFold warns, fine
-        with warnings.catch_warnings():
+    def _out_of_fold(self, conversations: np.ndarray, y: np.ndarray, seen: np.ndarray, seed: int
+                     ) -> dict[Candidate, np.ndarray]:
+        """Every candidate's prediction of each conversation by a model that never saw its turns."""
+        folds = StratifiedKFold(n_splits=min(self.folds, int(np.bincount(y).max())), shuffle=True, random_state=seed)
+        with warnings.catch_warnings():  # a class seen once still goes to one fold; StratifiedKFold warns, fine
             warnings.simplefilter("ignore")
             splits = list(folds.split(conversations, y))
         predicted = {c: np.zeros(len(y), dtype=int) for c in self.grid}
@@ -183,8 +183,17 @@ class TurnSupervisedClassifier(ClassifierMixin, BaseEstimator):
                 if key not in fitted:
                     fitted[key] = self._fit_candidate(c, conversations[train], y[train])
                 predicted[c][held] = self._predict_candidate(c, fitted[key], conversations[held], seen)
-        self.cv_scores_ = {c: float(f1_score(y, predicted[c], average="weighted", zero_division=0))
-                           for c in self.grid}
+        return predicted
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> TurnSupervisedClassifier:
+        conversations, y = np.asarray(X).ravel().astype(int), np.asarray(y)
+        seen = np.unique(y)
+        scores: dict[Candidate, list[float]] = {c: [] for c in self.grid}
+        for repeat in range(self.repeats):
+            predicted = self._out_of_fold(conversations, y, seen, self.seed + repeat)
+            for c in self.grid:
+                scores[c].append(float(f1_score(y, predicted[c], average="weighted", zero_division=0)))
+        self.cv_scores_ = {c: float(np.mean(v)) for c, v in scores.items()}
         self.selected_ = max(self.grid, key=lambda c: self.cv_scores_[c])  # first of the best: grid order
         self.model_ = self._fit_candidate(self.selected_, conversations, y)
         self.seen_ = seen
