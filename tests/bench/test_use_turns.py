@@ -12,8 +12,8 @@ import pytest
 from distill.datasets import load_uss
 from distill.datasets.uss import _turn_polarity, conversation_label
 from distill.featurizers.hashing import HashingFeaturizer
-from monitor.tools.bench.use import LABELS, UseConfig, run_use, split_indices
-from monitor.tools.bench.use_turns import TurnData, TurnSupervisedClassifier, build_turn_data, candidates
+from monitor.tools.bench.use import LABELS, UseConfig, featurizer, run_use, split_indices
+from monitor.tools.bench.use_turns import TurnData, TurnSupervisedClassifier, build_turn_data, candidates, turn_model
 
 SMALL = HashingFeaturizer(n_word_features=2**10, n_char_features=2**10, n_context_features=2**8,
                           n_last_features=2**8)
@@ -122,3 +122,15 @@ def test_repeated_cv_averages_reshuffled_folds(sgd: tuple[TurnData, np.ndarray])
     twice = TurnSupervisedClassifier(data, grid, repeats=2, seed=0).fit(train[:, None], y[train]).cv_scores_
     assert once[0] != once[1]  # other folds, other scores: the repeat is not a copy
     assert twice == pytest.approx({c: (once[0][c] + once[1][c]) / 2 for c in grid})
+
+
+def test_bench_use_featurizes_each_context_of_its_own(shared_data: Path) -> None:
+    """Regression: a featurize function sharing one cache returned the prefix rows again for the turn context."""
+    dialogues = load_uss(shared_data / "uss" / "SGD.txt")[:20]
+    featurize = featurizer("hashing")
+    conversations = [d.to_conversation(cut=True) for d in dialogues]
+    X, factory = turn_model(dialogues, featurize(conversations), featurize, [1.0], seed=0)
+    turns = factory.data.X_turns
+    assert X.ravel().tolist() == list(range(20)) and turns["prefix"].shape == turns["turn"].shape
+    assert (turns["prefix"] != turns["turn"]).nnz > 0
+    assert (turns["turn"][0] != turns["prefix"][0]).nnz == 0  # the first prefix is its own last turn

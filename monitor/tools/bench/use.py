@@ -24,7 +24,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +125,11 @@ def _featurize(conversations: list[Conversation], spec: str, cache: dict[str, An
     return np.hstack(parts)
 
 
+def featurizer(spec: str) -> Callable[[list[Conversation]], Any]:
+    """``spec``'s features of any conversations (a fresh cache per call: the rows differ from call to call)."""
+    return lambda conversations: _featurize(conversations, spec, {})
+
+
 def model_factory(model: str, Cs: Sequence[float], seed: int, n_jobs: int = 1
                   ) -> tuple[str, Callable[[], BaseEstimator]]:
     """(featurizer spec, estimator factory) for a model name of the benchmark."""
@@ -192,8 +196,8 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
             factory: Callable[[], BaseEstimator]
             if model.endswith(TURNS):
                 spec = model.removesuffix(TURNS)
-                X, factory = turn_model(dialogues, _featurize(conversations, spec, cache),
-                                        partial(_featurize, spec=spec, cache={}), config.Cs, config.seed)
+                X, factory = turn_model(dialogues, _featurize(conversations, spec, cache), featurizer(spec),
+                                        config.Cs, config.seed)
             else:
                 spec, factory = model_factory(model, config.Cs, config.seed, config.n_jobs)
                 X = _featurize(conversations, spec, cache)
