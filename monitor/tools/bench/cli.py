@@ -66,7 +66,8 @@ Seed = Annotated[int, typer.Option(min=0, help="Random seed (data splits, simula
 def use(
     data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) or the uss/ folder.")] = DEFAULT_DATA,
     datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD,CCPE",
-    models: Annotated[str, typer.Option(help="Featurizer specs, appendix-d and/or the baselines majority, "
+    models: Annotated[str, typer.Option(help="Featurizer specs, a spec with +turns (trained on the turn ratings "
+                                             "too, e.g. hashing+turns), appendix-d and/or the baselines majority, "
                                              "stratified.")] = USE_MODELS,
     splits: Annotated[int, typer.Option(min=1, help="Random splits (SPUR: 5).")] = 5,
     curve: Annotated[str, typer.Option(help="Learning-curve training fractions ('' for none).")]

@@ -11,7 +11,9 @@ regression per class, C chosen by stratified CV on the training split, as
 :class:`distill.model.ItemClassifier` does per rubric item),
 and ``appendix-d``: the SPUR paper's distilled classifier as we read its Appendix D, an
 off-the-shelf logistic regression on sentence embeddings (MiniLM stands in for ada-002, which
-needs the network). Features are stateless, so each conversation is featurized once per run.
+needs the network). A spec with ``+turns`` (``hashing+turns``) is also trained on the turn ratings of
+the training conversations, its configuration chosen by CV grouped by conversation
+(:mod:`monitor.tools.bench.use_turns`). Features are stateless, so each conversation is featurized once per run.
 Baselines on the same splits, so a reader sees what the models add: ``majority`` (always the
 training split's most frequent label) and ``stratified`` (a label drawn at random with the
 training split's label frequencies).
@@ -36,11 +38,13 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.pipeline import Pipeline
 
 from distill.datasets import load_uss
+from distill.datasets.uss import UssDialogue
 from distill.featurizers.embedding import MiniLMFeaturizer
 from distill.featurizers.hashing import HashingFeaturizer
 from distill.featurizers.spec import make_featurizer
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
+from monitor.tools.bench.use_turns import TURNS, TurnModelFactory, turn_model
 
 LABELS = ("SAT", "DSAT", "NEUTRAL")
 CURVE_FRACTIONS = (0.05, 0.1, 0.2, 0.4, 0.8)
@@ -82,14 +86,22 @@ class UseConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def load_dataset(data_dir: Path, name: str, limit: int | None = None) -> tuple[list[Conversation], np.ndarray]:
-    """Conversations (cut per Appendix B) and their SPUR labels as indices into LABELS."""
+def load_dialogues(data_dir: Path, name: str, limit: int | None = None) -> list[UssDialogue]:
+    """One USS file's dialogues (the first ``limit``), uncut, with their turn ratings."""
     path = Path(data_dir) / "uss" / f"{name}.txt"
     if not path.is_file():
         path = Path(data_dir) / f"{name}.txt"
     if not path.is_file():
         raise ConfigError(f"USS file {name}.txt not found under {data_dir} (expected {data_dir}/uss/{name}.txt)")
-    dialogues = load_uss(path)[:limit]
+    return load_uss(path)[:limit]
+
+
+def load_dataset(data_dir: Path, name: str, limit: int | None = None) -> tuple[list[Conversation], np.ndarray]:
+    """Conversations (cut per Appendix B) and their SPUR labels as indices into LABELS."""
+    return _labelled(load_dialogues(data_dir, name, limit))
+
+
+def _labelled(dialogues: list[UssDialogue]) -> tuple[list[Conversation], np.ndarray]:
     y = np.array([LABELS.index(d.label) for d in dialogues])
     return [d.to_conversation(cut=True) for d in dialogues], y
 
@@ -111,6 +123,11 @@ def _featurize(conversations: list[Conversation], spec: str, cache: dict[str, An
     if any(sp.issparse(p) for p in parts):
         return sp.hstack([sp.csr_matrix(p) for p in parts], format="csr")
     return np.hstack(parts)
+
+
+def featurizer(spec: str) -> Callable[[list[Conversation]], Any]:
+    """``spec``'s features of any conversations (a fresh cache per call: the rows differ from call to call)."""
+    return lambda conversations: _featurize(conversations, spec, {})
 
 
 def model_factory(model: str, Cs: Sequence[float], seed: int, n_jobs: int = 1
@@ -172,11 +189,18 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
     """Table 1 rows (``protocol: "table1"``) and learning-curve rows (``protocol: "curve"``)."""
     results: list[dict[str, Any]] = []
     for dataset in config.datasets:
-        conversations, y = load_dataset(config.data_dir, dataset, config.limit)
+        dialogues = load_dialogues(config.data_dir, dataset, config.limit)
+        conversations, y = _labelled(dialogues)
         cache: dict[str, Any] = {}
         for model in config.models:
-            spec, factory = model_factory(model, config.Cs, config.seed, config.n_jobs)
-            X = _featurize(conversations, spec, cache)
+            factory: Callable[[], BaseEstimator]
+            if model.endswith(TURNS):
+                spec = model.removesuffix(TURNS)
+                X, factory = turn_model(dialogues, _featurize(conversations, spec, cache), featurizer(spec),
+                                        config.Cs, config.seed)
+            else:
+                spec, factory = model_factory(model, config.Cs, config.seed, config.n_jobs)
+                X = _featurize(conversations, spec, cache)
             runs = [("table1", config.train_fraction, config.test_fraction)]
             runs += [("curve", f, config.curve_test_fraction) for f in config.curve]
             for protocol, train_fraction, test_fraction in runs:
@@ -184,6 +208,8 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
                     progress(f"{dataset} {model} {protocol} train={train_fraction}")
                 row = _protocol(X, y, factory, train_fraction=train_fraction, test_fraction=test_fraction,
                                 splits=config.splits, seed=config.seed)
+                if isinstance(factory, TurnModelFactory):
+                    row["selected"] = factory.selections()
                 results.append({"dataset": dataset, "model": model, "features": spec, "protocol": protocol,
                                 "n": len(y), **row})
     return {"results": results, "paper": [dict(r) for r in PAPER_ROWS if r["dataset"] in config.datasets],
@@ -199,6 +225,10 @@ MODEL_NOTES: dict[str, str] = {
     "shape": "conversation length (log turns, log user turns) as two extra columns",
     "appendix-d": f"plain LogisticRegression on {_APPENDIX_D_FEATURES} features (our reading of SPUR Appendix D; "
                   "MiniLM stands in for ada-002)",
+    "turns": "turn-supervised: every rated user turn of the training conversations is an example (labelled by "
+             "the conversation label's polarity rule), beside or instead of the conversation labels; labels only, "
+             "context (prefix or turn), class weighting, C and aggregation (whole conversation or mean over turns) "
+             "chosen by 5-fold CV grouped by conversation on the training split",
     "other": "featurizer + one-vs-rest class-balanced liblinear LogisticRegression, C by 3-fold stratified CV "
              "(convmon's distill recipe)",
 }
