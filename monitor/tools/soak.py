@@ -29,8 +29,10 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import KafkaSettings, RubricSettings, Settings
+from monitor.runtime.allocator import allocator_of, find_jemalloc, jemalloc_env
 from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
 from monitor.runtime.produce import make_producer, send_event
 from monitor.runtime.scrape import by_label, scrape, total, wait_for_metrics
@@ -165,8 +167,18 @@ def retrain_cron(interval_s: float) -> str:
 
 
 def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: float,
-                retention_s: float | None) -> dict[str, str]:
+                retention_s: float | None, *, malloc: str = "jemalloc") -> dict[str, str]:
+    """The worker's and retrainer's environment; ``malloc`` "jemalloc" preloads it as the image does
+    (runtime/allocator.py; a ConfigError when it is not installed), "glibc" leaves the C library's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
+    if malloc == "jemalloc":
+        library = find_jemalloc()
+        if library is None:
+            raise ConfigError("the soak runs the worker on jemalloc, as the image does, and none is installed "
+                              "(Debian/Ubuntu: apt-get install libjemalloc2); --malloc glibc measures glibc's")
+        env = jemalloc_env(env, library)
+    elif malloc != "glibc":
+        raise ConfigError(f"malloc must be 'jemalloc' or 'glibc', not {malloc!r}")
     env.update({
         "CONVMON_BROKER_URL": broker_url,
         "CONVMON_APP_ID": f"convmon-soak-{uuid.uuid4().hex[:6]}",
@@ -241,12 +253,13 @@ async def _load(kafka: KafkaSettings, rubrics: RubricSettings, rate: float, dura
 
 def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path | None = None,
          retrain_interval_s: float = 60.0, retention_s: float | None = None,
-         warmup_s: float | None = None) -> dict[str, Any]:
+         warmup_s: float | None = None, malloc: str = "jemalloc") -> dict[str, Any]:
     """Run the soak; print a table of samples and the JSON summary, write the report, return the summary.
 
     ``retention_s`` shortens ``closed_retention_s`` and ``dedup_window_s`` (1 hour and 2 days by default):
     state kept for a window grows until the window is full, so memory is judged only after that warm-up
     (``warmup_for``, or ``warmup_s``); a run shorter than its warm-up gives ``memory_bounded: null``.
+    ``malloc`` is the worker's allocator: "jemalloc" (preloaded, as in the image) or "glibc".
     """
     warmup = warmup_s if warmup_s is not None else warmup_for(retention_s)
     workdir = Path(tempfile.mkdtemp(prefix="convmon-soak-"))
@@ -257,7 +270,7 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         settings = Settings(broker_url=broker.url, topic_prefix="convmon.")
         log = (workdir / "worker.log").open("wb")
-        env = _worker_env(broker.url, workdir, port, retrain_interval_s, retention_s)
+        env = _worker_env(broker.url, workdir, port, retrain_interval_s, retention_s, malloc=malloc)
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
                                 env=env)
         retrain_log = (workdir / "retrain.log").open("wb")
@@ -265,6 +278,7 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
                                      stderr=subprocess.STDOUT, env=env)
         try:
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
+            allocator = allocator_of(proc.pid)
             samples = asyncio.run(_load(settings.kafka, settings.rubrics, rate, minutes * 60, url, interval_s,
                                         failures))
             alive = proc.poll() is None
@@ -273,8 +287,9 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
             stop_process(proc)
             retrain_log.close()
             log.close()
-    title = f"convmon soak: {rate}/s for {minutes:g} min"
+    title = f"convmon soak: {rate}/s for {minutes:g} min, {allocator} malloc"
     summary = {**summarize(samples, rate=rate, warmup_s=warmup, load_s=minutes * 60), "worker_alive_at_end": alive,
+               "malloc": allocator, "load_average": [round(x, 2) for x in os.getloadavg()],
                "scrape_failures": failures, "logs": str(workdir),
                "report": str(out_dir / "soak.json"), "plot": str(out_dir / "soak-rss.png")}
     write_report(samples, summary, out_dir, title=title)

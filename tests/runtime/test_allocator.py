@@ -1,0 +1,33 @@
+"""The worker's allocator: the soak and the image preload jemalloc, and a process says which malloc it runs on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from monitor.runtime.allocator import allocator_of, find_jemalloc, jemalloc_env
+
+# Prints which allocator the child process finds mapped.
+CHILD = "from monitor.runtime.allocator import allocator_of; print(allocator_of())"
+
+
+def _run(env: dict[str, str]) -> str:
+    return subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, check=True,
+                          timeout=60).stdout.strip()
+
+
+def test_jemalloc_is_installed_and_preloading_it_shows_in_the_process() -> None:
+    library = find_jemalloc()
+    assert library, "jemalloc is not installed: the image and `convmon soak` need it (apt-get install libjemalloc2)"
+    base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)}
+    assert _run(base) == "glibc"  # the control: nothing preloaded
+    env = jemalloc_env({**base, "LD_PRELOAD": "libc.so.6"}, library)
+    assert env["LD_PRELOAD"] == f"{library} libc.so.6"  # ahead of what was preloaded, which stays
+    assert jemalloc_env(env, library) == env  # never twice
+    assert _run(env) == "jemalloc"
+
+
+def test_allocator_of_a_process_that_is_gone_is_unknown() -> None:
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    assert allocator_of(int(proc.stdout)) == "unknown"
