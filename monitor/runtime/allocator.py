@@ -13,6 +13,8 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
+from monitor.contracts.errors import ConfigError
+
 JEMALLOC = "libjemalloc.so.2"
 # Debian/Ubuntu's libjemalloc2 (any architecture), the image's stable link, other distributions.
 _CANDIDATES = (f"/usr/local/lib/{JEMALLOC}", f"/usr/lib/*-linux-gnu/{JEMALLOC}", f"/usr/lib64/{JEMALLOC}",
@@ -34,6 +36,20 @@ def jemalloc_env(env: dict[str, str], library: str) -> dict[str, str]:
     if library in preload.split():
         return dict(env)
     return {**env, "LD_PRELOAD": f"{library} {preload}".strip()}
+
+
+def with_malloc(env: dict[str, str], malloc: str) -> dict[str, str]:
+    """``env`` for a process on ``malloc``: "jemalloc" preloads it (a ConfigError when it is not installed),
+    "glibc" leaves the C library's."""
+    if malloc == "glibc":
+        return dict(env)
+    if malloc != "jemalloc":
+        raise ConfigError(f"malloc must be 'jemalloc' or 'glibc', not {malloc!r}")
+    library = find_jemalloc()
+    if library is None:
+        raise ConfigError("jemalloc is not installed (Debian/Ubuntu: apt-get install libjemalloc2); the image "
+                          "runs on it, so the soak does too (--malloc glibc measures glibc's malloc instead)")
+    return jemalloc_env(env, library)
 
 
 def allocator_of(pid: int | str = "self") -> str:

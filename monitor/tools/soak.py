@@ -29,10 +29,9 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import KafkaSettings, RubricSettings, Settings
-from monitor.runtime.allocator import allocator_of, find_jemalloc, jemalloc_env
+from monitor.runtime.allocator import allocator_of, with_malloc
 from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
 from monitor.runtime.produce import make_producer, send_event
 from monitor.runtime.scrape import by_label, scrape, total, wait_for_metrics
@@ -168,17 +167,8 @@ def retrain_cron(interval_s: float) -> str:
 
 def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: float,
                 retention_s: float | None, *, malloc: str = "jemalloc") -> dict[str, str]:
-    """The worker's and retrainer's environment; ``malloc`` "jemalloc" preloads it as the image does
-    (runtime/allocator.py; a ConfigError when it is not installed), "glibc" leaves the C library's."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
-    if malloc == "jemalloc":
-        library = find_jemalloc()
-        if library is None:
-            raise ConfigError("the soak runs the worker on jemalloc, as the image does, and none is installed "
-                              "(Debian/Ubuntu: apt-get install libjemalloc2); --malloc glibc measures glibc's")
-        env = jemalloc_env(env, library)
-    elif malloc != "glibc":
-        raise ConfigError(f"malloc must be 'jemalloc' or 'glibc', not {malloc!r}")
+    """The worker's and retrainer's environment, on the allocator ``malloc`` (``with_malloc``)."""
+    env = with_malloc({k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}, malloc)
     env.update({
         "CONVMON_BROKER_URL": broker_url,
         "CONVMON_APP_ID": f"convmon-soak-{uuid.uuid4().hex[:6]}",

@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from monitor.runtime.allocator import allocator_of, find_jemalloc, jemalloc_env
+import pytest
+
+from monitor.contracts.errors import ConfigError
+from monitor.runtime.allocator import allocator_of, find_jemalloc, jemalloc_env, with_malloc
 
 # Prints which allocator the child process finds mapped.
 CHILD = "from monitor.runtime.allocator import allocator_of; print(allocator_of())"
@@ -31,3 +34,10 @@ def test_allocator_of_a_process_that_is_gone_is_unknown() -> None:
     proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True)
     assert allocator_of(int(proc.stdout)) == "unknown"
+
+
+def test_with_malloc_preloads_jemalloc_or_nothing_and_refuses_other_names() -> None:
+    assert with_malloc({"A": "1"}, "glibc") == {"A": "1"}
+    assert with_malloc({"A": "1"}, "jemalloc") == {"A": "1", "LD_PRELOAD": find_jemalloc()}
+    with pytest.raises(ConfigError, match="'jemalloc' or 'glibc'"):
+        with_malloc({}, "tcmalloc")
