@@ -50,6 +50,7 @@ class Sample:
     llm: float  # judge score records exported
     lag: float  # messages behind the log end, summed over the worker's input topics
     rss_mb: float
+    load1: float = 0.0  # the machine's 1-minute load average: other work's backlog moves memory too
 
 
 SLOPE_LIMIT_MB_PER_MIN = 1.0  # a leak of 1 MB/min is 1.4 GB a day: the soak must see it
@@ -193,7 +194,7 @@ def _sample(url: str, started: float, produced: int) -> Sample:
     return Sample(t=round(time.monotonic() - started, 1), produced=produced,
                   finished=total(s, "convmon_conversations_finished_total"), distilled=exported.get("distilled", 0.0),
                   llm=exported.get("llm", 0.0), lag=total(s, "convmon_consumer_lag_messages"),
-                  rss_mb=total(s, "process_resident_memory_bytes") / MB)
+                  rss_mb=total(s, "process_resident_memory_bytes") / MB, load1=round(os.getloadavg()[0], 2))
 
 
 async def _load(kafka: KafkaSettings, rubrics: RubricSettings, rate: float, duration_s: float, url: str,
@@ -279,7 +280,8 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
             log.close()
     title = f"convmon soak: {rate}/s for {minutes:g} min, {allocator} malloc"
     summary = {**summarize(samples, rate=rate, warmup_s=warmup, load_s=minutes * 60), "worker_alive_at_end": alive,
-               "malloc": allocator, "load_average": [round(x, 2) for x in os.getloadavg()],
+               "malloc": allocator, "load1_mean": round(sum(s.load1 for s in samples) / len(samples), 2),
+               "load1_max": max(s.load1 for s in samples),
                "scrape_failures": failures, "logs": str(workdir),
                "report": str(out_dir / "soak.json"), "plot": str(out_dir / "soak-rss.png")}
     write_report(samples, summary, out_dir, title=title)
