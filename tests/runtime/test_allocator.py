@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from monitor.contracts.errors import ConfigError
-from monitor.runtime.allocator import allocator_of, find_jemalloc, jemalloc_env, with_malloc
+from monitor.runtime.allocator import MALLOC_CONF, allocator_of, find_jemalloc, jemalloc_env, with_malloc
 
 # Prints which allocator the child process finds mapped.
 CHILD = "from monitor.runtime.allocator import allocator_of; print(allocator_of())"
@@ -26,6 +26,8 @@ def test_jemalloc_is_installed_and_preloading_it_shows_in_the_process() -> None:
     assert _run(base) == "glibc"  # the control: nothing preloaded
     env = jemalloc_env({**base, "LD_PRELOAD": "libc.so.6"}, library)
     assert env["LD_PRELOAD"] == f"{library} libc.so.6"  # ahead of what was preloaded, which stays
+    assert env["MALLOC_CONF"] == MALLOC_CONF
+    assert jemalloc_env({**base, "MALLOC_CONF": "narenas:1"}, library)["MALLOC_CONF"] == "narenas:1"  # kept
     assert jemalloc_env(env, library) == env  # never twice
     assert _run(env) == "jemalloc"
 
@@ -38,6 +40,6 @@ def test_allocator_of_a_process_that_is_gone_is_unknown() -> None:
 
 def test_with_malloc_preloads_jemalloc_or_nothing_and_refuses_other_names() -> None:
     assert with_malloc({"A": "1"}, "glibc") == {"A": "1"}
-    assert with_malloc({"A": "1"}, "jemalloc") == {"A": "1", "LD_PRELOAD": find_jemalloc()}
+    assert with_malloc({"A": "1"}, "jemalloc") == {"A": "1", "LD_PRELOAD": find_jemalloc(), "MALLOC_CONF": MALLOC_CONF}
     with pytest.raises(ConfigError, match="'jemalloc' or 'glibc'"):
         with_malloc({}, "tcmalloc")
