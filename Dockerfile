@@ -13,7 +13,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends libjemalloc2 \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "$(ls /usr/lib/*-linux-gnu/libjemalloc.so.2)" /usr/local/lib/libjemalloc.so.2
-# Freed pages go back after 1 s (jemalloc's default: 10 s), so RSS follows live memory and a leak shows.
+# Freed pages go back after 1 s (jemalloc's default: 10 s), so RSS stays closer to live memory.
 ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:0
 # torch first and pinned to the CPU build; any other spec pulls multi-GB CUDA wheels.
 RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
