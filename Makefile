@@ -36,7 +36,8 @@ faults: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m faults -rxX --durations=0 tests/reliability
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m long -rxX --durations=0 tests
 
-# The 10-minute soak (RSS flat after warm-up, worker keeps up); plot + JSON in var/soak-ci/.
+# The 10-minute soak (RSS flat after warm-up, worker keeps up; its worker on jemalloc as the image, so it
+# needs libjemalloc2); plot + JSON in var/soak-ci/; CONVMON_SOAK_MINUTES=20 for the 20-minute check.
 soak-ci: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak tests/soak
 

@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
@@ -185,11 +185,15 @@ def soak(
     warmup: Annotated[float | None, typer.Option(min=0, help="Seconds before memory is judged (default: the "
                                                       "longest window + idle timeout + 60 s, the state's fill "
                                                       "time).")] = None,
+    malloc: Annotated[Literal["jemalloc", "glibc"], typer.Option(
+        help="The worker's allocator: jemalloc (preloaded, as the container image does) or glibc's malloc.")
+    ] = "jemalloc",
 ) -> None:
     """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time (JSON + PNG)."""
     from monitor.tools.soak import soak as run
 
-    run(minutes, rate, out_dir=out, retrain_interval_s=retrain_interval, retention_s=retention, warmup_s=warmup)
+    run(minutes, rate, out_dir=out, retrain_interval_s=retrain_interval, retention_s=retention, warmup_s=warmup,
+        malloc=malloc)
 
 
 @app.command()

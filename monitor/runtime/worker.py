@@ -12,6 +12,7 @@ from prometheus_client import disable_created_metrics
 
 from monitor.contracts.settings import Settings
 from monitor.runtime.agents import register_agents, register_lag_timer
+from monitor.runtime.allocator import allocator_of
 from monitor.runtime.app import create_app
 from monitor.runtime.components import build_components
 from monitor.runtime.health import Health, register_health, serve_health
@@ -49,8 +50,9 @@ def run_worker(settings: Settings, *, loglevel: str = "warn",
     serve_health(health, settings.metrics_host, settings.metrics_port)
     base = f"http://{settings.metrics_host}:{settings.metrics_port}"
     log.info("convmon worker: metrics on %s/metrics, probes %s/healthz and /readyz", base, base)
-    print(f"convmon worker {settings.app_id} on {settings.broker_url}: {base}/metrics, /healthz, /readyz",
-          file=sys.stderr, flush=True)  # one start line whatever the log level
+    # The allocator decides whether RSS stays flat (runtime/allocator.py): the image preloads jemalloc.
+    print(f"convmon worker {settings.app_id} on {settings.broker_url}: {base}/metrics, /healthz, /readyz "
+          f"(malloc: {allocator_of()})", file=sys.stderr, flush=True)  # one start line whatever the log level
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)
     # faust's terminal spinner sets the root logger to DEBUG so it can spin on every record: every
     # debug call in aiokafka and faust then builds a LogRecord (about 5% of a busy worker's CPU).

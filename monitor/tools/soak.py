@@ -31,6 +31,7 @@ from rich.table import Table
 
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import KafkaSettings, RubricSettings, Settings
+from monitor.runtime.allocator import allocator_of, with_malloc
 from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
 from monitor.runtime.produce import make_producer, send_event
 from monitor.runtime.scrape import by_label, scrape, total, wait_for_metrics
@@ -49,6 +50,7 @@ class Sample:
     llm: float  # judge score records exported
     lag: float  # messages behind the log end, summed over the worker's input topics
     rss_mb: float
+    load1: float = 0.0  # the machine's 1-minute load average: other work's backlog moves memory too
 
 
 SLOPE_LIMIT_MB_PER_MIN = 1.0  # a leak of 1 MB/min is 1.4 GB a day: the soak must see it
@@ -165,8 +167,9 @@ def retrain_cron(interval_s: float) -> str:
 
 
 def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: float,
-                retention_s: float | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
+                retention_s: float | None, *, malloc: str = "jemalloc") -> dict[str, str]:
+    """The worker's and retrainer's environment, on the allocator ``malloc`` (``with_malloc``)."""
+    env = with_malloc({k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}, malloc)
     env.update({
         "CONVMON_BROKER_URL": broker_url,
         "CONVMON_APP_ID": f"convmon-soak-{uuid.uuid4().hex[:6]}",
@@ -191,7 +194,7 @@ def _sample(url: str, started: float, produced: int) -> Sample:
     return Sample(t=round(time.monotonic() - started, 1), produced=produced,
                   finished=total(s, "convmon_conversations_finished_total"), distilled=exported.get("distilled", 0.0),
                   llm=exported.get("llm", 0.0), lag=total(s, "convmon_consumer_lag_messages"),
-                  rss_mb=total(s, "process_resident_memory_bytes") / MB)
+                  rss_mb=total(s, "process_resident_memory_bytes") / MB, load1=round(os.getloadavg()[0], 2))
 
 
 async def _load(kafka: KafkaSettings, rubrics: RubricSettings, rate: float, duration_s: float, url: str,
@@ -241,12 +244,13 @@ async def _load(kafka: KafkaSettings, rubrics: RubricSettings, rate: float, dura
 
 def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path | None = None,
          retrain_interval_s: float = 60.0, retention_s: float | None = None,
-         warmup_s: float | None = None) -> dict[str, Any]:
+         warmup_s: float | None = None, malloc: str = "jemalloc") -> dict[str, Any]:
     """Run the soak; print a table of samples and the JSON summary, write the report, return the summary.
 
     ``retention_s`` shortens ``closed_retention_s`` and ``dedup_window_s`` (1 hour and 2 days by default):
     state kept for a window grows until the window is full, so memory is judged only after that warm-up
     (``warmup_for``, or ``warmup_s``); a run shorter than its warm-up gives ``memory_bounded: null``.
+    ``malloc`` is the worker's allocator: "jemalloc" (preloaded, as in the image) or "glibc".
     """
     warmup = warmup_s if warmup_s is not None else warmup_for(retention_s)
     workdir = Path(tempfile.mkdtemp(prefix="convmon-soak-"))
@@ -257,7 +261,7 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         settings = Settings(broker_url=broker.url, topic_prefix="convmon.")
         log = (workdir / "worker.log").open("wb")
-        env = _worker_env(broker.url, workdir, port, retrain_interval_s, retention_s)
+        env = _worker_env(broker.url, workdir, port, retrain_interval_s, retention_s, malloc=malloc)
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
                                 env=env)
         retrain_log = (workdir / "retrain.log").open("wb")
@@ -265,6 +269,7 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
                                      stderr=subprocess.STDOUT, env=env)
         try:
             wait_for_metrics(url, proc, log_path=workdir / "worker.log")
+            allocator = allocator_of(proc.pid)
             samples = asyncio.run(_load(settings.kafka, settings.rubrics, rate, minutes * 60, url, interval_s,
                                         failures))
             alive = proc.poll() is None
@@ -273,8 +278,10 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
             stop_process(proc)
             retrain_log.close()
             log.close()
-    title = f"convmon soak: {rate}/s for {minutes:g} min"
+    title = f"convmon soak: {rate}/s for {minutes:g} min, {allocator} malloc"
     summary = {**summarize(samples, rate=rate, warmup_s=warmup, load_s=minutes * 60), "worker_alive_at_end": alive,
+               "malloc": allocator, "load1_mean": round(sum(s.load1 for s in samples) / len(samples), 2),
+               "load1_max": max(s.load1 for s in samples),
                "scrape_failures": failures, "logs": str(workdir),
                "report": str(out_dir / "soak.json"), "plot": str(out_dir / "soak-rss.png")}
     write_report(samples, summary, out_dir, title=title)

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from monitor.contracts.settings import REPO_ROOT, Settings
+from monitor.runtime.allocator import MALLOC_CONF
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
 K8S = list(yaml.safe_load_all((REPO_ROOT / "deploy" / "k8s" / "worker.yaml").read_text()))
@@ -201,3 +202,16 @@ def test_keda_scales_on_the_workers_group_and_stops_at_the_partition_count(monke
     assert all(ref["key"] in secret for ref in auth["spec"]["secretTargetRef"])
     behavior = scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 600  # rebalance + table recovery per step
+
+
+def test_the_image_preloads_the_jemalloc_it_installs_and_compose_and_k8s_keep_it() -> None:
+    """The soak measures workers on jemalloc (monitor/runtime/allocator.py): the image must run them on it too."""
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    assert re.search(r"apt-get install [^\n]*\blibjemalloc2\b", dockerfile)
+    link = re.search(r"ln -s .+ (\S+libjemalloc\.so\.2)$", dockerfile, re.M).group(1)
+    assert re.search(rf"^ENV LD_PRELOAD={re.escape(link)} MALLOC_CONF={re.escape(MALLOC_CONF)}$", dockerfile, re.M)
+    assert link == "/usr/local/lib/libjemalloc.so.2"  # the first place find_jemalloc looks
+    for env in [s.get("environment", {}) for s in COMPOSE["services"].values()] + [
+            {e["name"]: e for e in c.get("env", [])} for d in K8S_ALL if d.get("kind") in ("Deployment", "CronJob")
+            for c in pod_spec(d)["containers"]]:
+        assert "LD_PRELOAD" not in env and "MALLOC_CONF" not in env

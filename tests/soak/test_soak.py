@@ -33,6 +33,7 @@ def test_ten_minute_soak_is_flat_and_keeps_up() -> None:
     assert report["summary"]["duration_s"] >= MINUTES * 60 * 0.95
     assert (out / "soak-rss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert summary["worker_alive_at_end"], f"the worker died; logs in {summary['logs']}"
+    assert summary["malloc"] == "jemalloc", summary  # the allocator the image ships (runtime/allocator.py)
     assert summary["kept_up"], summary
     assert summary["memory_bounded"], (
         f"RSS grew {summary['rss_slope_mb_per_min_after_warmup']} MB/min (median pairwise slope) after the "
