@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 
 from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import decode_event
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
+from monitor.runtime.scrape import total
 from monitor.tools.simulator.generate import ConversationGenerator, SimConversation
 from tests.accounting import Expect, Ledger
 from tests.model_fixtures import publish_distilled_model
@@ -184,6 +186,21 @@ class FaultRun:
     def _overtime(self) -> bool:
         return time.time() - self.started > MAX_RUN_S
 
+    def _events_lag(self) -> float | None:
+        """Messages of the events topic the live workers have not processed (None: no live worker reported it).
+        An incomplete run with input left is a stalled worker; with none left, lost conversations."""
+        lags = []
+        for worker in self.supervisor.workers.values():
+            if worker.alive():
+                try:
+                    samples = worker.samples()
+                except httpx.HTTPError:
+                    continue
+                name, topic = "convmon_consumer_partition_lag_messages", self.settings.topic("events")
+                if any(n == name and labels.get("topic") == topic for n, labels, _ in samples):
+                    lags.append(total(samples, name, topic=topic))
+        return sum(lags) if lags else None
+
     def finish(self, settle_s: float = 5.0) -> FaultResult:
         """Wait for every outcome (or a stall), settle, ask Prometheus, and write the table."""
         complete = self.wait_accounted(1.0)
@@ -199,6 +216,7 @@ class FaultRun:
             self.prometheus.wait_scraped_after(time.time(), live)
             self.prometheus.wait_stable(f"sum({SCORED_SERIES})")
         table = self._read_back_again()
+        table["events_lag_at_end"] = self._events_lag()
         series = self.prometheus.increases(SCORED_SERIES, self.started)
         dead_series = self.prometheus.increases(DEAD_LETTER_SERIES, self.started)
         increase = sum(s.increase for s in series)
