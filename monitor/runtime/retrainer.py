@@ -143,7 +143,7 @@ def run_retrainer(settings: Settings, *, once: bool) -> int:
     try:
         if once:
             return 1 if "failed" in retrainer.run_round().values() else 0
-        disable_created_metrics()  # type: ignore[no-untyped-call]  # as the worker's /metrics
+        disable_created_metrics()  # as the worker's /metrics
         start_http_server(settings.retrain_metrics_port, addr=settings.metrics_host)
         log.info("convmon retrain: %s; metrics on http://%s:%d/metrics", schedule.describe(), settings.metrics_host,
                  settings.retrain_metrics_port)

@@ -42,7 +42,7 @@ def run_worker(settings: Settings, *, loglevel: str = "warn",
                     "deployment (it reads this setting as its interval; prefer CONVMON_RETRAIN_CRON)")
     # No ``*_created`` sample beside every counter and histogram: they doubled /metrics, and Prometheus
     # handles counter starts and resets without them.
-    disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
+    disable_created_metrics()
     asyncio.run(create_topics(settings.kafka))
     app = build(settings)
     health = Health(settings.health_stall_s)
