@@ -176,8 +176,7 @@ class PartitionTotals:
         for key, (partition, family, shared, rows, seq) in groups:  # after the series records: they supersede
             group = (str(family), tuple(str(v) for v in shared))
             kept = seq <= committed[partition]
-            joined = [(self.grouping.join(group, (str(v) for v in item)), value, before)
-                      for item, value, before in rows]
+            joined = [(self.grouping.join(group, (str(v) for v in item)), value, before) for item, value, before in rows]
             if not all(self._fits(series) for series, _, _ in joined):
                 self.store.delete(key, partition)  # an older shape's group (see _fits)
                 continue
