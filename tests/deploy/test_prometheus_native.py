@@ -47,9 +47,6 @@ def test_scaled_rules_keep_expressions_and_divide_durations(tmp_path: Path) -> N
     assert "[10080000ms:5000ms] offset 30000ms" in rules["rubric:convmon_rubric_verdicts:count7d"]["expr"]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "#19 item 8, open: in the 2026-11-24 rehearsal (and two reruns) ConvmonDsatSpike went pending on "
-    "dsat.no_engagement about 8 s (8 scaled minutes) before the simulated spike began; cause not yet found"))
 def test_two_workers_dsat_spike_fires_and_sums_across_workers(broker: str, make_settings, tmp_path: Path) -> None:
     # no OpenAI settings (tests/conftest.py clears them): the simulator's ground truth is the judge here
     base = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=5.0, registry_poll_s=1.0)
