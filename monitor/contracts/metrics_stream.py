@@ -121,6 +121,13 @@ class StreamMetrics:
         self.commits_refused = Counter(
             "convmon_offset_commits_refused", "Offset commits refused after a failed delivery.", registry=r
         )
+        self.gap_offsets = Counter(
+            "convmon_consumer_gap_offsets",
+            "Input offsets committed without a record, by topic: faust took them for a gap (a transactional "
+            "producer's markers). On a topic no transactional producer writes, records skipped: a loss.",
+            ["topic"],
+            registry=r,
+        )
         self.dead_letters = Counter(
             "convmon_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"], registry=r
         )

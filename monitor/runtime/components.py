@@ -17,6 +17,7 @@ from monitor.runtime.app import Topics
 from monitor.runtime.deadletter import DeadLetters
 from monitor.runtime.delivery import DeliveryGuard, install
 from monitor.runtime.ownership import Ownership
+from monitor.runtime.seeks import on_gap
 from monitor.runtime.tablestore import TableStore
 from monitor.runtime.wiring import Pipeline
 from monitor.stages.dedup import DedupWindow
@@ -54,6 +55,7 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
     guard = DeliveryGuard(pipeline.metrics, on_fatal=exit_for_replay)
     lock = asyncio.Lock()
     install(app, guard)  # the consumer asks it before every offset commit (runtime/delivery.py)
+    on_gap(app, lambda topic, n: pipeline.metrics.gap_offsets.labels(topic).inc(n))  # runtime/seeks.py
     # Table names are part of the changelog topics' names (<app_id>-sessions-changelog, -scored-changelog).
     sessions = app.Table("sessions", partitions=s.topic_partitions)
     # the dedup window ("scorer:id" -> [t, partition, batch]) and the per-partition running totals: one

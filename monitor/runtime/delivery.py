@@ -25,6 +25,7 @@ from faust.types import TP, AppT
 
 from monitor.contracts.metrics import Metrics
 from monitor.runtime.log_ends import EndCheckingConsumer
+from monitor.runtime.seeks import SeekingConsumer
 
 log = logging.getLogger(__name__)
 EXIT_AFTER_S = 20.0  # a failed delivery stops the worker this long after it is seen (one scrape, at least)
@@ -82,9 +83,10 @@ def install(app: AppT, guard: DeliveryGuard) -> None:
     _GUARDS[app] = guard
 
 
-class GuardedConsumer(EndCheckingConsumer):
-    """faust's aiokafka consumer that commits nothing once the app's delivery guard saw a failure (and whose
-    table restores read to the end a fetch reports: runtime/log_ends.py)."""
+class GuardedConsumer(EndCheckingConsumer, SeekingConsumer):
+    """faust's aiokafka consumer that commits nothing once the app's delivery guard saw a failure (whose table
+    restores read to the end a fetch reports: runtime/log_ends.py; and whose seeks to the committed offsets
+    fetch nothing meanwhile: runtime/seeks.py)."""
 
     async def _commit(self, offsets: Mapping[TP, int]) -> bool:
         guard = _GUARDS.get(self.app)

@@ -42,6 +42,7 @@ SCORED_SERIES = 'partition:convmon_partition_conversations_scored_total:max{scor
 DEAD_LETTER_SERIES = "convmon_dead_letters_total"
 ARTIFACTS = REPO_ROOT / "var" / "faults"
 STALL_S = 90.0  # no new outcome for this long, with everything produced: the run is over
+GAP_WARNING = "will be committed without a record"  # runtime/seeks.py
 MAX_RUN_S = 600.0  # a bound on one fault run however it behaves (the whole suite takes ~11 min)
 
 
@@ -243,6 +244,10 @@ class FaultRun:
             # an agent that raised: faust logs it and restarts the agent, the process lives on
             "agent_crashes": sum(w.log_path.read_text(errors="replace").count("Crashed reason")
                                  for w in self.supervisor.workers.values() if w.log_path.exists()),
+            # input offsets faust committed over as a gap (runtime/seeks.py): none of the fault runs' input is
+            # transactional, so every one is a record never processed
+            "gap_warnings": sum(w.log_path.read_text(errors="replace").count(GAP_WARNING)
+                                for w in self.supervisor.workers.values() if w.log_path.exists()),
             "worker_kills": sum(1 for e in self.supervisor.exits if e.injected),
             "workers_given_up": sorted(self.supervisor.given_up),
             "duration_s": round(time.time() - self.started, 1),
@@ -258,7 +263,7 @@ class FaultRun:
                                           "scored_once_by_score_id", "copies_disagree", "score_id_wrong")}
         print(f"\n[fault {self.name}] {json.dumps(summary)}\n  prometheus {json.dumps(table['prometheus'])}"
               f"\n  crashes={len(table['worker_crashes'])} agent_crashes={table['agent_crashes']} "
-              f"kills={table['worker_kills']} "
+              f"kills={table['worker_kills']} gaps={table['gap_warnings']} "
               f"duration={table['duration_s']}s table: {path}"
               f"\n  read back at the end: complete={back['complete']} tails agree={back['tails_agree']} "
               f"scores tail/full {back['scores']['tail_records']}/{back['scores']['full_records']} "

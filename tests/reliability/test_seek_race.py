@@ -1,0 +1,82 @@
+"""A backlog the fetcher delivers while faust seeks to the committed offsets is processed, not committed over.
+
+faust resumes the stream partitions after an assignment and then seeks them to their committed offsets;
+records delivered meanwhile were cleared with the agent's queue while a "gap" let the next commit pass them
+(runtime/seeks.py: 205-420 of 2,000 conversations in the kill -9 fault). Here the seek is slowed by 3 s
+(tests/reliability/slow_seek_worker.py: the partitions fetch again before faust sets its read offsets back,
+as when a loaded broker answers OffsetFetch slowly) when a worker takes over committed partitions with a
+backlog and more arriving. Before the fix this worker processed the backlog during the seek, committed, and
+then went back to the offsets the seek had read before that commit and never read on (events lag 1,596
+for good); now every id is scored, the worker reads to the end, and no gap is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.contracts.rubric_set import load_rubric_set
+from monitor.runtime.scrape import total
+from monitor.runtime.topics import create_topics
+from tests.accounting import SCORED, Ledger
+from tests.model_fixtures import publish_distilled_model
+from tests.readback import read_to_end
+from tests.reliability.fault_run import simulated, whole
+from tests.topic_io import produce
+from tests.workers import WorkerProcess
+
+N = 2000
+FIRST, BACKLOG, CHUNK = 400, 400, 60
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def caught_up(worker: WorkerProcess, topic: str) -> bool:
+    """The worker reports its lag on ``topic`` and it is 0 (read to the end; processing may still be going on)."""
+    lags = [v for n, labels, v in worker.samples() if n == "convmon_consumer_lag_messages" and labels["topic"] == topic]
+    return lags == [0.0]
+
+
+def scored_when_settled(ledger: Ledger, broker: str, topic: str, quiet_s: float = 15.0) -> dict[str, Any]:
+    """The per-id table once every id is scored, or once ``topic`` has not grown for ``quiet_s``."""
+    seen, since = -1, time.monotonic()
+    while True:
+        fresh = Ledger(dict(ledger.expect))
+        fresh.add_scores(read_to_end(broker, topic).records)
+        table = fresh.table()
+        if table["lost"] == 0 or time.monotonic() - since > quiet_s:
+            return table
+        if table["lost"] != seen:
+            seen, since = table["lost"], time.monotonic()
+        time.sleep(1.0)
+
+
+def test_a_backlog_delivered_during_a_slow_seek_is_scored(broker: str, make_settings, tmp_path: Path) -> None:
+    settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=0.0, registry_poll_s=1.0)
+    publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
+    asyncio.run(create_topics(settings))
+    convs = simulated(N, "seek", seed=31)
+    records = [whole(c) for c in convs]
+    ledger = Ledger(dict.fromkeys((c.conversation_id for c in convs), SCORED))
+    first = Ledger(dict.fromkeys((c.conversation_id for c in convs[:FIRST]), SCORED))
+    with WorkerProcess(settings, tmp_path / "first.log"):  # commits offsets: the seek has somewhere to go back to
+        produce(broker, settings.topic("events"), records[:FIRST])
+        assert scored_when_settled(first, broker, settings.topic("scores"))["lost"] == 0
+    produce(broker, settings.topic("events"), records[FIRST:FIRST + BACKLOG])  # what the next assignment finds
+    with WorkerProcess(settings, tmp_path / "w.log", module="tests.reliability.slow_seek_worker",
+                       extra_env={"SEEK_DELAY_S": "3"}) as w:
+        for start in range(FIRST + BACKLOG, N, CHUNK):  # and more arriving while it seeks
+            produce(broker, settings.topic("events"), records[start:start + CHUNK])
+            time.sleep(0.25)
+        deadline = time.monotonic() + 90
+        while not (read := caught_up(w, settings.topic("events"))) and time.monotonic() < deadline:
+            time.sleep(1.0)
+        table = scored_when_settled(ledger, broker, settings.topic("scores"))
+        gaps = total(w.samples(), "convmon_consumer_gap_offsets_total")
+        lag = [v for n, labels, v in w.samples() if n == "convmon_consumer_lag_messages"
+               and labels["topic"] == settings.topic("events")]
+    assert (read, table["lost"], gaps) == (True, 0, 0), (f"events lag {lag}", table["examples"]["lost"])
+    assert table["scored_once"] + table["double_counted"] == N

@@ -1,0 +1,74 @@
+"""The worker's consumer fetches nothing of a stream partition while it seeks to the committed offsets, and
+counts every gap faust records (runtime/seeks.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+
+import pytest
+from faust.types import TP
+from prometheus_client import CollectorRegistry
+
+from monitor.contracts.metrics import Metrics
+from monitor.runtime.app import create_app
+from monitor.runtime.delivery import GuardedConsumer
+from monitor.runtime.seeks import on_gap
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_stream_partitions_are_paused_while_the_seek_runs_and_only_those_are_resumed(make_settings) -> None:
+    app, _ = create_app(make_settings(broker_url="kafka://127.0.0.1:1"))
+    consumer = app.consumer
+    assert isinstance(consumer, GuardedConsumer)
+    events = [TP("t.events", p) for p in range(3)]
+    changelog, held = TP("app-sessions-changelog", 0), TP("t.judge", 0)
+    consumer.assignment = lambda: {*events, changelog, held}  # type: ignore[method-assign]
+    consumer._is_changelog_tp = lambda tp: tp.topic.endswith("-changelog")  # type: ignore[method-assign]
+    consumer.resume_partitions({*events, changelog})
+    consumer.pause_partitions({held})  # paused by someone else (recovery): stays paused
+    during: list[set[TP]] = []
+
+    async def seek_to_committed() -> Mapping[TP, int]:
+        await asyncio.sleep(0.05)  # the fetch loop could run now
+        during.append(set(consumer._get_active_partitions()))
+        return {tp: 7 for tp in events}
+
+    consumer.seek_to_committed = seek_to_committed  # type: ignore[method-assign]
+    asyncio.run(consumer.perform_seek())
+    assert during == [{changelog}]
+    assert consumer._get_active_partitions() == {*events, changelog}
+    assert held in consumer._paused_partitions
+    assert {consumer._read_offset[tp] for tp in events} == {7}
+
+
+def test_a_failed_seek_resumes_the_partitions_it_paused(make_settings) -> None:
+    app, _ = create_app(make_settings(broker_url="kafka://127.0.0.1:1"))
+    consumer = app.consumer
+    events = {TP("t.events", 0)}
+    consumer.assignment = lambda: set(events)  # type: ignore[method-assign]
+    consumer.resume_partitions(events)
+
+    async def seek_to_committed() -> Mapping[TP, int]:
+        raise TimeoutError
+
+    consumer.seek_to_committed = seek_to_committed  # type: ignore[method-assign]
+    with pytest.raises(TimeoutError):
+        asyncio.run(consumer.perform_seek())
+    assert consumer._get_active_partitions() == events
+
+
+def test_every_gap_is_counted_and_logged(make_settings, caplog: pytest.LogCaptureFixture) -> None:
+    app, _ = create_app(make_settings(broker_url="kafka://127.0.0.1:1"))
+    metrics = Metrics(CollectorRegistry())
+    on_gap(app, lambda topic, n: metrics.gap_offsets.labels(topic).inc(n))
+    tp = TP("t.events", 2)
+    with caplog.at_level(logging.WARNING, logger="monitor.runtime.seeks"):
+        asyncio.run(app.consumer._add_gap(tp, 68, 384))
+    assert sample(metrics, "convmon_consumer_gap_offsets_total", topic="t.events") == 317
+    assert "offsets 68-384 of t.events[2] will be committed without a record" in caplog.text
+    assert app.consumer._gap[tp]  # faust still records it (a transactional producer's markers are real gaps)
