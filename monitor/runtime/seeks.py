@@ -41,11 +41,15 @@ class SeekingConsumer(faust_aiokafka.Consumer):
 
     async def perform_seek(self) -> None:
         streams = {tp for tp in self.assignment() if not self._is_changelog_tp(tp)} - self._paused_partitions
+        generation = self.app.consumer_generation_id
         self.pause_partitions(streams)
         try:
             await super().perform_seek()
         finally:
-            self.resume_partitions(streams)  # only what was paused here: recovery's own pauses stay
+            # only what was paused here (recovery's own pauses stay), and not once a rebalance began meanwhile:
+            # its recovery pauses the partitions while it restores the tables and resumes them itself
+            if self.app.consumer_generation_id == generation:
+                self.resume_partitions(streams)
 
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         skipped = offset_to - offset_from + 1

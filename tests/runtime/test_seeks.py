@@ -72,3 +72,19 @@ def test_every_gap_is_counted_and_logged(make_settings, caplog: pytest.LogCaptur
     assert sample(metrics, "convmon_consumer_gap_offsets_total", topic="t.events") == 317
     assert "offsets 68-384 of t.events[2] will be committed without a record" in caplog.text
     assert app.consumer._gap[tp]  # faust still records it (a transactional producer's markers are real gaps)
+
+
+def test_a_rebalance_during_the_seek_leaves_the_partitions_to_its_recovery(make_settings) -> None:
+    app, _ = create_app(make_settings(broker_url="kafka://127.0.0.1:1"))
+    consumer = app.consumer
+    events = {TP("t.events", 0)}
+    consumer.assignment = lambda: set(events)  # type: ignore[method-assign]
+    consumer.resume_partitions(events)
+
+    async def seek_to_committed() -> Mapping[TP, int]:
+        app.consumer_generation_id += 1  # a new rebalance: its recovery restores tables with these paused
+        return {}
+
+    consumer.seek_to_committed = seek_to_committed  # type: ignore[method-assign]
+    asyncio.run(consumer.perform_seek())
+    assert consumer._get_active_partitions() == set()
