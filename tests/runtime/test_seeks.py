@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import pytest
 from faust.types import TP
@@ -46,20 +47,27 @@ def test_stream_partitions_are_paused_while_the_seek_runs_and_only_those_are_res
     assert {consumer._read_offset[tp] for tp in events} == {7}
 
 
-def test_a_failed_seek_resumes_the_partitions_it_paused(make_settings) -> None:
+def one_partition_seeking(make_settings, seek: Callable[[Any], Awaitable[Mapping[TP, int]]]) -> Any:
+    """The worker's consumer, assigned one events partition (active), whose seek runs ``seek(app)``."""
     app, _ = create_app(make_settings(broker_url="kafka://127.0.0.1:1"))
     consumer = app.consumer
-    events = {TP("t.events", 0)}
-    consumer.assignment = lambda: set(events)  # type: ignore[method-assign]
-    consumer.resume_partitions(events)
+    consumer.assignment = lambda: {EVENTS}
+    consumer.resume_partitions({EVENTS})
+    consumer.seek_to_committed = lambda: seek(app)
+    return consumer
 
-    async def seek_to_committed() -> Mapping[TP, int]:
+
+EVENTS = TP("t.events", 0)
+
+
+def test_a_failed_seek_resumes_the_partitions_it_paused(make_settings) -> None:
+    async def fails(app: Any) -> Mapping[TP, int]:
         raise TimeoutError
 
-    consumer.seek_to_committed = seek_to_committed  # type: ignore[method-assign]
+    consumer = one_partition_seeking(make_settings, fails)
     with pytest.raises(TimeoutError):
         asyncio.run(consumer.perform_seek())
-    assert consumer._get_active_partitions() == events
+    assert consumer._get_active_partitions() == {EVENTS}
 
 
 def test_every_gap_is_counted_and_logged(make_settings, caplog: pytest.LogCaptureFixture) -> None:
@@ -75,16 +83,10 @@ def test_every_gap_is_counted_and_logged(make_settings, caplog: pytest.LogCaptur
 
 
 def test_a_rebalance_during_the_seek_leaves_the_partitions_to_its_recovery(make_settings) -> None:
-    app, _ = create_app(make_settings(broker_url="kafka://127.0.0.1:1"))
-    consumer = app.consumer
-    events = {TP("t.events", 0)}
-    consumer.assignment = lambda: set(events)  # type: ignore[method-assign]
-    consumer.resume_partitions(events)
-
-    async def seek_to_committed() -> Mapping[TP, int]:
+    async def rebalanced(app: Any) -> Mapping[TP, int]:
         app.consumer_generation_id += 1  # a new rebalance: its recovery restores tables with these paused
         return {}
 
-    consumer.seek_to_committed = seek_to_committed  # type: ignore[method-assign]
+    consumer = one_partition_seeking(make_settings, rebalanced)
     asyncio.run(consumer.perform_seek())
     assert consumer._get_active_partitions() == set()
