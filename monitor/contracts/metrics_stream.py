@@ -128,6 +128,13 @@ class StreamMetrics:
             ["topic"],
             registry=r,
         )
+        self.rewinds = Counter(
+            "convmon_consumer_rewinds",
+            "Times a stream partition's next record came past the offset expected and the partition was read "
+            "again from there (runtime/seeks.py), by topic.",
+            ["topic"],
+            registry=r,
+        )
         self.dead_letters = Counter(
             "convmon_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"], registry=r
         )

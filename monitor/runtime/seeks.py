@@ -12,35 +12,52 @@ and never scored, in one run of three of the kill -9 fault (the events topic's l
 
 :class:`SeekingConsumer` pauses the stream partitions for the length of the seek and resumes them when
 it is done; faust clears the queue right after (no await in between), before the fetcher runs again.
-Every gap faust still records is counted (``convmon_consumer_gap_offsets_total{topic}``) and logged: on
-a topic without transactional producers a gap means records committed without being processed.
+A jump can also reach the fetcher in other ways (a scale-out run once delivered a new owner its
+partition 80 records past the committed offset faust had just read). So :class:`SeekingConsumer` also
+knows, per stream partition, the offset the next record must have; a record past it is not delivered:
+the partition is sought back there and read again. Only the same jump seen again from the same offset
+(a transactional producer's markers are where records never are) goes on to faust as a gap. Every gap
+is counted (``convmon_consumer_gap_offsets_total{topic}``) and logged, every rewind too
+(``convmon_consumer_rewinds_total{topic}``): on a topic without transactional producers a gap means
+records committed without being processed.
 """
 
 from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.types import TP, AppT
+from faust.types import TP, AppT, Message
 
 log = logging.getLogger(__name__)
-GapHandler = Callable[[str, int], None]  # (topic, offsets in the gap)
-_ON_GAP: weakref.WeakKeyDictionary[AppT, GapHandler] = weakref.WeakKeyDictionary()
+OffsetsHandler = Callable[[str, int], None]  # (topic, offsets)
+_ON_GAP: weakref.WeakKeyDictionary[AppT, OffsetsHandler] = weakref.WeakKeyDictionary()
+_ON_REWIND: weakref.WeakKeyDictionary[AppT, OffsetsHandler] = weakref.WeakKeyDictionary()
 
 
-def on_gap(app: AppT, handler: GapHandler) -> None:
-    """Call ``handler`` for every gap ``app``'s consumer records (a metric, in the worker)."""
-    _ON_GAP[app] = handler
+def on_gap(app: AppT, gap: OffsetsHandler, rewind: OffsetsHandler | None = None) -> None:
+    """Call ``gap`` for every gap ``app``'s consumer records and ``rewind`` for every jump it reads again
+    (metrics, in the worker), each with the topic and the number of offsets."""
+    _ON_GAP[app] = gap
+    if rewind is not None:
+        _ON_REWIND[app] = rewind
 
 
 class SeekingConsumer(faust_aiokafka.Consumer):
     """faust's aiokafka consumer whose seek to the committed offsets delivers nothing of a stream partition
-    until every partition is back at its committed offset."""
+    until every partition is back at its committed offset, and which reads a jump in a stream partition again."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._next: dict[TP, int] = {}  # stream partition -> the offset its next record must have
+        self._rewound_at: dict[TP, int] = {}  # where the last rewind went: the same jump from there is a gap
 
     async def perform_seek(self) -> None:
-        streams = {tp for tp in self.assignment() if not self._is_changelog_tp(tp)} - self._paused_partitions
+        assigned = {tp for tp in self.assignment() if not self._is_changelog_tp(tp)}
+        streams = assigned - self._paused_partitions
         generation = self.app.consumer_generation_id
         self.pause_partitions(streams)
         try:
@@ -50,6 +67,43 @@ class SeekingConsumer(faust_aiokafka.Consumer):
             # its recovery pauses the partitions while it restores the tables and resumes them itself
             if self.app.consumer_generation_id == generation:
                 self.resume_partitions(streams)
+        for tp in assigned:
+            self._expect(tp, self._read_offset.get(tp))
+
+    async def seek(self, partition: TP, offset: int) -> None:
+        await super().seek(partition, offset)
+        self._expect(partition, offset)
+
+    def _expect(self, tp: TP, offset: int | None) -> None:
+        self._rewound_at.pop(tp, None)
+        if offset is None:
+            self._next.pop(tp, None)  # nothing committed: the first record read sets it
+        else:
+            self._next[tp] = offset
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
+        rewound: set[TP] = set()
+        async for tp, message in super().getmany(timeout):
+            if tp in rewound:
+                continue  # fetched before the rewind
+            expected, offset = self._next.get(tp), message.offset
+            if (expected is not None and offset > expected and self._rewound_at.get(tp) != expected
+                    and self.app.topics.acks_enabled_for(tp.topic)):
+                rewound.add(tp)
+                await self._rewind(tp, expected, offset)
+                continue
+            if expected is None or offset >= expected:
+                self._next[tp] = offset + 1
+            yield tp, message
+
+    async def _rewind(self, tp: TP, expected: int, offset: int) -> None:
+        log.warning("%s[%d] jumped from offset %d to %d: reading it again from %d", tp.topic, tp.partition,
+                    expected, offset, expected)
+        handler = _ON_REWIND.get(self.app)
+        if handler is not None:
+            handler(tp.topic, offset - expected)
+        await self.seek(tp, expected)
+        self._rewound_at[tp] = expected
 
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         skipped = offset_to - offset_from + 1

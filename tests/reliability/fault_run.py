@@ -42,7 +42,7 @@ SCORED_SERIES = 'partition:convmon_partition_conversations_scored_total:max{scor
 DEAD_LETTER_SERIES = "convmon_dead_letters_total"
 ARTIFACTS = REPO_ROOT / "var" / "faults"
 STALL_S = 90.0  # no new outcome for this long, with everything produced: the run is over
-GAP_WARNING = "will be committed without a record"  # runtime/seeks.py
+GAP_WARNING, REWIND_WARNING = "will be committed without a record", ": reading it again from"  # runtime/seeks.py
 MAX_RUN_S = 600.0  # a bound on one fault run however it behaves (the whole suite takes ~11 min)
 
 
@@ -242,12 +242,11 @@ class FaultRun:
             },
             "worker_crashes": [vars(e) for e in self.supervisor.crashes()],
             # an agent that raised: faust logs it and restarts the agent, the process lives on
-            "agent_crashes": sum(w.log_path.read_text(errors="replace").count("Crashed reason")
-                                 for w in self.supervisor.workers.values() if w.log_path.exists()),
+            "agent_crashes": self._log_count("Crashed reason"),
             # input offsets faust committed over as a gap (runtime/seeks.py): none of the fault runs' input is
             # transactional, so every one is a record never processed
-            "gap_warnings": sum(w.log_path.read_text(errors="replace").count(GAP_WARNING)
-                                for w in self.supervisor.workers.values() if w.log_path.exists()),
+            "gap_warnings": self._log_count(GAP_WARNING),
+            "rewinds": self._log_count(REWIND_WARNING),  # jumps read again (runtime/seeks.py): nothing lost
             "worker_kills": sum(1 for e in self.supervisor.exits if e.injected),
             "workers_given_up": sorted(self.supervisor.given_up),
             "duration_s": round(time.time() - self.started, 1),
@@ -263,7 +262,7 @@ class FaultRun:
                                           "scored_once_by_score_id", "copies_disagree", "score_id_wrong")}
         print(f"\n[fault {self.name}] {json.dumps(summary)}\n  prometheus {json.dumps(table['prometheus'])}"
               f"\n  crashes={len(table['worker_crashes'])} agent_crashes={table['agent_crashes']} "
-              f"kills={table['worker_kills']} gaps={table['gap_warnings']} "
+              f"kills={table['worker_kills']} gaps={table['gap_warnings']} rewinds={table['rewinds']} "
               f"duration={table['duration_s']}s table: {path}"
               f"\n  read back at the end: complete={back['complete']} tails agree={back['tails_agree']} "
               f"scores tail/full {back['scores']['tail_records']}/{back['scores']['full_records']} "
@@ -272,6 +271,10 @@ class FaultRun:
               f"{json.dumps(back['tail_table'])}")
         return FaultResult(self.name, table, path)
 
+
+    def _log_count(self, text: str) -> int:
+        return sum(w.log_path.read_text(errors="replace").count(text) for w in self.supervisor.workers.values()
+                   if w.log_path.exists())
 
     def _read_back_again(self) -> dict[str, Any]:
         """The per-id table from both output topics read whole once more at the end, to the high watermark the

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from types import SimpleNamespace
 from typing import Any
 
+import faust.transport.consumer
 import pytest
 from faust.types import TP
 from prometheus_client import CollectorRegistry
@@ -90,3 +92,47 @@ def test_a_rebalance_during_the_seek_leaves_the_partitions_to_its_recovery(make_
     consumer = one_partition_seeking(make_settings, rebalanced)
     asyncio.run(consumer.perform_seek())
     assert consumer._get_active_partitions() == set()
+
+
+def rewinding(make_settings, monkeypatch: pytest.MonkeyPatch,
+              fetches: list[list[tuple[TP, int]]]) -> tuple[Any, list[tuple[TP, int]]]:
+    """The worker's consumer whose fetches return ``fetches`` (records by offset), one list per getmany."""
+    app, _ = create_app(make_settings(broker_url="kafka://127.0.0.1:1"))
+    consumer = app.consumer
+    sought: list[tuple[TP, int]] = []
+    batches = iter(fetches)
+
+    async def fetched(self: Any, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
+        for tp, offset in next(batches):
+            yield tp, SimpleNamespace(offset=offset)
+
+    async def seek(tp: TP, offset: int) -> None:
+        sought.append((tp, offset))
+
+    monkeypatch.setattr(faust.transport.consumer.Consumer, "getmany", fetched)
+    monkeypatch.setattr(app.topics, "acks_enabled_for", lambda topic: topic == EVENTS.topic)
+    consumer._seek = seek
+    return consumer, sought
+
+
+async def read(consumer: Any) -> list[tuple[int, int]]:
+    return [(tp.partition, m.offset) async for tp, m in consumer.getmany(timeout=0)]
+
+
+def test_a_jump_past_the_next_offset_is_read_again_and_a_repeated_one_is_a_gap(make_settings, monkeypatch) -> None:
+    other, changelog = TP(EVENTS.topic, 1), TP("app-sessions-changelog", 0)
+    consumer, sought = rewinding(make_settings, monkeypatch, [
+        [(EVENTS, 192), (other, 5), (EVENTS, 193), (changelog, 40)],  # 112-191 skipped; a changelog may jump
+        [(EVENTS, 112), (EVENTS, 113)],  # read again from 112
+        [(EVENTS, 120), (EVENTS, 121)],  # 114-119 missing: rewound to 114...
+        [(EVENTS, 120)],  # ...and missing again: a real gap (a transactional producer's markers), delivered
+    ])
+    consumer._expect(EVENTS, 112)
+    consumer._expect(changelog, 3)
+
+    async def run() -> list[list[tuple[int, int]]]:
+        return [await read(consumer) for _ in range(4)]
+
+    assert asyncio.run(run()) == [[(1, 5), (0, 40)], [(0, 112), (0, 113)], [], [(0, 120)]]
+    assert sought == [(EVENTS, 112), (EVENTS, 114)]
+    assert consumer._next[EVENTS] == 121
