@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from distill.datasets import load_uss
 from distill.datasets.uss import _turn_polarity, conversation_label
@@ -112,6 +113,8 @@ def test_run_use_reports_the_turn_model_and_what_cv_chose(shared_data: Path) -> 
     assert {s["source"] for s in row["selected"]} <= {"conversations", "turns", "both"}
     assert all(0 <= s["cv_weighted_f1"] <= 100 for s in row["selected"])
     assert "turn-supervised" in out["models"]["turns"]
+    assert len(row["weighted_f1_per_split"]) == 2  # the per-split scores that paired comparisons use
+    assert np.mean(row["weighted_f1_per_split"]) == pytest.approx(row["weighted_f1"], abs=0.01)
 
 
 def test_repeated_cv_averages_reshuffled_folds(sgd: tuple[TurnData, np.ndarray]) -> None:
@@ -134,3 +137,25 @@ def test_bench_use_featurizes_each_context_of_its_own(shared_data: Path) -> None
     assert X.ravel().tolist() == list(range(20)) and turns["prefix"].shape == turns["turn"].shape
     assert (turns["prefix"] != turns["turn"]).nnz > 0
     assert (turns["turn"][0] != turns["prefix"][0]).nnz == 0  # the first prefix is its own last turn
+
+
+@pytest.mark.parametrize("spec", ["minilm", "hashing+minilm"])
+def test_turn_model_on_embedding_features(shared_data: Path, spec: str) -> None:
+    """``minilm+turns`` (dense rows, stacked with np.vstack) and ``hashing+minilm+turns`` (sparse and dense
+    columns side by side): turn examples carry the spec's columns; the dense model fits and predicts on them."""
+    dialogues = load_uss(shared_data / "uss" / "SGD.txt")[:40]
+    y = np.array([LABELS.index(d.label) for d in dialogues])
+    featurize = featurizer(spec)
+    X_conv = featurize([d.to_conversation(cut=True) for d in dialogues])
+    X, factory = turn_model(dialogues, X_conv, featurize, [1.0], seed=0)
+    turns = factory.data.X_turns
+    assert turns["turn"].shape[1] == turns["prefix"].shape[1] == X_conv.shape[1]
+    width = 3 * 384  # MiniLM: mean and max of the user turns, mean of their contexts
+    assert X_conv.shape[1] == width if spec == "minilm" else X_conv.shape[1] > width
+    assert (turns["turn"] != turns["prefix"]).sum() > 0  # the contexts differ here too
+    if spec != "minilm":
+        assert sp.issparse(turns["turn"]) and sp.issparse(X_conv)  # fitted as hashing+turns is (slow here)
+        return
+    model = factory().fit(X[:30], y[:30])
+    assert {c.source for c in model.cv_scores_} == {"conversations", "turns", "both"}  # the whole grid was scored
+    assert set(model.predict(X[30:]).tolist()) <= set(y[:30].tolist())

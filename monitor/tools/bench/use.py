@@ -182,7 +182,8 @@ def _protocol(X: Any, y: np.ndarray, factory: Callable[[], BaseEstimator], *, tr
     mean, std = np.array(scores).mean(axis=0), np.array(scores).std(axis=0)
     return {"train_fraction": train_fraction, "test_fraction": test_fraction, "precision": round(float(mean[0]), 2),
             "recall": round(float(mean[1]), 2), "weighted_f1": round(float(mean[2]), 2),
-            "weighted_f1_std": round(float(std[2]), 2), "splits": splits}
+            "weighted_f1_std": round(float(std[2]), 2), "splits": splits,
+            "weighted_f1_per_split": [round(s[2], 2) for s in scores]}  # for paired comparisons of models
 
 
 def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
