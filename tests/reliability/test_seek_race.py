@@ -31,7 +31,7 @@ from tests.workers import WorkerProcess
 
 N = 2000
 FIRST, BACKLOG, CHUNK = 400, 400, 60
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(300)]
 
 
 def caught_up(worker: WorkerProcess, topic: str) -> bool:
