@@ -96,7 +96,8 @@ def turns_text(rows: list[dict[str, Any]], turn_rows: list[dict[str, Any]]) -> s
     chose = [f"{t['dataset']} `{t['model']}` {sum(s.get('source') != 'conversations' for s in t['selected'])} "
              f"of {len(t['selected'])}" for t in turn_rows if t.get("selected")]
     text = ("Turn-supervised rows: `" + COMMANDS["use-turns"] + "`, at 5 % only (the learning curve up to 80 % "
-            "training would multiply their turn examples 16-fold), same seed and splits as the rows above.")
+            "training would multiply their turn examples 16-fold); `make bench` draws their splits from the same "
+            "seed as the rows above.")
     if not turn_rows:
         return text + " That file holds no table-1 rows."
     if parts:
