@@ -41,7 +41,9 @@ faults: $(STAMP)
 soak-ci: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak tests/soak
 
-# Reruns every benchmark (about 40 minutes on 2 cores) and rewrites docs/benchmarks.md.
+# Reruns every benchmark and rewrites docs/benchmarks.md: about 1.5 hours on 2 cores (about 40 minutes for the
+# default benchmarks, plus the turn-supervised USS models at 5 % on MWOZ, SGD and CCPE: ~45 minutes estimated from
+# separate SGD runs of 18 to 23 minutes on a busy machine; the whole run has not been timed).
 bench: $(STAMP)
 	$(BIN)/convmon bench report --run
 

@@ -1,12 +1,14 @@
-"""Write ``docs/benchmarks.md`` from benchmark JSON (the sections in ``doc_markdown.py``; terminal tables in
-``doc_tables.py``).
+"""Write ``docs/benchmarks.md`` from benchmark JSON (the sections in ``doc_markdown.py`` and ``doc_use.py``;
+terminal tables in ``doc_tables.py``).
 
 ``regenerate`` is the one command behind the doc: optionally run every benchmark (saving
-``use.json``, ``distill.json``, ``throughput.json``, ...), then write markdown from whatever results
-exist. Numbers come only from those files; the paper's rows are labelled as the paper's. A section
+``use.json``, ``use-turns.json``, ``distill.json``, ``throughput.json``, ...), then write markdown from whatever
+results exist. Numbers come only from those files; the paper's rows are labelled as the paper's. A section
 whose results file is missing keeps the text the existing doc has for it, so the calibration
 section (copied from ``docs/benchmarks-calibration.md``, which ``convmon calibrate evaluate``
-produces the numbers of) can be refreshed alone without rerunning the 40-minute benchmarks.
+produces the numbers of) can be refreshed alone without rerunning the benchmarks (over an hour). The USS
+section is rendered when ``use.json`` is saved; without ``use-turns.json`` it says its turn-supervised rows
+are missing rather than keeping rows no saved file holds.
 """
 
 from __future__ import annotations
@@ -19,17 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from distill.datasets import SHARED_DATA
-from monitor.tools.bench.doc_markdown import (
-    cost_markdown,
-    distill_markdown,
-    sampler_markdown,
-    throughput_markdown,
-    use_markdown,
-)
+from monitor.tools.bench.doc_markdown import cost_markdown, distill_markdown, sampler_markdown, throughput_markdown
+from monitor.tools.bench.doc_use import use_markdown
 
 CALIBRATION_DOC = "benchmarks-calibration.md"
 COMMANDS = {
     "use": "convmon bench use --json --out var/bench/use.json",
+    # monitor.tools.bench.use.TURN_MODELS, at 5 % only: the learning curve would multiply their turn examples
+    "use-turns": "convmon bench use --models hashing+turns,hashing+minilm+turns --curve '' --json "
+                 "--out var/bench/use-turns.json",
     "distill": "convmon bench distill --json --out var/bench/distill.json",
     "throughput": "convmon bench throughput --json --out var/bench/throughput.json",
     "throughput-conversations": "convmon bench throughput --mode conversations --json "
@@ -71,7 +71,10 @@ def render(results: dict[str, dict[str, Any]], calibration: str | None = None,
              f"Machine: {platform.machine()}, {platform.system()}, Python {platform.python_version()}; "
              "2 CPU cores shared with other work (CI and other developers' test runs), so absolute rates are noisy. "
              "Every ratio below is measured inside one run, back to back, on the same machine.", ""]
-    sections = [("Accuracy: SPUR Table 1 protocol on USS", "use", use_markdown),
+    def uss(result: dict[str, Any]) -> str:
+        return use_markdown(result, results.get("use-turns"))
+
+    sections = [("Accuracy: SPUR Table 1 protocol on USS", "use", uss),
                 ("Speed: distilled path vs raw consume, and the judge path", "throughput", throughput_markdown),
                 ("Speed: whole-conversation input", "throughput-conversations", throughput_markdown),
                 ("Distillation fidelity to the teacher", "distill", distill_markdown),
@@ -81,7 +84,9 @@ def render(results: dict[str, dict[str, Any]], calibration: str | None = None,
         if key not in results and title in previous:
             parts += [previous[title], ""]
             continue
-        parts += [f"## {title}", "", f"Command: `{COMMANDS[key]}`", ""]
+        command = f"`{COMMANDS[key]}`"
+        command += f"; turn-supervised rows: `{COMMANDS['use-turns']}`" if key == "use" else ""
+        parts += [f"## {title}", "", f"Command: {command}", ""]
         parts.append(fn(results[key]) if key in results else "_Not run yet._")
         parts.append("")
     if calibration and calibration.lstrip().startswith("## "):
@@ -114,10 +119,12 @@ def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str],
     from monitor.tools.bench.otlp_throughput import with_otlp_row
     from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
     from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
-    from monitor.tools.bench.use import UseConfig, run_use
+    from monitor.tools.bench.use import TURN_MODELS, UseConfig, run_use
 
     jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("use", lambda: run_use(UseConfig(data_dir=data_dir or SHARED_DATA), progress)),
+        ("use-turns", lambda: run_use(UseConfig(data_dir=data_dir or SHARED_DATA, models=TURN_MODELS, curve=()),
+                                      progress)),
         ("distill", lambda: run_fidelity(FidelityConfig(), progress)),
         ("throughput", lambda: with_otlp_row(run_throughput(ThroughputConfig(data_dir=data_dir or SHARED_DATA),
                                                             progress), True, progress)),

@@ -1,9 +1,9 @@
 """Benchmark JSON as the markdown sections of ``docs/benchmarks.md``: a table per benchmark, the text that says
-how it was measured, and whether the issues' bars were met. ``doc.py`` puts the sections together."""
+how it was measured, and whether the issues' bars were met (USS accuracy in ``doc_use.py``). ``doc.py`` puts the
+sections together."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -23,74 +23,6 @@ def _slice(value: float | None) -> str:
 def _md(headers: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-
-
-def use_markdown(result: dict[str, Any]) -> str:
-    rows = [r for r in result["results"] if r.get("protocol") == "table1"]
-    baselines = {"majority", "stratified"}
-    body = [[r["dataset"], r["model"], fmt(r["precision"]), fmt(r["recall"]),
-             f"{fmt(r['weighted_f1'])} ± {fmt(r.get('weighted_f1_std'))}",
-             "baseline (measured)" if r["model"] in baselines else "measured"] for r in rows]
-    body += [[p["dataset"], p["model"], "-", "-", fmt(p["weighted_f1"]), "**paper** (SPUR Table 1)"]
-             for p in result.get("paper", [])]
-    out = ["Train 5 %, test 80 %, 5 random splits, weighted precision / recall / F1 in percent (mean ± std over "
-           "splits). Baselines (`majority`, `stratified`) run on the same splits and read no text. Paper rows are "
-           "SPUR's published numbers, copied, not rerun (the paper has no CCPE row).", "",
-           _md(["dataset", "model", "precision", "recall", "weighted F1", "source"], body)]
-    curve = [r for r in result["results"] if r.get("protocol") == "curve"]
-    if not curve:
-        out += ["", "Learning curve: not in these results (run without `--curve ''` to measure it)."]
-    if curve:
-        fractions = sorted({r["train_fraction"] for r in curve})
-        grid: dict[tuple[str, str], dict[float, float]] = defaultdict(dict)
-        for r in curve:
-            grid[(r["dataset"], r["model"])][r["train_fraction"]] = r["weighted_f1"]
-        out += ["", "Learning curve: weighted F1 (%) on a fixed 20 % test set per split, training on a growing "
-                "share of the other 80 %.", "",
-                _md(["dataset", "model", *[f"{int(f * 100)} %" for f in fractions]],
-                    [[d, m, *[fmt(v.get(f)) for f in fractions]] for (d, m), v in grid.items()])]
-    out += _use_checks(rows)
-    from monitor.tools.bench.use import MODEL_NOTES  # notes added since the results were saved, for names they use
-
-    used = {"other", *(part for r in result["results"] for part in [r["model"], *r["model"].split("+")])}
-    models = {**{k: v for k, v in MODEL_NOTES.items() if k in used}, **result.get("models", {})}
-    if models:
-        out += ["", *[f"- `{k}`: {v}" for k, v in models.items()]]
-    return "\n".join(out)
-
-
-def _use_checks(rows: list[dict[str, Any]]) -> list[str]:
-    """The bars of issue #22 (ASAP, SPUR) and the char n-gram change of issue #18, from the table-1 rows."""
-    f1 = {(r["dataset"], r["model"]): r["weighted_f1"] for r in rows}
-    out = []
-    bars = {"MWOZ": (52.5, 59.0), "SGD": (66.3, 72.6)}
-    lines = []
-    for dataset, (asap, spur) in bars.items():
-        models = {m: v for (d, m), v in f1.items() if d == dataset and m not in ("majority", "stratified")}
-        if models:
-            best = max(models, key=lambda m: models[m])
-            lines.append(f"{dataset} best `{best}` {fmt(models[best])} (ASAP {asap}: "
-                         f"{'met' if models[best] >= asap else 'not met'}; SPUR {spur}: "
-                         f"{'met' if models[best] >= spur else 'not met'})")
-    if lines:
-        out += ["", "Bars of issue #22 at 5 % (mean over splits; the spread is in the table): "
-                + "; ".join(lines) + "."]
-    pairs = [(d, f1[(d, "hashing@char3-5")], f1[(d, "hashing")]) for d in dict.fromkeys(r["dataset"] for r in rows)
-             if (d, "hashing@char3-5") in f1 and (d, "hashing") in f1]
-    if pairs:
-        worst = max(before - after for _, before, after in pairs)
-        out += ["", "Hashing char n-grams (issue #18), weighted F1 before (char_wb 3-5-grams, `hashing@char3-5`) / "
-                "after (4-grams, `hashing`): " + ", ".join(f"{d} {fmt(b)} / {fmt(a)}" for d, b, a in pairs)
-                + f"; largest loss {fmt(worst)} points (bar: <= 0.5)."]
-    minilm = [(d, m, f1[(d, f"{m}@torch")], f1[(d, m)]) for d in dict.fromkeys(r["dataset"] for r in rows)
-              for m in ("minilm", "hashing+minilm") if (d, f"{m}@torch") in f1 and (d, m) in f1]
-    if minilm:
-        worst = max(before - after for _, _, before, after in minilm)
-        out += ["", "MiniLM as int8 ONNX (issue #18), weighted F1 fp32 torch (`…@torch`) / int8 ONNX: "
-                + ", ".join(f"{d} `{m}` {fmt(b)} / {fmt(a)}" for d, m, b, a in minilm)
-                + f"; largest loss {fmt(worst)} points (bar: <= 1; "
-                + ("met" if worst <= 1 else "not met: keep CONVMON_EMBEDDING_BACKEND=torch") + ")."]
-    return out
 
 
 def distill_markdown(result: dict[str, Any]) -> str:
