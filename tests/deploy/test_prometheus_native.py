@@ -105,23 +105,27 @@ def test_two_workers_dsat_spike_fires_and_sums_across_workers(broker: str, make_
         assert all(n > 0 for n in own), f"one worker did all the work: {own}"  # both hold partitions
         assert sum(own) == produced
 
-        def summed() -> float | None:
-            result = prometheus.query('sum(convmon_conversations_scored_total{scorer="llm"})')
-            return float(result[0]["value"][1]) if result else None  # none: a loaded scrape timed out, stale
-
-        # a few scrapes: on a loaded machine one can time out and leave the series stale until the next one
-        wait_until(lambda: summed() == produced, timeout=30, message=f"Prometheus to sum {produced} ({summed()})")
-        by_instance = {r["metric"]["instance"]: float(r["value"][1]) for r in prometheus.query(
-            'sum by (instance) (convmon_conversations_scored_total{scorer="llm"})')}
-        assert by_instance == {f"127.0.0.1:{w.port}": n for w, n in zip(workers, own, strict=True)}
-        yes_prom = {r["metric"]["rubric"]: float(r["value"][1]) for r in prometheus.query(
-            'sum by (rubric) (convmon_rubric_verdicts_total{scorer="llm", verdict="yes"})')}
         yes_workers: dict[str, float] = {}
         for samples in per_worker:
             for rubric, n in by_label(samples, "convmon_rubric_verdicts_total", "rubric", scorer="llm",
                                       verdict="yes").items():
                 yes_workers[rubric] = yes_workers.get(rubric, 0) + n
-        assert yes_prom and {k: v for k, v in yes_prom.items() if v} == {k: v for k, v in yes_workers.items() if v}
+        expected = (float(produced), {f"127.0.0.1:{w.port}": n for w, n in zip(workers, own, strict=True)},
+                    {k: v for k, v in yes_workers.items() if v})
+
+        def prometheus_view() -> tuple[float | None, dict[str, float], dict[str, float]]:
+            summed = prometheus.query('sum(convmon_conversations_scored_total{scorer="llm"})')
+            by_instance = {r["metric"]["instance"]: float(r["value"][1]) for r in prometheus.query(
+                'sum by (instance) (convmon_conversations_scored_total{scorer="llm"})')}
+            yes_prom = {r["metric"]["rubric"]: float(r["value"][1]) for r in prometheus.query(
+                'sum by (rubric) (convmon_rubric_verdicts_total{scorer="llm", verdict="yes"})')}
+            return (float(summed[0]["value"][1]) if summed else None, by_instance,
+                    {k: v for k, v in yes_prom.items() if v})
+
+        # a few scrapes: on a loaded machine one can time out and leave a worker's series stale until the next
+        assert expected[2], "no yes verdicts at all"
+        wait_until(lambda: prometheus_view() == expected, timeout=30,
+                   message=f"Prometheus to hold each worker's own counts {expected} ({prometheus_view()})")
     finally:
         if sim is not None and sim.poll() is None:
             sim.kill()
