@@ -128,34 +128,36 @@ def summarize(samples: list[Sample], *, rate: float, warmup_s: float | None = No
     }
 
 
-def plot_rss(samples: list[Sample], path: Path, *, title: str) -> Path:
-    """RSS and the live heap (left axis) and consumer lag (right axis) over time, as a PNG: flat after warm-up
-    is the goal."""
+def plot_rss(samples: list[Sample], path: Path, *, title: str, warmup_s: float | None = None) -> Path:
+    """RSS with consumer lag (top) and the live heap (bottom, when exported) over time, as a PNG, each on its own
+    scale so steps and slopes show; a dashed line where memory starts to be judged. Flat after it is the goal."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: CI and headless servers
     import matplotlib.pyplot as plt
 
     minutes = [s.t / 60 for s in samples]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    heap = [(m, s.heap_mb) for m, s in zip(minutes, samples, strict=True) if s.heap_mb is not None]
+    fig, axes = plt.subplots(2 if heap else 1, 1, figsize=(8, 6.5 if heap else 4.5), dpi=100, sharex=True,
+                             squeeze=False)
     try:
+        ax = axes[0][0]
         ax.plot(minutes, [s.rss_mb for s in samples], color="tab:blue", marker=".", label="worker RSS")
-        heap = [(m, s.heap_mb) for m, s in zip(minutes, samples, strict=True) if s.heap_mb is not None]
-        if heap:
-            ax.plot([m for m, _ in heap], [h for _, h in heap], color="tab:green", marker=".",
-                    label="worker live heap (malloc)")
-        ax.set_xlabel("minutes since the load started")
-        ax.set_ylabel("memory (MB)")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
+        ax.set_ylabel("resident memory (MB)", color="tab:blue")
         lag_ax = ax.twinx()
         lag_ax.plot(minutes, [s.lag for s in samples], color="tab:orange", alpha=0.6, label="consumer lag")
         lag_ax.set_ylabel("consumer lag (messages)", color="tab:orange")
-        lag_ax.set_ylim(bottom=0)
-        handles, labels = ax.get_legend_handles_labels()
-        lag_handles, lag_labels = lag_ax.get_legend_handles_labels()
-        ax.legend(handles + lag_handles, labels + lag_labels, loc="lower right", fontsize="small")
+        lag_ax.set_ylim(bottom=0, top=max(10.0, 1.1 * max(s.lag for s in samples)))
         ax.set_title(title)
+        if heap:
+            heap_ax = axes[1][0]
+            heap_ax.plot([m for m, _ in heap], [h for _, h in heap], color="tab:green", marker=".")
+            heap_ax.set_ylabel("live heap, malloc (MB)", color="tab:green")
+        for row in axes:
+            row[0].grid(alpha=0.3)
+            if warmup_s is not None:
+                row[0].axvline(warmup_s / 60, color="grey", linestyle="--", linewidth=1)
+        axes[-1][0].set_xlabel("minutes since the load started (dashed: end of warm-up)")
         fig.tight_layout()
         fig.savefig(path, format="png")
     finally:
@@ -168,4 +170,5 @@ def write_report(samples: list[Sample], summary: dict[str, Any], out_dir: Path, 
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / "soak.json"
     report.write_text(json.dumps({"summary": summary, "samples": [asdict(s) for s in samples]}, indent=2) + "\n")
-    return {"json": report, "plot": plot_rss(samples, out_dir / "soak-rss.png", title=title)}
+    return {"json": report, "plot": plot_rss(samples, out_dir / "soak-rss.png", title=title,
+                                             warmup_s=summary.get("warmup_s"))}
