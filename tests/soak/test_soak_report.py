@@ -80,3 +80,15 @@ def test_the_verdict_is_on_the_live_heap_when_the_worker_exports_it(tmp_path: Pa
     assert rss_only["memory_bounded"] is rss_only["rss_bounded"] is True
     paths = write_report(_with_heap(_samples(0.0), lambda t: 140.0), stepped, tmp_path, title="t")
     assert json.loads(paths["json"].read_text())["samples"][0]["heap_mb"] == 140.0
+
+
+def test_a_heap_step_mid_run_does_not_decide_and_a_leak_still_does() -> None:
+    """A 5 MB heap step in the middle of the judged minutes moves only the one-minute windows that hold it
+    (Theil-Sen over all pairs reads it as growth); a 1 MB/min leak on top of the same step still fails."""
+    step = summarize(_with_heap(_samples(0.0, fill_s=180), lambda t: 140.0 + (5 if t >= 395 else 0)), rate=8,
+                     warmup_s=190)
+    assert step["memory_bounded"] is True and step["heap_slope_mb_per_min_after_warmup"] == 0.0
+    assert step["heap_theil_sen_mb_per_min_after_warmup"] > 1.0
+    leak = summarize(_with_heap(_samples(0.0, fill_s=180), lambda t: 140.0 + (5 if t >= 395 else 0) + t / 60),
+                     rate=8, warmup_s=190)
+    assert leak["memory_bounded"] is False and leak["heap_slope_mb_per_min_after_warmup"] == 1.0
