@@ -36,8 +36,9 @@ faults: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m faults -rxX --durations=0 tests/reliability
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m long -rxX --durations=0 tests
 
-# The 10-minute soak (RSS flat after warm-up, worker keeps up; its worker on jemalloc as the image, so it
-# needs libjemalloc2); plot + JSON in var/soak-ci/; CONVMON_SOAK_MINUTES=20 for the 20-minute check.
+# The 10-minute soak (the worker's live heap flat after warm-up, RSS reported; the worker keeps up; its worker
+# on jemalloc as the image, so it needs libjemalloc2); plot + JSON in var/soak-ci/; .ci/run runs it;
+# CONVMON_SOAK_MINUTES=20 for a 20-minute run.
 soak-ci: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak tests/soak
 

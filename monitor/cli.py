@@ -188,12 +188,16 @@ def soak(
     malloc: Annotated[Literal["jemalloc", "glibc"], typer.Option(
         help="The worker's allocator: jemalloc (preloaded, as the container image does) or glibc's malloc.")
     ] = "jemalloc",
+    inject_leak: Annotated[float, typer.Option(
+        min=0, help="Make the worker leak this many MB a minute (a control: the memory verdict must catch it).")
+    ] = 0.0,
 ) -> None:
-    """Run broker + worker + simulator at a fixed rate; report throughput, lag and RSS over time (JSON + PNG)."""
+    """Run broker + worker + simulator at a fixed rate; report throughput, lag, RSS and the live heap over time
+    (JSON + PNG)."""
     from monitor.tools.soak import soak as run
 
     run(minutes, rate, out_dir=out, retrain_interval_s=retrain_interval, retention_s=retention, warmup_s=warmup,
-        malloc=malloc)
+        malloc=malloc, inject_leak_mb_per_min=inject_leak)
 
 
 @app.command()

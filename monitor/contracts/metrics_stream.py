@@ -147,6 +147,21 @@ class StreamMetrics:
             ["topic", "partition"],
             registry=r,
         )
+        # --- process memory (runtime/allocator.py): the live heap, without the freed pages RSS also counts ----
+        self.heap_allocated = Gauge(
+            "convmon_process_heap_allocated_bytes",
+            "Bytes this process holds from malloc now, read from its allocator on every scrape (jemalloc's "
+            "stats.allocated; glibc's mallinfo2 uordblks + hblkhd); absent under another malloc. Python's small "
+            "objects live in pymalloc arenas, not counted here: see convmon_process_python_allocated_blocks.",
+            ["allocator"],
+            registry=r,
+        )
+        self.python_blocks = Gauge(
+            "convmon_process_python_allocated_blocks",
+            "Memory blocks the interpreter holds now (sys.getallocatedblocks: pymalloc's small objects and more), "
+            "read on every scrape: grows with a leak of Python objects, which the heap gauge does not count.",
+            registry=r,
+        )
         self.partition_position = Gauge(
             "convmon_consumer_partition_position",
             "The next offset this worker reads, per partition it owns: flat while lag > 0 means a stalled partition.",

@@ -10,8 +10,13 @@ the same way, so the soak measures what ships.
 
 from __future__ import annotations
 
+import ctypes
 import glob
+import math
+import sys
 from pathlib import Path
+
+from prometheus_client import Gauge
 
 from monitor.contracts.errors import ConfigError
 
@@ -64,3 +69,70 @@ def allocator_of(pid: int | str = "self") -> str:
     except OSError:
         return "unknown"
     return "jemalloc" if "libjemalloc" in maps else "glibc"
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (glibc >= 2.33): every field a size_t."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+class HeapReader:
+    """The live heap (bytes the program holds from malloc, freed memory the allocator keeps excluded), read
+    from the allocator this process runs on: jemalloc's ``stats.allocated`` (after an ``epoch`` write, which
+    refreshes its cached statistics), or glibc's ``mallinfo2()`` in-use bytes (``uordblks`` in the arenas plus
+    ``hblkhd`` mmapped). RSS also counts freed pages an allocator has not returned, which move in one-off steps
+    of 10-22 MB on jemalloc (docs/reliability.md, "Soak"); the live heap does not, so a leak shows in it.
+    ``allocator`` is None when neither can be read (another malloc, or an old glibc): no value then."""
+
+    def __init__(self) -> None:
+        process = ctypes.CDLL(None)  # the global namespace: a preloaded jemalloc's symbols come first
+        self.allocator: str | None = None
+        if hasattr(process, "mallctl") and allocator_of() == "jemalloc":
+            self._mallctl = process.mallctl
+            self._mallctl.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
+                                      ctypes.c_void_p, ctypes.c_size_t]
+            self._mallctl.restype = ctypes.c_int
+            if self._jemalloc("stats.allocated") is not None:  # None: built without statistics
+                self.allocator = "jemalloc"
+        elif hasattr(process, "mallinfo2") and allocator_of() == "glibc":
+            self._mallinfo2 = process.mallinfo2
+            self._mallinfo2.argtypes = []
+            self._mallinfo2.restype = _MallInfo2
+            self.allocator = "glibc"
+
+    def _jemalloc(self, name: str) -> int | None:
+        epoch = ctypes.c_uint64(1)
+        if self._mallctl(b"epoch", None, None, ctypes.byref(epoch), ctypes.sizeof(epoch)) != 0:
+            return None
+        value, size = ctypes.c_size_t(0), ctypes.c_size_t(ctypes.sizeof(ctypes.c_size_t))
+        if self._mallctl(name.encode(), ctypes.byref(value), ctypes.byref(size), None, 0) != 0:
+            return None
+        return int(value.value)
+
+    def allocated(self) -> int | None:
+        """Live heap bytes now, or None when this allocator cannot say."""
+        if self.allocator == "jemalloc":
+            return self._jemalloc("stats.allocated")
+        if self.allocator == "glibc":
+            info = self._mallinfo2()
+            return int(info.uordblks + info.hblkhd)
+        return None
+
+
+def export_heap(heap: Gauge, blocks: Gauge, reader: HeapReader | None = None) -> str | None:
+    """Have ``heap`` (labelled by allocator) and ``blocks`` read the live heap and the interpreter's allocated
+    blocks on every scrape; returns the allocator read, None when the heap cannot be read (``heap`` stays
+    without a series rather than show a number that is not the heap)."""
+    blocks.set_function(lambda: float(sys.getallocatedblocks()))
+    reader = reader or HeapReader()
+    if reader.allocator is None:
+        return None
+
+    def read() -> float:
+        value = reader.allocated()
+        return math.nan if value is None else float(value)  # NaN: a read that failed, never a made-up number
+
+    heap.labels(reader.allocator).set_function(read)
+    return reader.allocator

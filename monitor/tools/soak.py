@@ -2,13 +2,13 @@
 
 It starts an embedded broker, one worker process (simulated judge) and the retrainer process
 (`convmon retrain`, so every agent runs and models hot-reload), produces simulated conversations at
-``rate`` per second, and every
-``interval_s`` samples the worker's /metrics: conversations exported, consumer lag and resident
-memory. The summary says whether the worker kept up (lag back near zero at the end) and whether
-memory stayed bounded: the (median pairwise) RSS slope after warm-up, which lasts as long as the
-longest state window (tombstones, dedup marks; see ``warmup_for``), stays under 1 MB/min. It writes ``soak.json``
-(summary and every sample) and ``soak-rss.png`` (RSS and lag over time) to ``out_dir``. CI runs a
-10-minute version (``make soak-ci``, pytest marker ``soak``).
+``rate`` per second, and every ``interval_s`` samples the worker's /metrics: conversations exported, consumer
+lag, resident memory and the live heap. The summary says whether the worker kept up (lag back near zero at the
+end) and whether memory stayed bounded: the (median one-minute) slope of the live heap after warm-up, which lasts
+as long as the longest state window (tombstones, dedup marks; see ``warmup_for``), stays under 1 MB/min
+(``soak_report.py``; RSS judged beside it, for information). It writes ``soak.json`` (summary and every sample)
+and ``soak-rss.png`` (RSS, heap and lag over time) to ``out_dir``. CI runs a 10-minute version (``make soak-ci``,
+pytest marker ``soak``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -35,128 +35,12 @@ from monitor.runtime.allocator import allocator_of, with_malloc
 from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
 from monitor.runtime.produce import make_producer, send_event
 from monitor.runtime.scrape import by_label, scrape, total, wait_for_metrics
+from monitor.tools.leak import BOOT
 from monitor.tools.simulator.generate import ConversationGenerator
+from monitor.tools.soak_report import Sample, summarize, warmup_for, write_report
 
 console = Console()
 MB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Sample:
-    t: float  # seconds since the load started
-    produced: int  # conversations sent by the load generator
-    finished: float  # conversations the sessionizer finished
-    distilled: float  # distilled score records exported
-    llm: float  # judge score records exported
-    lag: float  # messages behind the log end, summed over the worker's input topics
-    rss_mb: float
-    load1: float = 0.0  # the machine's 1-minute load average: other work's backlog moves memory too
-
-
-SLOPE_LIMIT_MB_PER_MIN = 1.0  # a leak of 1 MB/min is 1.4 GB a day: the soak must see it
-MIN_MEASURED_S = 120.0  # the slope needs at least this much of the run after warm-up
-
-
-def warmup_for(retention_s: float | None, *, idle_timeout_s: float = 10.0, margin_s: float = 60.0) -> float:
-    """When the state a soak's windows hold stops growing: the longest window (tombstones ``closed_retention_s``,
-    dedup marks ``dedup_window_s``; the settings' 1 h and 2 days when ``retention_s`` is None), plus the idle
-    timeout (a conversation closes that long after its last event) and a margin for the first model loads."""
-    windows = retention_s if retention_s is not None else max(Settings.model_fields["closed_retention_s"].default,
-                                                              Settings.model_fields["dedup_window_s"].default)
-    return windows + idle_timeout_s + margin_s
-
-
-def rss_slope(samples: list[Sample], *, min_gap_s: float = 60.0) -> float:
-    """RSS growth in MB per minute: the median slope over every pair of samples at least ``min_gap_s`` apart
-    (Theil-Sen). A steady leak moves every pair; the allocator's one-off high-water steps (a new model beside
-    the old one, a bigger batch) move only the pairs that straddle them, so they cannot decide alone."""
-    slopes = sorted(60.0 * (b.rss_mb - a.rss_mb) / (b.t - a.t)
-                    for i, a in enumerate(samples) for b in samples[i + 1:] if b.t - a.t >= min_gap_s)
-    if not slopes:
-        return 0.0
-    mid = len(slopes) // 2
-    return slopes[mid] if len(slopes) % 2 else (slopes[mid - 1] + slopes[mid]) / 2
-
-
-def summarize(samples: list[Sample], *, rate: float, warmup_s: float | None = None,
-              load_s: float | None = None) -> dict[str, Any]:
-    """Throughput, lag and memory figures of a run.
-
-    Memory is judged on the samples after ``warmup_s`` (default: the second half) and while the load
-    ran (``load_s``; the drain at the end is left out): bounded when the RSS slope there (``rss_slope``)
-    is under ``SLOPE_LIMIT_MB_PER_MIN`` and the RSS never exceeds the warm-up's peak by 25%.
-    ``memory_bounded`` is None when less than ``MIN_MEASURED_S`` of the run lies after warm-up.
-    """
-    if len(samples) < 2:
-        raise ValueError("a soak summary needs at least two samples")
-    first, last = samples[0], samples[-1]
-    span = max(last.t - first.t, 1e-9)
-    second_half = [s for s in samples if s.t >= last.t / 2] or samples[-2:]
-    h0, h1 = second_half[0], second_half[-1]
-    growth = (h1.rss_mb - h0.rss_mb) / max((h1.t - h0.t) / 60, 1e-9)
-    start = last.t / 2 if warmup_s is None else warmup_s
-    end = last.t if load_s is None else load_s
-    measured = [s for s in samples if start <= s.t <= end]
-    warm = [s for s in samples if s.t < start] or samples[:1]
-    enough = len(measured) >= 3 and measured[-1].t - measured[0].t >= MIN_MEASURED_S
-    slope = rss_slope(measured) if enough else None
-    bounded = None if slope is None else (
-        slope < SLOPE_LIMIT_MB_PER_MIN and max(s.rss_mb for s in measured) <= 1.25 * max(s.rss_mb for s in warm))
-    return {
-        "duration_s": round(last.t, 1),
-        "target_rate_per_s": rate,
-        "produced": last.produced,
-        "finished": last.finished,
-        "exported_distilled": last.distilled,
-        "exported_llm": last.llm,
-        "throughput_conversations_per_s": round((last.finished - first.finished) / span, 2),
-        "lag_max": max(s.lag for s in samples),
-        "lag_end": last.lag,
-        "rss_mb_start": round(first.rss_mb, 1),
-        "rss_mb_end": round(last.rss_mb, 1),
-        "rss_mb_max": round(max(s.rss_mb for s in samples), 1),
-        "rss_growth_mb_per_min_second_half": round(growth, 2),  # last minus first sample of the second half
-        "warmup_s": round(start, 1),
-        "rss_mb_at_warmup_end": round(measured[0].rss_mb, 1) if measured else None,
-        "rss_slope_mb_per_min_after_warmup": None if slope is None else round(slope, 2),
-        "memory_bounded": bounded,
-        "kept_up": last.finished >= 0.95 * last.produced - rate * 15,
-    }
-
-
-def plot_rss(samples: list[Sample], path: Path, *, title: str) -> Path:
-    """RSS (left axis) and consumer lag (right axis) over time, as a PNG: flat after warm-up is the goal."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: CI and headless servers
-    import matplotlib.pyplot as plt
-
-    minutes = [s.t / 60 for s in samples]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    try:
-        ax.plot(minutes, [s.rss_mb for s in samples], color="tab:blue", marker=".", label="worker RSS")
-        ax.set_xlabel("minutes since the load started")
-        ax.set_ylabel("resident memory (MB)", color="tab:blue")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        lag_ax = ax.twinx()
-        lag_ax.plot(minutes, [s.lag for s in samples], color="tab:orange", alpha=0.6, label="consumer lag")
-        lag_ax.set_ylabel("consumer lag (messages)", color="tab:orange")
-        lag_ax.set_ylim(bottom=0)
-        ax.set_title(title)
-        fig.tight_layout()
-        fig.savefig(path, format="png")
-    finally:
-        plt.close(fig)
-    return path
-
-
-def write_report(samples: list[Sample], summary: dict[str, Any], out_dir: Path, *, title: str) -> dict[str, Path]:
-    """``soak.json`` (summary + samples) and ``soak-rss.png`` in ``out_dir``; returns their paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    report = out_dir / "soak.json"
-    report.write_text(json.dumps({"summary": summary, "samples": [asdict(s) for s in samples]}, indent=2) + "\n")
-    return {"json": report, "plot": plot_rss(samples, out_dir / "soak-rss.png", title=title)}
 
 
 def retrain_cron(interval_s: float) -> str:
@@ -194,7 +78,14 @@ def _sample(url: str, started: float, produced: int) -> Sample:
     return Sample(t=round(time.monotonic() - started, 1), produced=produced,
                   finished=total(s, "convmon_conversations_finished_total"), distilled=exported.get("distilled", 0.0),
                   llm=exported.get("llm", 0.0), lag=total(s, "convmon_consumer_lag_messages"),
-                  rss_mb=total(s, "process_resident_memory_bytes") / MB, load1=round(os.getloadavg()[0], 2))
+                  rss_mb=total(s, "process_resident_memory_bytes") / MB, load1=round(os.getloadavg()[0], 2),
+                  heap_mb=_maybe(s, "convmon_process_heap_allocated_bytes", MB),
+                  py_blocks=_maybe(s, "convmon_process_python_allocated_blocks", 1))
+
+
+def _maybe(samples: list[tuple[str, dict[str, str], float]], name: str, unit: float) -> float | None:
+    """The metric's total in ``unit``, None when the worker does not export it (the heap under another malloc)."""
+    return total(samples, name) / unit if any(n == name for n, _, _ in samples) else None
 
 
 async def _load(kafka: KafkaSettings, rubrics: RubricSettings, rate: float, duration_s: float, url: str,
@@ -224,7 +115,7 @@ async def _load(kafka: KafkaSettings, rubrics: RubricSettings, rate: float, dura
                     continue
                 last = samples[-1]
                 console.print(f"t={last.t:5.0f}s produced={last.produced} finished={last.finished:.0f} "
-                              f"lag={last.lag:.0f} rss={last.rss_mb:.0f}MB")
+                              f"lag={last.lag:.0f} rss={last.rss_mb:.0f}MB heap={last.heap_mb or 0:.1f}MB")
             await asyncio.sleep(0.02)
         await producer.flush()
         drain_until = time.monotonic() + 30  # let the tail finish: the end shows whether it keeps up
@@ -244,13 +135,15 @@ async def _load(kafka: KafkaSettings, rubrics: RubricSettings, rate: float, dura
 
 def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path | None = None,
          retrain_interval_s: float = 60.0, retention_s: float | None = None,
-         warmup_s: float | None = None, malloc: str = "jemalloc") -> dict[str, Any]:
+         warmup_s: float | None = None, malloc: str = "jemalloc", inject_leak_mb_per_min: float = 0.0
+         ) -> dict[str, Any]:
     """Run the soak; print a table of samples and the JSON summary, write the report, return the summary.
 
     ``retention_s`` shortens ``closed_retention_s`` and ``dedup_window_s`` (1 hour and 2 days by default):
     state kept for a window grows until the window is full, so memory is judged only after that warm-up
     (``warmup_for``, or ``warmup_s``); a run shorter than its warm-up gives ``memory_bounded: null``.
     ``malloc`` is the worker's allocator: "jemalloc" (preloaded, as in the image) or "glibc".
+    ``inject_leak_mb_per_min`` makes the worker leak that much (``tools/leak.py``): the verdict's positive control.
     """
     warmup = warmup_s if warmup_s is not None else warmup_for(retention_s)
     workdir = Path(tempfile.mkdtemp(prefix="convmon-soak-"))
@@ -262,8 +155,9 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
         settings = Settings(broker_url=broker.url, topic_prefix="convmon.")
         log = (workdir / "worker.log").open("wb")
         env = _worker_env(broker.url, workdir, port, retrain_interval_s, retention_s, malloc=malloc)
-        proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "worker"], stdout=log, stderr=subprocess.STDOUT,
-                                env=env)
+        command = ["-m", "monitor.cli"] if not inject_leak_mb_per_min else [
+            "-c", BOOT.format(mb_per_min=float(inject_leak_mb_per_min))]
+        proc = subprocess.Popen([sys.executable, *command, "worker"], stdout=log, stderr=subprocess.STDOUT, env=env)
         retrain_log = (workdir / "retrain.log").open("wb")
         retrainer = subprocess.Popen([sys.executable, "-m", "monitor.cli", "retrain"], stdout=retrain_log,
                                      stderr=subprocess.STDOUT, env=env)
@@ -278,19 +172,21 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
             stop_process(proc)
             retrain_log.close()
             log.close()
-    title = f"convmon soak: {rate}/s for {minutes:g} min, {allocator} malloc"
+    title = f"convmon soak: {rate}/s for {minutes:g} min, {allocator} malloc" + (
+        f", injected leak {inject_leak_mb_per_min:g} MB/min" if inject_leak_mb_per_min else "")
     summary = {**summarize(samples, rate=rate, warmup_s=warmup, load_s=minutes * 60), "worker_alive_at_end": alive,
-               "malloc": allocator, "load1_mean": round(sum(s.load1 for s in samples) / len(samples), 2),
+               "malloc": allocator, "injected_leak_mb_per_min": inject_leak_mb_per_min,
+               "load1_mean": round(sum(s.load1 for s in samples) / len(samples), 2),
                "load1_max": max(s.load1 for s in samples),
                "scrape_failures": failures, "logs": str(workdir),
                "report": str(out_dir / "soak.json"), "plot": str(out_dir / "soak-rss.png")}
     write_report(samples, summary, out_dir, title=title)
     table = Table(title=title)
-    for column in ("t (s)", "produced", "finished", "distilled", "llm", "lag", "RSS (MB)"):
+    for column in ("t (s)", "produced", "finished", "distilled", "llm", "lag", "RSS (MB)", "heap (MB)"):
         table.add_column(column, justify="right")
     for s in samples:
         table.add_row(f"{s.t:.0f}", str(s.produced), f"{s.finished:.0f}", f"{s.distilled:.0f}", f"{s.llm:.0f}",
-                      f"{s.lag:.0f}", f"{s.rss_mb:.1f}")
+                      f"{s.lag:.0f}", f"{s.rss_mb:.1f}", "-" if s.heap_mb is None else f"{s.heap_mb:.1f}")
     console.print(table)
     print(json.dumps({"summary": summary, "samples": [asdict(s) for s in samples]}, indent=2))
     return summary

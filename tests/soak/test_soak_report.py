@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from monitor.tools.soak import Sample, summarize, warmup_for, write_report
+from monitor.tools.soak_report import Sample, summarize, warmup_for, write_report
 
 
 def _samples(growth_mb_per_min: float, *, fill_s: float = 60, until: int = 600) -> list[Sample]:
@@ -52,3 +54,41 @@ def test_one_noisy_sample_does_not_decide_and_a_short_run_gives_no_verdict() -> 
     short = summarize(_samples(0.0, until=240), rate=8, warmup_s=190)
     assert short["memory_bounded"] is None and short["rss_slope_mb_per_min_after_warmup"] is None
     assert warmup_for(None) == 2 * 86400 + 70  # the default dedup window: a 10-minute soak cannot judge it
+
+
+def _with_heap(samples: list[Sample], heap: Callable[[float], float], rss_step_at: float | None = None) -> list[Sample]:
+    """``samples`` with a live heap of ``heap(t)`` MB, and RSS 20 MB higher from ``rss_step_at`` (an allocator
+    high-water step, as jemalloc's 10-22 MB ones)."""
+    return [replace(s, heap_mb=heap(s.t), py_blocks=250_000.0,
+                    rss_mb=s.rss_mb + (20 if rss_step_at is not None and s.t >= rss_step_at else 0)) for s in samples]
+
+
+def test_the_verdict_is_on_the_live_heap_when_the_worker_exports_it(tmp_path: Path) -> None:
+    """An RSS step after warm-up with a flat heap passes (RSS alone would fail it); a 1.5 MB/min heap leak under
+    a flat RSS fails (RSS alone would pass it). RSS keeps its own verdict, for information."""
+    stepped = summarize(_with_heap(_samples(0.0, fill_s=180), lambda t: 140.0, rss_step_at=390), rate=8,
+                        warmup_s=190)
+    assert stepped["memory_judged_on"] == "heap" and stepped["memory_bounded"] is True
+    assert stepped["heap_slope_mb_per_min_after_warmup"] == 0.0 and stepped["heap_mb_end"] == 140.0
+    assert stepped["rss_bounded"] is False and stepped["rss_slope_mb_per_min_after_warmup"] > 1.0
+    leaking = summarize(_with_heap(_samples(0.0, fill_s=180), lambda t: 140.0 + 1.5 * t / 60), rate=8,
+                        warmup_s=190)
+    assert leaking["memory_bounded"] is False and leaking["heap_slope_mb_per_min_after_warmup"] == 1.5
+    assert leaking["rss_bounded"] is True and leaking["python_blocks_slope_per_min_after_warmup"] == 0
+    rss_only = summarize(_samples(0.0, fill_s=180), rate=8, warmup_s=190)  # glibc or an old worker: no heap
+    assert rss_only["memory_judged_on"] == "rss" and rss_only["heap_slope_mb_per_min_after_warmup"] is None
+    assert rss_only["memory_bounded"] is rss_only["rss_bounded"] is True
+    paths = write_report(_with_heap(_samples(0.0), lambda t: 140.0), stepped, tmp_path, title="t")
+    assert json.loads(paths["json"].read_text())["samples"][0]["heap_mb"] == 140.0
+
+
+def test_a_heap_step_mid_run_does_not_decide_and_a_leak_still_does() -> None:
+    """A 5 MB heap step in the middle of the judged minutes moves only the one-minute windows that hold it
+    (Theil-Sen over all pairs reads it as growth); a 1 MB/min leak on top of the same step still fails."""
+    step = summarize(_with_heap(_samples(0.0, fill_s=180), lambda t: 140.0 + (5 if t >= 395 else 0)), rate=8,
+                     warmup_s=190)
+    assert step["memory_bounded"] is True and step["heap_slope_mb_per_min_after_warmup"] == 0.0
+    assert step["heap_theil_sen_mb_per_min_after_warmup"] > 1.0
+    leak = summarize(_with_heap(_samples(0.0, fill_s=180), lambda t: 140.0 + (5 if t >= 395 else 0) + t / 60),
+                     rate=8, warmup_s=190)
+    assert leak["memory_bounded"] is False and leak["heap_slope_mb_per_min_after_warmup"] == 1.0
