@@ -22,14 +22,12 @@ from typing import Any
 
 from distill.datasets import SHARED_DATA
 from monitor.tools.bench.doc_markdown import cost_markdown, distill_markdown, sampler_markdown, throughput_markdown
-from monitor.tools.bench.doc_use import use_markdown
+from monitor.tools.bench.doc_use import TURNS_COMMAND, use_markdown
 
 CALIBRATION_DOC = "benchmarks-calibration.md"
 COMMANDS = {
     "use": "convmon bench use --json --out var/bench/use.json",
-    # monitor.tools.bench.use.TURN_MODELS, at 5 % only: the learning curve would multiply their turn examples
-    "use-turns": "convmon bench use --models hashing+turns,hashing+minilm+turns --curve '' --json "
-                 "--out var/bench/use-turns.json",
+    "use-turns": TURNS_COMMAND,
     "distill": "convmon bench distill --json --out var/bench/distill.json",
     "throughput": "convmon bench throughput --json --out var/bench/throughput.json",
     "throughput-conversations": "convmon bench throughput --mode conversations --json "

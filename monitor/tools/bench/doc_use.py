@@ -11,6 +11,10 @@ from typing import Any
 
 from monitor.tools.bench.doc_markdown import _md, fmt
 
+# monitor.tools.bench.use.TURN_MODELS, at 5 % only: the learning curve would multiply their turn examples
+TURNS_COMMAND = ("convmon bench use --models hashing+turns,hashing+minilm+turns --curve '' --json "
+                 "--out var/bench/use-turns.json")
+
 BASELINES = ("majority", "stratified")
 BARS = {"MWOZ": (52.5, 59.0), "SGD": (66.3, 72.6)}  # SPUR Table 1 at 5 %: (ASAP, SPUR)
 TURNS_MISSING = ("Turn-supervised rows (`hashing+turns`, `hashing+minilm+turns`): not in these results "
@@ -76,8 +80,6 @@ def paired(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float, int, lis
 
 def turns_text(rows: list[dict[str, Any]], turn_rows: list[dict[str, Any]]) -> str:
     """How the turn rows were measured and how each compares, split by split, with its reference models."""
-    from monitor.tools.bench.doc import COMMANDS
-
     by_key = {(r["dataset"], r["model"]): r for r in rows + turn_rows}
     parts = []
     for t in turn_rows:
@@ -95,7 +97,7 @@ def turns_text(rows: list[dict[str, Any]], turn_rows: list[dict[str, Any]]) -> s
                          + ", ".join(f"{d:+.1f}" for d in diffs) + f": better on {wins} of {len(diffs)})")
     chose = [f"{t['dataset']} `{t['model']}` {sum(s.get('source') != 'conversations' for s in t['selected'])} "
              f"of {len(t['selected'])}" for t in turn_rows if t.get("selected")]
-    text = ("Turn-supervised rows: `" + COMMANDS["use-turns"] + "`, at 5 % only (the learning curve up to 80 % "
+    text = ("Turn-supervised rows: `" + TURNS_COMMAND + "`, at 5 % only (the learning curve up to 80 % "
             "training would multiply their turn examples 16-fold); `make bench` draws their splits from the same "
             "seed as the rows above.")
     if not turn_rows:
