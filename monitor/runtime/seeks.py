@@ -57,7 +57,9 @@ class SeekingConsumer(faust_aiokafka.Consumer):
 
     async def perform_seek(self) -> None:
         assigned = {tp for tp in self.assignment() if not self._is_changelog_tp(tp)}
-        streams = assigned - self._paused_partitions
+        # with flow stopped (faust's getmany seeks then, mid-rebalance) nothing is fetched, and recovery may pause
+        # these partitions meanwhile: resuming them would let events in before the tables are restored
+        streams = assigned - self._paused_partitions if self.flow_active else set()
         generation = self.app.consumer_generation_id
         self.pause_partitions(streams)
         try:

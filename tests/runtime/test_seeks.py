@@ -136,3 +136,16 @@ def test_a_jump_past_the_next_offset_is_read_again_and_a_repeated_one_is_a_gap(m
     assert asyncio.run(run()) == [[(1, 5), (0, 40)], [(0, 112), (0, 113)], [], [(0, 120)]]
     assert sought == [(EVENTS, 112), (EVENTS, 114)]
     assert consumer._next[EVENTS] == 121
+
+
+def test_with_flow_stopped_the_seek_pauses_and_resumes_nothing(make_settings) -> None:
+    """faust's getmany seeks when flow is stopped (a rebalance): recovery may pause the partitions meanwhile."""
+    async def recovery_pauses(app: Any) -> Mapping[TP, int]:
+        app.consumer.pause_partitions({EVENTS})  # recovery: no events before the tables are restored
+        return {EVENTS: 5}
+
+    consumer = one_partition_seeking(make_settings, recovery_pauses)
+    consumer.stop_flow()
+    asyncio.run(consumer.perform_seek())
+    assert consumer._get_active_partitions() == set() and EVENTS in consumer._paused_partitions
+    assert consumer._next[EVENTS] == 5
