@@ -16,37 +16,11 @@ from prometheus_client import CollectorRegistry
 
 from monitor.contracts.metrics import Metrics
 from monitor.runtime.app import create_app
-from monitor.runtime.delivery import GuardedConsumer
 from monitor.runtime.seeks import on_gap
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
-
-
-def test_stream_partitions_are_paused_while_the_seek_runs_and_only_those_are_resumed(make_settings) -> None:
-    app, _ = create_app(make_settings(broker_url="kafka://127.0.0.1:1"))
-    consumer = app.consumer
-    assert isinstance(consumer, GuardedConsumer)
-    events = [TP("t.events", p) for p in range(3)]
-    changelog, held = TP("app-sessions-changelog", 0), TP("t.judge", 0)
-    consumer.assignment = lambda: {*events, changelog, held}  # type: ignore[method-assign]
-    consumer._is_changelog_tp = lambda tp: tp.topic.endswith("-changelog")  # type: ignore[method-assign]
-    consumer.resume_partitions({*events, changelog})
-    consumer.pause_partitions({held})  # paused by someone else (recovery): stays paused
-    during: list[set[TP]] = []
-
-    async def seek_to_committed() -> Mapping[TP, int]:
-        await asyncio.sleep(0.05)  # the fetch loop could run now
-        during.append(set(consumer._get_active_partitions()))
-        return {tp: 7 for tp in events}
-
-    consumer.seek_to_committed = seek_to_committed  # type: ignore[method-assign]
-    asyncio.run(consumer.perform_seek())
-    assert during == [{changelog}]
-    assert consumer._get_active_partitions() == {*events, changelog}
-    assert held in consumer._paused_partitions
-    assert {consumer._read_offset[tp] for tp in events} == {7}
 
 
 def one_partition_seeking(make_settings, seek: Callable[[Any], Awaitable[Mapping[TP, int]]]) -> Any:
@@ -62,16 +36,6 @@ def one_partition_seeking(make_settings, seek: Callable[[Any], Awaitable[Mapping
 EVENTS = TP("t.events", 0)
 
 
-def test_a_failed_seek_resumes_the_partitions_it_paused(make_settings) -> None:
-    async def fails(app: Any) -> Mapping[TP, int]:
-        raise TimeoutError
-
-    consumer = one_partition_seeking(make_settings, fails)
-    with pytest.raises(TimeoutError):
-        asyncio.run(consumer.perform_seek())
-    assert consumer._get_active_partitions() == {EVENTS}
-
-
 def test_every_gap_is_counted_and_logged(make_settings, caplog: pytest.LogCaptureFixture) -> None:
     app, _ = create_app(make_settings(broker_url="kafka://127.0.0.1:1"))
     metrics = Metrics(CollectorRegistry())
@@ -82,16 +46,6 @@ def test_every_gap_is_counted_and_logged(make_settings, caplog: pytest.LogCaptur
     assert sample(metrics, "convmon_consumer_gap_offsets_total", topic="t.events") == 317
     assert "offsets 68-384 of t.events[2] will be committed without a record" in caplog.text
     assert app.consumer._gap[tp]  # faust still records it (a transactional producer's markers are real gaps)
-
-
-def test_a_rebalance_during_the_seek_leaves_the_partitions_to_its_recovery(make_settings) -> None:
-    async def rebalanced(app: Any) -> Mapping[TP, int]:
-        app.consumer_generation_id += 1  # a new rebalance: its recovery restores tables with these paused
-        return {}
-
-    consumer = one_partition_seeking(make_settings, rebalanced)
-    asyncio.run(consumer.perform_seek())
-    assert consumer._get_active_partitions() == set()
 
 
 def rewinding(make_settings, monkeypatch: pytest.MonkeyPatch,
@@ -138,14 +92,13 @@ def test_a_jump_past_the_next_offset_is_read_again_and_a_repeated_one_is_a_gap(m
     assert consumer._next[EVENTS] == 121
 
 
-def test_with_flow_stopped_the_seek_pauses_and_resumes_nothing(make_settings) -> None:
-    """faust's getmany seeks when flow is stopped (a rebalance): recovery may pause the partitions meanwhile."""
-    async def recovery_pauses(app: Any) -> Mapping[TP, int]:
-        app.consumer.pause_partitions({EVENTS})  # recovery: no events before the tables are restored
-        return {EVENTS: 5}
 
-    consumer = one_partition_seeking(make_settings, recovery_pauses)
-    consumer.stop_flow()
+
+def test_the_seek_to_the_committed_offsets_sets_where_each_stream_partition_must_go_on(make_settings) -> None:
+    async def committed(app: Any) -> Mapping[TP, int]:
+        return {EVENTS: 7}
+
+    consumer = one_partition_seeking(make_settings, committed)
+    consumer._next[EVENTS] = 300  # where the partition was before the rebalance
     asyncio.run(consumer.perform_seek())
-    assert consumer._get_active_partitions() == set() and EVENTS in consumer._paused_partitions
-    assert consumer._next[EVENTS] == 5
+    assert consumer._next[EVENTS] == 7 and consumer._get_active_partitions() == {EVENTS}
