@@ -89,14 +89,15 @@ class HeapReader:
     def __init__(self) -> None:
         process = ctypes.CDLL(None)  # the global namespace: a preloaded jemalloc's symbols come first
         self.allocator: str | None = None
-        if hasattr(process, "mallctl") and allocator_of() == "jemalloc":
+        mapped = allocator_of()
+        if hasattr(process, "mallctl") and mapped == "jemalloc":
             self._mallctl = process.mallctl
             self._mallctl.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
                                       ctypes.c_void_p, ctypes.c_size_t]
             self._mallctl.restype = ctypes.c_int
             if self._jemalloc("stats.allocated") is not None:  # None: built without statistics
                 self.allocator = "jemalloc"
-        elif hasattr(process, "mallinfo2") and allocator_of() == "glibc":
+        elif hasattr(process, "mallinfo2") and mapped == "glibc":
             self._mallinfo2 = process.mallinfo2
             self._mallinfo2.argtypes = []
             self._mallinfo2.restype = _MallInfo2

@@ -85,8 +85,8 @@ def install(app: AppT, guard: DeliveryGuard) -> None:
 
 class GuardedConsumer(EndCheckingConsumer, SeekingConsumer):
     """faust's aiokafka consumer that commits nothing once the app's delivery guard saw a failure (whose table
-    restores read to the end a fetch reports: runtime/log_ends.py; and whose seeks to the committed offsets
-    fetch nothing meanwhile: runtime/seeks.py)."""
+    restores read to the end a fetch reports: runtime/log_ends.py; and which reads a stream partition again
+    where its records jump instead of committing over them: runtime/seeks.py)."""
 
     async def _commit(self, offsets: Mapping[TP, int]) -> bool:
         guard = _GUARDS.get(self.app)
