@@ -62,6 +62,7 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         await app.producer.flush()
         await c.counts.wait_acked()  # the batch's commit records are on the broker
         c.sessions.release()
+        await c.sessions.flush()  # handed to the producer before the batch's events are acknowledged
 
     def highwaters(events: list[Any]) -> dict[Any, int | None]:
         """The high watermark of each partition in a batch, read once per batch: a record is caught up when it is
@@ -107,6 +108,7 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
                     c.ownership.refresh(hot)
             out = await c.judge.handle(event.value, event.key, event.message.partition, _headers(event.headers),
                                        before_count=refresh_unless_busy)
+            await c.counts.flush()  # its dedup marks and totals
             await send_all(topics.scores, out.scores)
             await send_all(topics.labels, out.labels)
             for letter in out.dead:

@@ -1,4 +1,5 @@
 """Every produce the worker makes is watched; a failed one stops offset commits, then the worker (#18 item 7).
+Table writes still waiting in a store are handed to the producer and delivered before any commit.
 
 faust's ``topic.send`` and a table's changelog write return once the record is buffered; whether the
 broker took it is a future nobody awaits (a failure was only logged: "exception was never
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -39,7 +40,17 @@ class DeliveryGuard:
         self.exit_after_s = exit_after_s
         self.failed: BaseException | None = None
         self._in_flight: dict[asyncio.Future[Any], str] = {}
+        self._barriers: list[Callable[[], Awaitable[int]]] = []
         metrics.commits_blocked.set(0)
+
+    def before_commit(self, flush: Callable[[], Awaitable[int]]) -> None:
+        """Register a store's flush: every commit first hands its pending writes to the producer
+        (runtime/tablestore.py), as faust flushes its own producer buffer before a commit."""
+        self._barriers.append(flush)
+
+    async def flush_pending(self) -> int:
+        """Hand every registered store's pending writes to the producer; how many there were."""
+        return sum([await flush() for flush in self._barriers])
 
     def watch(self, future: object, topic: str) -> None:
         """Register the delivery future of one record (a faust ``FutureMessage``)."""
@@ -90,6 +101,8 @@ class GuardedConsumer(EndCheckingConsumer, SeekingConsumer):
 
     async def _commit(self, offsets: Mapping[TP, int]) -> bool:
         guard = _GUARDS.get(self.app)
+        if guard is not None and await guard.flush_pending():
+            await self.app.producer.flush()  # the table writes are on the broker before their input's offsets
         if guard is not None and not guard.commit_allowed():
             return False
         return bool(await super()._commit(offsets))

@@ -1,16 +1,26 @@
-"""A faust table as a :class:`monitor.stages.sessionize.Store`: every write names its changelog partition.
+"""A faust table as a :class:`monitor.stages.sessionize.Store`: every write names its changelog partition,
+and a batch's writes go to the producer together.
 
 ``table[key] = value`` picks the changelog partition from ``current_event()``; inside a
 ``take_events`` batch (or a timer) that is not the event whose key is written, so recovery would
 restore the key to the wrong worker. Here the caller passes the partition of the key's source
-event, using the table's public ``data`` (local store) and ``send_changelog``.
+event, using the table's public ``data`` (local store) and changelog topic.
+
+faust's own ``send_changelog`` queues each record in its producer buffer, which hands them to the
+producer one at a time, several event-loop turns each, and while more than 100 wait it stops
+delivering input to every stream (``wait_until_ebb``). With one changelog record per turn event that
+buffer set the worker's pace: in ``bench throughput`` (turn events) the hot path waited for input with
+the worker mostly idle, and faust logged "producer buffer full" hundreds of times a run. Writes here
+wait in a list and :meth:`TableStore.flush` hands them straight to the producer (``app.producer.send``,
+which batches them); the hot path flushes at the end of each batch, and the consumer flushes every
+store before it commits offsets (``DeliveryGuard.before_commit``), as faust flushes its buffer then.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from faust.types import TableT
 
@@ -18,12 +28,25 @@ if TYPE_CHECKING:
     from monitor.runtime.delivery import DeliveryGuard
 
 
+class Write(NamedTuple):
+    key: str
+    value: Any  # None: a tombstone
+    partition: int
+    on_ack: Callable[[], None] | None = None  # put_acked: called once the broker acknowledged it
+
+
 class TableStore:
     def __init__(self, table: TableT[Any, Any], guard: DeliveryGuard | None = None) -> None:
         self.table = table
         self.guard = guard  # every changelog write's delivery is watched (runtime/delivery.py)
-        self._held: list[tuple[str, Any, int]] | None = None
+        self._held: list[Write] | None = None
+        self._pending: list[Write] = []  # written, not yet handed to the producer (flush)
         self._acks: list[asyncio.Future[Any]] = []  # put_acked records not yet awaited (wait_acked)
+        self._flushing = asyncio.Lock()  # one flush at a time: a partition's records keep their order
+        codec = cast(Any, table)  # faust's tables have these; TableT does not declare them
+        self._key_serializer, self._value_serializer = codec.key_serializer, codec.value_serializer
+        if guard is not None:
+            guard.before_commit(self.flush)
 
     def hold(self) -> None:
         """Keep changelog writes (not the local data) back until :meth:`release`.
@@ -37,16 +60,42 @@ class TableStore:
 
     def release(self) -> None:
         held, self._held = self._held or [], None
-        for key, value, partition in held:
-            self._send(key, value, partition)
+        self._pending.extend(held)
 
-    def _send(self, key: str, value: Any, partition: int) -> None:
-        if self._held is not None:
-            self._held.append((key, value, partition))
-        elif value is None:
-            self._watch(self.table.send_changelog(partition, key, None, value_serializer="raw"))
-        else:
-            self._watch(self.table.send_changelog(partition, key, value))
+    def _send(self, write: Write) -> None:
+        (self._pending if self._held is None else self._held).append(write)
+
+    @property
+    def pending(self) -> int:
+        """Writes not yet handed to the producer (held ones included)."""
+        return len(self._pending) + len(self._held or ())
+
+    async def flush(self) -> int:
+        """Hand every released write to the producer, in order; how many. Each delivery is watched."""
+        async with self._flushing:
+            pending, self._pending = self._pending, []
+            if not pending:
+                return 0
+            topic, producer = self.table.changelog_topic, self.table.app.producer
+            name = topic.get_topic_name()
+            for write in pending:  # serialized as faust's send_changelog does
+                key, _ = topic.prepare_key(write.key, self._key_serializer)
+                codec = "raw" if write.value is None else self._value_serializer  # a tombstone stays None
+                value, headers = topic.prepare_value(write.value, codec)
+                future = await producer.send(name, key, value, partition=write.partition, timestamp=None,
+                                             headers=headers)
+                self._watch(future)
+                if write.on_ack is not None:
+                    self._on_ack(future, write.on_ack)
+            return len(pending)
+
+    def _on_ack(self, future: Any, on_ack: Callable[[], None]) -> None:
+        def done(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                on_ack()
+
+        future.add_done_callback(done)
+        self._acks.append(future)
 
     def _watch(self, future: object) -> None:
         if self.guard is not None:
@@ -57,32 +106,23 @@ class TableStore:
 
     def put(self, key: str, value: Any, partition: int) -> None:
         self.table.data[key] = value
-        self._send(key, value, partition)
+        self._send(Write(key, value, partition))
 
     def put_acked(self, key: str, value: Any, partition: int, on_ack: Callable[[], None]) -> None:
         """``put``, calling ``on_ack`` once the broker acknowledged the changelog record (never on failure)."""
         self.table.data[key] = value
-        future = self.table.send_changelog(partition, key, value)
-
-        def done(f: asyncio.Future[Any]) -> None:
-            if not f.cancelled() and f.exception() is None:
-                on_ack()
-
-        future.add_done_callback(done)
-        self._watch(future)
-        self._acks.append(future)
+        self._send(Write(key, value, partition, on_ack))
 
     async def wait_acked(self) -> None:
-        """Until every ``put_acked`` record so far is acknowledged (or failed: the delivery guard has it).
-        faust's ``producer.flush()`` is no barrier for them: its buffer may hand a record to aiokafka after
-        the flush returned."""
+        """Until every ``put_acked`` record so far is acknowledged (or failed: the delivery guard has it)."""
+        await self.flush()
         acks, self._acks = self._acks, []
         if acks:
             await asyncio.gather(*acks, return_exceptions=True)
 
     def delete(self, key: str, partition: int) -> None:
         self.table.data.pop(key, None)
-        self._send(key, None, partition)
+        self._send(Write(key, None, partition))
 
     def items(self) -> Iterable[tuple[str, Any]]:
         return list(self.table.data.items())

@@ -74,6 +74,17 @@ def worker(make_settings) -> tuple[faust.App, Topics, Components, Sent]:
         sent["flush"].append((b"acked", b"", len(components.sessions._held or [])))
 
     components.counts.wait_acked = wait_acked  # type: ignore[method-assign]
+    sent["changelog"] = []
+
+    async def send(topic: str, key: bytes, value: bytes | None, partition: int | None = None, **_: Any) -> Any:
+        """The tables' changelog writes (runtime/tablestore.py hands them to the producer itself)."""
+        sent["changelog"].append((topic.encode(), key, partition))
+        sent["flush"].append((b"changelog", topic.encode(), len(components.sessions._held or [])))
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    app.producer.send = send  # type: ignore[method-assign]
     return app, topics, components, sent
 
 
@@ -121,6 +132,10 @@ def test_hot_path_agent_sessionizes_a_batch_counts_and_sends(worker) -> None:
     # the sessions' writes (turns, then the close) went out only after the batch's output was flushed
     assert max(held for _, _, held in sent["flush"]) >= len(sim.events) - 1
     assert [k for k, _, _ in sent["flush"]][:2] == [b"", b"acked"]  # flushed, commit acknowledged, then released
+    sessions = [i for i, (k, topic, _) in enumerate(sent["flush"]) if k == b"changelog" and b"sessions" in topic]
+    assert sessions and min(sessions) > 1  # the sessions' records reach the producer only after that
+    assert {p for _, _, p in sent["changelog"]} == {0}  # every write to its source event's partition
+    assert c.sessions.pending == 0  # nothing left waiting once the batch is done
     assert components_released(c)
 
 
