@@ -264,3 +264,14 @@ def test_issue_bars_render_as_sentences_with_their_measured_values() -> None:
     assert ("Bars of issue #18: turn events at >= 10 % of raw consume: not met (ratio 0.0129); whole conversations "
             "at >= 3x the monitor before #18: met (speedup 3.2) (against a recorded rate, not the same run); score "
             "record <= 600 bytes: `hashing` met (bytes 352).") in text
+
+
+def test_each_mode_default_fits_the_shared_uss_dialogues(shared_data: Path) -> None:
+    """`make bench` runs both modes on their defaults: whole conversations are each USS dialogue at most once
+    (the default of 10,000 for both made the full run stop at the whole-conversation benchmark)."""
+    for mode in ("turns", "conversations"):
+        config = ThroughputConfig(mode=mode, data_dir=shared_data)
+        assert config.n_conversations == (10_000 if mode == "turns" else 2500)
+    whole = ThroughputConfig(mode="conversations", data_dir=shared_data).n_conversations
+    assert len(uss_messages(shared_data, whole, seed=0, prefix="c")) == whole
+    assert ThroughputConfig(conversations=40, mode="conversations").n_conversations == 40

@@ -143,8 +143,7 @@ def throughput(
     from monitor.tools.bench.otlp_throughput import with_otlp_row
     from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
 
-    n = conversations or (10_000 if mode == "turns" else 2500)
-    config = ThroughputConfig(conversations=n, mode=mode, workers=workers, source=source, data_dir=data,
+    config = ThroughputConfig(conversations=conversations, mode=mode, workers=workers, source=source, data_dir=data,
                               featurizers=_csv(featurizers),
                               judge_conversations=judge_conversations, concurrency=concurrency,
                               judge_latency_s=judge_latency_ms / 1000, partitions=partitions, seed=seed)

@@ -57,9 +57,14 @@ from monitor.tools.bench.turns import (
 Progress = Callable[[str], None] | None
 
 
+# Turn events reuse the USS dialogues (each under several ids, interleaved); whole conversations are each
+# USS dialogue at most once (2,500 of them).
+DEFAULT_CONVERSATIONS = {"turns": 10_000, "conversations": 2500}
+
+
 @dataclass(frozen=True)
 class ThroughputConfig:
-    conversations: int = 10_000
+    conversations: int | None = None  # None: the mode's default (DEFAULT_CONVERSATIONS)
     mode: Literal["turns", "conversations"] = "turns"
     workers: int = 0  # worker processes in the consumer group; 0 = as many as cores
     source: Literal["uss", "simulator"] = "uss"
@@ -75,6 +80,10 @@ class ThroughputConfig:
     seed: int = 0
     rubric: str = "spur-copilot"
     framework_floor: bool = True
+
+    @property
+    def n_conversations(self) -> int:
+        return self.conversations or DEFAULT_CONVERSATIONS[self.mode]
 
 
 def bench_messages(config: ThroughputConfig, rubric: RubricSet, n: int, *, seed: int, prefix: str
@@ -98,12 +107,12 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
     """Raw consume, monitor and standalone rates per featurizer, and the judge path, in one run."""
     rubric = load_rubric_set(config.rubric, REPO_ROOT / "prompts")
     warmup = bench_messages(config, rubric, config.warmup, seed=config.seed + 7, prefix="warm")
-    measured = bench_messages(config, rubric, config.conversations, seed=config.seed + 11, prefix="conv")
+    measured = bench_messages(config, rubric, config.n_conversations, seed=config.seed + 11, prefix="conv")
     turns = config.mode == "turns"
     whole = whole_conversations(measured) if turns else measured  # the same conversations, finished
     processes = config.workers or os.cpu_count() or 1
     conversations = [orjson.loads(value) for _, value in whole]
-    result: dict[str, Any] = {"mode": config.mode, "conversations": config.conversations, "source": config.source,
+    result: dict[str, Any] = {"mode": config.mode, "conversations": config.n_conversations, "source": config.source,
                               "messages": len(measured), "messages_per_conversation": len(measured) / len(whole),
                               "worker_processes": processes,
                               "turns_per_conversation": sum(len(c["turns"]) for c in conversations) / len(whole),
@@ -169,7 +178,7 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
             result.setdefault("worker_batch_seconds_mean", {})[spec] = run.get("batch_seconds_mean")
             result["score_record_bytes"][spec] = run.get("score_record_bytes")
             _, logged = changelog_bytes(broker.bootstrap, settings.app_id)  # warm-up and measured conversations
-            per_conversation = logged / (config.warmup + config.conversations)
+            per_conversation = logged / (config.warmup + config.n_conversations)
             result["changelog_bytes_per_conversation"][spec] = per_conversation
             result["changelog_to_conversation"][spec] = per_conversation / result["conversation_bytes"]
             if progress:
