@@ -42,9 +42,9 @@ faults: $(STAMP)
 soak-ci: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak tests/soak
 
-# Reruns every benchmark and rewrites docs/benchmarks.md: about 1.5 hours on 2 cores (about 40 minutes for the
-# default benchmarks, plus the turn-supervised USS models at 5 % on MWOZ, SGD and CCPE: ~45 minutes estimated from
-# separate SGD runs of 18 to 23 minutes on a busy machine; the whole run has not been timed).
+# Reruns every benchmark and rewrites docs/benchmarks.md: about 80 minutes on 2 shared cores (2026-11-24: 71
+# minutes from the start to the end of the turn-event throughput run, the turn-supervised USS models included;
+# whole-conversation throughput, sampler and cost 6 more).
 bench: $(STAMP)
 	$(BIN)/convmon bench report --run
 

@@ -258,7 +258,7 @@ def report(
     results: Annotated[Path, typer.Option(help="Directory of bench JSON files (use.json, use-turns.json, ...).")]
     = Path("var/bench"),
     doc: Annotated[Path, typer.Option(help="Markdown file to write.")] = Path("docs/benchmarks.md"),
-    run: Annotated[bool, typer.Option("--run/--no-run", help="Run every benchmark first (about 1.5 hours).")]
+    run: Annotated[bool, typer.Option("--run/--no-run", help="Run every benchmark first (about 80 minutes).")]
     = False,
     data: Annotated[Path, typer.Option(help="Shared data directory for `use`.")] = DEFAULT_DATA,
     quiet: Quiet = False,
