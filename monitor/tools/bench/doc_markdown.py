@@ -159,8 +159,10 @@ def _bar(name: str, bar: dict[str, Any]) -> str:
     """One issue bar as a sentence: met or not with its measured value, per featurizer where it has one."""
     def one(value: dict[str, Any]) -> str:
         measured = next((f"{k} {v:.3g}" for k, v in value.items() if k in ("ratio", "speedup", "bytes")), "")
-        note = "" if value.get("same_run", True) else " (against a recorded rate, not the same run)"
-        return f"{'met' if value.get('met') else 'not met'} ({measured}){note}"
+        if not value.get("same_run", True):  # a rate from another run (and worker count) proves no bar
+            workers = f"; {value['workers']} worker(s) here" if "workers" in value else ""
+            return f"not proven ({measured} against a recorded one-worker rate, not the same run{workers})"
+        return f"{'met' if value.get('met') else 'not met'} ({measured})"
 
     text = BAR_TEXT.get(name, f"`{name}`")
     if "met" in bar:
