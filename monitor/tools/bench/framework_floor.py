@@ -38,6 +38,7 @@ def build_floor_app(settings: Settings) -> faust.App:
                 counted.put(f"distilled:{cid}", 1, event.message.partition)
                 await topics.scores.send(key=event.key, value=orjson.dumps({"scorer": "distilled",
                                                                            "conversation_id": cid}))
+            await counted.flush()  # the batch's table writes to the producer, as the hot path does
 
     return app
 
