@@ -92,8 +92,6 @@ def test_a_jump_past_the_next_offset_is_read_again_and_a_repeated_one_is_a_gap(m
     assert consumer._next[EVENTS] == 121
 
 
-
-
 def test_the_seek_to_the_committed_offsets_sets_where_each_stream_partition_must_go_on(make_settings) -> None:
     async def committed(app: Any) -> Mapping[TP, int]:
         return {EVENTS: 7}
