@@ -25,6 +25,8 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, AppT
 
 from monitor.contracts.metrics import Metrics
+from monitor.runtime.batchsend import BatchingProducer
+from monitor.runtime.eager import EagerConsumer
 from monitor.runtime.log_ends import EndCheckingConsumer
 from monitor.runtime.seeks import SeekingConsumer
 
@@ -94,10 +96,11 @@ def install(app: AppT, guard: DeliveryGuard) -> None:
     _GUARDS[app] = guard
 
 
-class GuardedConsumer(EndCheckingConsumer, SeekingConsumer):
+class GuardedConsumer(EndCheckingConsumer, SeekingConsumer, EagerConsumer):
     """faust's aiokafka consumer that commits nothing once the app's delivery guard saw a failure (whose table
-    restores read to the end a fetch reports: runtime/log_ends.py; and which reads a stream partition again
-    where its records jump instead of committing over them: runtime/seeks.py)."""
+    restores read to the end a fetch reports: runtime/log_ends.py; which reads a stream partition again
+    where its records jump instead of committing over them: runtime/seeks.py; and which delivers a record in
+    place when its stream has room: runtime/eager.py)."""
 
     async def _commit(self, offsets: Mapping[TP, int]) -> bool:
         guard = _GUARDS.get(self.app)
@@ -110,3 +113,4 @@ class GuardedConsumer(EndCheckingConsumer, SeekingConsumer):
 
 class GuardedTransport(faust_aiokafka.Transport):
     Consumer = GuardedConsumer
+    Producer = BatchingProducer

@@ -11,8 +11,8 @@ producer one at a time, several event-loop turns each, and while more than 100 w
 delivering input to every stream (``wait_until_ebb``). With one changelog record per turn event that
 buffer set the worker's pace: in ``bench throughput`` (turn events) the hot path waited for input with
 the worker mostly idle, and faust logged "producer buffer full" hundreds of times a run. Writes here
-wait in a list and :meth:`TableStore.flush` hands them straight to the producer (``app.producer.send``,
-which batches them); the hot path flushes at the end of each batch, and the consumer flushes every
+wait in a list and :meth:`TableStore.flush` hands them straight to the producer, as one record batch per
+partition (runtime/batchsend.py); the hot path flushes at the end of each batch, and the consumer flushes every
 store before it commits offsets (``DeliveryGuard.before_commit``), as faust flushes its buffer then.
 """
 
@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from faust.types import TableT
+
+from monitor.runtime.batchsend import BatchingProducer, Record
 
 if TYPE_CHECKING:
     from monitor.runtime.delivery import DeliveryGuard
@@ -71,23 +73,34 @@ class TableStore:
         return len(self._pending) + len(self._held or ())
 
     async def flush(self) -> int:
-        """Hand every released write to the producer, in order; how many. Each delivery is watched."""
+        """Hand every released write to the producer, in order, as one record batch per partition (or more
+        when they pass the batch size); how many. Each batch's delivery is watched."""
         async with self._flushing:
             pending, self._pending = self._pending, []
             if not pending:
                 return 0
-            topic, producer = self.table.changelog_topic, self.table.app.producer
-            name = topic.get_topic_name()
-            for write in pending:  # serialized as faust's send_changelog does
-                key, _ = topic.prepare_key(write.key, self._key_serializer)
-                codec = "raw" if write.value is None else self._value_serializer  # a tombstone stays None
-                value, headers = topic.prepare_value(write.value, codec)
-                future = await producer.send(name, key, value, partition=write.partition, timestamp=None,
-                                             headers=headers)
-                self._watch(future)
-                if write.on_ack is not None:
-                    self._on_ack(future, write.on_ack)
+            topic = self.table.changelog_topic
+            by_partition: dict[int, list[Write]] = {}
+            for write in pending:
+                by_partition.setdefault(write.partition, []).append(write)
+            producer = cast(BatchingProducer, self.table.app.producer)
+            for partition, writes in by_partition.items():
+                batches = await producer.send_many(topic.get_topic_name(), partition, [self._record(topic, w)
+                                                                                      for w in writes])
+                start = 0
+                for sent in batches:
+                    self._watch(sent.future)
+                    for write in writes[start:start + sent.records]:
+                        if write.on_ack is not None:
+                            self._on_ack(sent.future, write.on_ack)
+                    start += sent.records
             return len(pending)
+
+    def _record(self, topic: Any, write: Write) -> Record:
+        """Serialized as faust's ``send_changelog`` does: the table's serializers, ``raw`` for a tombstone."""
+        key, _ = topic.prepare_key(write.key, self._key_serializer)
+        value, headers = topic.prepare_value(write.value, "raw" if write.value is None else self._value_serializer)
+        return Record(key, value, headers)
 
     def _on_ack(self, future: Any, on_ack: Callable[[], None]) -> None:
         def done(f: asyncio.Future[Any]) -> None:
@@ -95,7 +108,8 @@ class TableStore:
                 on_ack()
 
         future.add_done_callback(done)
-        self._acks.append(future)
+        if not self._acks or self._acks[-1] is not future:  # the batch's other records wait on the same one
+            self._acks.append(future)
 
     def _watch(self, future: object) -> None:
         if self.guard is not None:

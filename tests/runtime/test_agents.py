@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import faust
@@ -76,15 +77,16 @@ def worker(make_settings) -> tuple[faust.App, Topics, Components, Sent]:
     components.counts.wait_acked = wait_acked  # type: ignore[method-assign]
     sent["changelog"] = []
 
-    async def send(topic: str, key: bytes, value: bytes | None, partition: int | None = None, **_: Any) -> Any:
-        """The tables' changelog writes (runtime/tablestore.py hands them to the producer itself)."""
-        sent["changelog"].append((topic.encode(), key, partition))
-        sent["flush"].append((b"changelog", topic.encode(), len(components.sessions._held or [])))
+    async def send_many(topic: str, partition: int, records: list[Any]) -> list[Any]:
+        """The tables' changelog writes (runtime/tablestore.py hands them to the producer as batches)."""
+        for record in records:
+            sent["changelog"].append((topic.encode(), record.key, partition))
+            sent["flush"].append((b"changelog", topic.encode(), len(components.sessions._held or [])))
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.set_result(None)
-        return done
+        return [SimpleNamespace(future=done, records=len(records))]
 
-    app.producer.send = send  # type: ignore[method-assign]
+    app.producer.send_many = send_many  # type: ignore[attr-defined]
     return app, topics, components, sent
 
 
