@@ -1,5 +1,5 @@
 """A partition's records sent as record batches reach the broker in order, tombstones and headers intact, split
-where they pass the batch size (runtime/batchsend.py), on the embedded broker."""
+where they pass the batch size, and a few records one by one (runtime/batchsend.py), on the embedded broker."""
 
 from __future__ import annotations
 
@@ -30,8 +30,10 @@ def test_send_many_keeps_order_tombstones_headers_and_splits_at_the_batch_size(b
         assert isinstance(producer, BatchingProducer)
         await producer.start()
         try:
-            sent = await producer.send_many(topic, 1, records)
-            await asyncio.gather(*[s.future for s in sent])
+            few = await producer.send_many(topic, 1, records[:3])  # appended one by one
+            sent = await producer.send_many(topic, 1, records[3:])
+            await asyncio.gather(*[s.future for s in few + sent])
+            assert [s.records for s in few] == [1, 1, 1]
         finally:
             await producer.stop()
         consumer = AIOKafkaConsumer(bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest")
@@ -47,6 +49,6 @@ def test_send_many_keeps_order_tombstones_headers_and_splits_at_the_batch_size(b
         return [s.records for s in sent], got
 
     sizes, got = asyncio.run(run())
-    assert sum(sizes) == len(records) and len(sizes) >= 3  # the big records did not fit one batch
+    assert sum(sizes) == len(records) - 3 and len(sizes) >= 3  # the big records did not fit one batch
     assert [(k, v) for k, v, _ in got] == [(r.key, r.value) for r in records]
     assert got[5][2] == [("h", b"5")] and got[200][1] is None and got[-1][2] == [("h", b"big")]
