@@ -102,7 +102,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topics]:
         # batch sends (faust's default linger is 0: one produce request per message); 5 ms of latency
         # is nothing next to a conversation's minutes, and raised the bare topology's rate about 40%
         producer_linger_ms=5,
-        producer_max_batch_size=1 << 20,
+        producer_max_batch_size=min(1 << 20, settings.max_request_bytes),  # a batch is one request
         producer_max_request_size=settings.max_request_bytes,
     )
 

@@ -52,11 +52,10 @@ class BatchingProducer(faust_aiokafka.Producer):
         batch, n = producer.create_batch(), 0
         for record in records:
             headers = self._headers(record.headers)
-            if batch.append(key=record.key, value=record.value, timestamp=None, headers=headers) is None:
+            if batch.append(key=record.key, value=record.value, timestamp=None, headers=headers) is None:  # full
                 sent.append(Sent(await producer.send_batch(batch, topic, partition=partition), n))
                 batch, n = producer.create_batch(), 0
-                if batch.append(key=record.key, value=record.value, timestamp=None, headers=headers) is None:
-                    raise ValueError(f"a record for {topic}[{partition}] does not fit an empty batch")
+                batch.append(key=record.key, value=record.value, timestamp=None, headers=headers)  # first fits
             n += 1
         if n:
             sent.append(Sent(await producer.send_batch(batch, topic, partition=partition), n))

@@ -85,8 +85,13 @@ class TableStore:
                 by_partition.setdefault(write.partition, []).append(write)
             producer = cast(BatchingProducer, self.table.app.producer)
             for partition, writes in by_partition.items():
-                batches = await producer.send_many(topic.get_topic_name(), partition, [self._record(topic, w)
-                                                                                      for w in writes])
+                try:
+                    batches = await producer.send_many(topic.get_topic_name(), partition,
+                                                       [self._record(topic, w) for w in writes])
+                except Exception as exc:  # batches queued before it go unwatched: no offset may commit now
+                    if self.guard is not None:
+                        self.guard.fail(exc, f"{self.table.name}-changelog")
+                    raise
                 start = 0
                 for sent in batches:
                     self._watch(sent.future)

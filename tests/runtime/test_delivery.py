@@ -4,12 +4,16 @@ faust's consumer (the worker's real one, through its transport) and stops the wo
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import pytest
+from aiokafka.errors import KafkaTimeoutError
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.metrics import Metrics
 from monitor.runtime.app import create_app
 from monitor.runtime.delivery import DeliveryGuard, GuardedConsumer, install
+from monitor.runtime.tablestore import TableStore
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
@@ -56,3 +60,27 @@ def test_the_workers_consumer_refuses_commits_once_a_delivery_failed(make_settin
 
     assert asyncio.run(run()) is False
     assert sample(metrics, "convmon_offset_commits_refused_total") == 1
+
+
+def test_a_table_flush_the_producer_refuses_blocks_commits(make_settings) -> None:
+    """A batch send that raises part way leaves the batches queued before it unwatched: the guard fails at once."""
+    app, _ = create_app(make_settings(broker_url="kafka://127.0.0.1:1"))
+    metrics = Metrics(CollectorRegistry())
+    table = app.Table("flushed", partitions=2)
+
+    async def refused(topic: str, partition: int, records: list[Any]) -> list[Any]:
+        raise KafkaTimeoutError()
+
+    app.producer.send_many = refused  # type: ignore[attr-defined]
+
+    async def run() -> None:
+        guard = DeliveryGuard(metrics)
+        store = TableStore(table, guard)
+        store.put("k", {"v": 1}, partition=1)
+        with pytest.raises(KafkaTimeoutError):
+            await store.flush()
+        assert not guard.commit_allowed()
+
+    asyncio.run(run())
+    assert sample(metrics, "convmon_delivery_failures_total", topic="flushed-changelog") == 1
+    assert sample(metrics, "convmon_offset_commits_blocked") == 1
