@@ -90,7 +90,7 @@ class TableStore:
                                                        [self._record(topic, w) for w in writes])
                 except Exception as exc:  # batches queued before it go unwatched: no offset may commit now
                     if self.guard is not None:
-                        self.guard.fail(exc, f"{self.table.name}-changelog")
+                        self.guard.fail(exc, self._label)
                     raise
                 start = 0
                 for sent in batches:
@@ -116,9 +116,14 @@ class TableStore:
         if not self._acks or self._acks[-1] is not future:  # the batch's other records wait on the same one
             self._acks.append(future)
 
+    @property
+    def _label(self) -> str:
+        """The ``topic`` label of this store's delivery failures."""
+        return f"{self.table.name}-changelog"
+
     def _watch(self, future: object) -> None:
         if self.guard is not None:
-            self.guard.watch(future, f"{self.table.name}-changelog")
+            self.guard.watch(future, self._label)
 
     def get(self, key: str) -> Any:
         return self.table.data.get(key)
