@@ -21,8 +21,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/convmon demo
 
-# About 14 minutes on 2 cores. The fault-injection runs (`faults` marker) and the slow end-to-end runs (`long`:
-# the demo, the native Prometheus alert tests) are in `make faults`, which .ci/run also runs; the fast subset:
+# About 12 minutes on 2 cores. The fault-injection runs (`faults` marker) and the slow end-to-end runs (`long`:
+# the demo, the native Prometheus alert tests, the three slowest of tests/reliability/test_faults.py) are in
+# `make faults`, which .ci/run also runs; the fast subset:
 # .venv/bin/python -m pytest -m "not integration and not faults and not long and not soak".
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
@@ -31,7 +32,8 @@ test: $(STAMP)
 
 # The fault suites (docs/reliability.md): >= 2,000 conversations per fault, read back per id and counted
 # through a real Prometheus (tables in var/faults/), PostgreSQL outages, the judge budget; then the `long`
-# end-to-end tests (the demo, the native Prometheus alert tests); .ci/run runs it.
+# end-to-end tests (the demo, the native Prometheus alert tests, the broker restart, judge outage and
+# unreachable PostgreSQL tests of test_faults.py); .ci/run runs it.
 faults: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m faults -rxX --durations=0 tests/reliability
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m long -rxX --durations=0 tests

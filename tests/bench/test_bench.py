@@ -144,7 +144,10 @@ def test_throughput_shape_on_turn_events(shared_data: Path) -> None:
     assert 0.5 < out["changelog_to_conversation"]["hashing"] < 4
     assert 100 < out["score_record_bytes"]["hashing"] <= 600
     assert out["bars"]["turns_at_least_10pct_of_raw"]["ratio"] == out["ratio"]["hashing"]
-    assert "framework_floor_per_s" not in out and "whole-conversation" in out["framework_floor_note"]
+    assert out["bars"]["turns_at_least_10pct_of_raw"]["floor_ratio"] == out["framework_floor_ratio"]
+    # the same topology without the work (a changelog write per turn, a record per conversation)
+    assert 0 < out["framework_floor_ratio"] < 1
+    assert out["share_of_floor"]["hashing"] < 1.5, out["share_of_floor"]
 
 
 @pytest.mark.integration
@@ -265,6 +268,10 @@ def test_issue_bars_render_as_sentences_with_their_measured_values() -> None:
             "at >= 3x the monitor before #18: not proven (speedup 3.2 against a recorded one-worker rate, not the same "
             "run; 2 worker(s) here); score "
             "record <= 600 bytes: `hashing` met (bytes 352).") in text
+    floored = throughput_markdown({"mode": "turns", "bars": {"turns_at_least_10pct_of_raw": {
+        "ratio": 0.0351, "bar": 0.10, "floor_ratio": 0.0547, "met": False}}})
+    assert ("turn events at >= 10 % of raw consume: not met (ratio 0.0351; the framework floor, faust with no "
+            "work, reaches 0.0547: the bar is above it).") in floored
 
 
 def test_each_mode_default_fits_the_shared_uss_dialogues(shared_data: Path) -> None:

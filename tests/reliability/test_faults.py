@@ -201,6 +201,7 @@ MARKER_TOPIC = "restart-marker"  # a topic only the broker-restart test creates
 
 # --- 2. broker restart ----------------------------------------------------------------------------
 
+@pytest.mark.long  # 35-140 s: `make faults` runs it, so `make test` stays under 15 minutes
 def test_broker_restart_workers_reconnect_recreate_topics_and_resume(make_settings, tmp_path: Path) -> None:
     """Restart the memory-only broker on the same port: every topic (and committed offset) is gone.
 
@@ -258,6 +259,7 @@ async def _partitions(bootstrap: str, topic: str) -> set[int]:
 
 # --- 3. judge outage ------------------------------------------------------------------------------
 
+@pytest.mark.long  # 35-140 s: `make faults` runs it, so `make test` stays under 15 minutes
 def test_judge_outage_backpressure_retries_and_dead_letters_only_after_the_retry_budget(
     broker: str, make_settings, tmp_path: Path
 ) -> None:
@@ -384,6 +386,7 @@ def test_label_store_outage_buffers_alerts_and_writes_every_label_once_back(
     assert sorted(r[0] for r in rows) == sorted(f"store-{i}" for i in range(n))
 
 
+@pytest.mark.long  # 35-140 s: `make faults` runs it, so `make test` stays under 15 minutes
 def test_worker_starts_and_runs_while_the_postgresql_label_store_is_unreachable(
     broker: str, make_settings, tmp_path: Path
 ) -> None:

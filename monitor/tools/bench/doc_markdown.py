@@ -50,8 +50,9 @@ def distill_markdown(result: dict[str, Any]) -> str:
 def throughput_markdown(result: dict[str, Any]) -> str:
     rows = [["raw aiokafka consume + orjson decode", fmt(result.get("raw_consume_per_s")), "100 %"]]
     if result.get("framework_floor_per_s") is not None:
-        rows.append(["framework floor: the monitor's faust topology with agents that only pass bytes on "
-                     "(`monitor/tools/bench/framework_floor.py`)", fmt(result["framework_floor_per_s"]),
+        rows.append(["framework floor: the monitor's faust topology with no work (a changelog write per turn, a "
+                     "record per conversation: `monitor/tools/bench/framework_floor.py`)",
+                     fmt(result["framework_floor_per_s"]),
                      f"{100 * result['framework_floor_ratio']:.2f} %"])
     rows += [[f"monitor end to end, distilled `{k}`", fmt(v), f"{100 * result['ratio'][k]:.2f} %"]
              for k, v in result.get("monitor_per_s", {}).items()]
@@ -108,11 +109,20 @@ def throughput_markdown(result: dict[str, Any]) -> str:
         out += ["", "Share of the framework floor (monitor rate / floor rate): "
                 + ", ".join(f"`{k}` {100 * v:.0f} %" for k, v in share.items()) + ". The floor is the ceiling of "
                 "any monitor built as docs/architecture.md draws it (faust agents reading Kafka topics); a target "
-                "above the floor's share of raw consume cannot be met by making our own work faster."]
+                "above the floor's share of raw consume cannot be met by making our own work faster "
+                "([performance.md](performance.md))."]
     cpu = result.get("worker_cpu_cores") or {}
     if cpu:
         out += ["", "Worker CPU while measured (cores; 1.0 = one core busy): "
                 + ", ".join(f"`{k}` {fmt(v, 2)}" for k, v in cpu.items() if v is not None) + "."]
+    floor_cpu = result.get("framework_floor_machine_cpu_cores")
+    machine = {**({"framework floor": floor_cpu} if floor_cpu else {}), **(result.get("machine_cpu_cores") or {})}
+    shares = [f"{name}: workers {fmt(m['workers'], 2)}, broker {fmt(m['broker'], 2)}, driver {fmt(m['driver'], 2)}"
+              for name, m in machine.items() if all(m.get(k) is not None for k in ("workers", "broker", "driver"))]
+    if shares:
+        out += ["", "The same cores also ran the broker and the driver (this benchmark's process: it produces the "
+                "input and reads the scores), cores while measured: " + "; ".join(shares) + ". The raw row's "
+                "consumer had the broker to itself."]
     batches = {k: v for k, v in (result.get("worker_batch_mean") or {}).items() if v is not None}
     if batches:
         seconds = result.get("worker_batch_seconds_mean") or {}
@@ -162,7 +172,11 @@ def _bar(name: str, bar: dict[str, Any]) -> str:
         if not value.get("same_run", True):  # a rate from another run (and worker count) proves no bar
             workers = f"; {value['workers']} worker(s) here" if "workers" in value else ""
             return f"not proven ({measured} against a recorded one-worker rate, not the same run{workers})"
-        return f"{'met' if value.get('met') else 'not met'} ({measured})"
+        floor = value.get("floor_ratio")
+        above = (f"; the framework floor, faust with no work, reaches {floor:.3g}"
+                 + (": the bar is above it" if floor < value.get("bar", 0) else "")
+                 if floor is not None else "")
+        return f"{'met' if value.get('met') else 'not met'} ({measured}{above})"
 
     text = BAR_TEXT.get(name, f"`{name}`")
     if "met" in bar:

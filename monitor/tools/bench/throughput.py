@@ -137,21 +137,19 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
         raw = raw_messages / result["messages_per_conversation"]  # conversations / s whose messages it read
         result["raw_consume_messages_per_s"] = raw_messages
         result["raw_consume_per_s"] = raw
-        if config.framework_floor and not turns:
+        if config.framework_floor:
             if progress:
-                progress(f"framework floor: the monitor's topology without the work, {len(measured)} conversations")
+                progress(f"framework floor: the monitor's topology without the work, {len(measured)} messages")
             unique = uuid.uuid4().hex[:8]
             settings = Settings(broker_url=broker.url, app_id=f"bench-{unique}", topic_prefix=f"b{unique}.",
                                 topic_partitions=config.partitions, metrics_port=free_port())
             asyncio.run(ensure_topics(broker.bootstrap, topic_names(settings), config.partitions))
             floor = monitor_rate(settings, broker.bootstrap, warmup, measured, Path(tmp) / f"{unique}.log",
-                                 config.timeout_s, module=FLOOR, processes=processes)
+                                 config.timeout_s, module=FLOOR, processes=processes, broker_pid=broker.pid)
             result["framework_floor_per_s"] = floor["per_s"]
             result["framework_floor_ratio"] = floor["per_s"] / raw
             result["framework_floor_cpu_cores"] = floor.get("worker_cpu_cores")
-        elif config.framework_floor:
-            result["framework_floor_note"] = ("the framework floor passes one record per message on; it is "
-                                              "measured on whole-conversation input (--mode conversations)")
+            result["framework_floor_machine_cpu_cores"] = _machine_cpu(floor)
         for spec in config.featurizers:
             unique = uuid.uuid4().hex[:8]
             settings = Settings(broker_url=broker.url, app_id=f"bench-{unique}", topic_prefix=f"b{unique}.",
@@ -166,7 +164,7 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
             if progress:
                 progress(f"{spec}: {processes} monitor workers over {len(measured)} {config.mode} messages")
             run = monitor_rate(settings, broker.bootstrap, warmup, measured, Path(tmp) / f"{unique}.log",
-                               config.timeout_s, processes=processes)
+                               config.timeout_s, processes=processes, broker_pid=broker.pid)
             result["monitor_per_s"][spec] = run["per_s"]
             result["produce_per_s"][spec] = run["produce_per_s"]
             result["ratio"][spec] = run["per_s"] / raw
@@ -174,6 +172,7 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
                 result.setdefault("share_of_floor", {})[spec] = run["per_s"] / result["framework_floor_per_s"]
             result["peak_rss_mb_by_featurizer"][spec] = run["peak_rss_mb"]
             result.setdefault("worker_cpu_cores", {})[spec] = run.get("worker_cpu_cores")
+            result.setdefault("machine_cpu_cores", {})[spec] = _machine_cpu(run)
             result.setdefault("worker_batch_mean", {})[spec] = run.get("batch_mean")
             result.setdefault("worker_batch_seconds_mean", {})[spec] = run.get("batch_seconds_mean")
             result["score_record_bytes"][spec] = run.get("score_record_bytes")
@@ -200,13 +199,23 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
     return result
 
 
+def _machine_cpu(run: dict[str, Any]) -> dict[str, float | None]:
+    """Where the cores went while a path was measured: its workers, the broker, and this process (which
+    produces the input and reads the scores). Their sum near the core count means the machine, not the
+    workers alone, set the rate."""
+    return {"workers": run.get("worker_cpu_cores"), "broker": run.get("broker_cpu_cores"),
+            "driver": run.get("driver_cpu_cores")}
+
+
 def bars(result: dict[str, Any]) -> dict[str, Any]:
     """Issue #18's bars, each with the numbers it compares. The pre-#18 monitor is not rerun: its rate is the
     one docs/benchmarks.md recorded (``PRE18_HASHING_PER_S``), a different run, so that ratio is indicative only."""
     out: dict[str, Any] = {}
     hashing = result["ratio"].get("hashing")
     if result["mode"] == "turns" and hashing is not None:
-        out["turns_at_least_10pct_of_raw"] = {"ratio": hashing, "met": hashing >= 0.10}
+        out["turns_at_least_10pct_of_raw"] = {"ratio": hashing, "bar": 0.10, "met": hashing >= 0.10}
+        if result.get("framework_floor_ratio") is not None:  # faust with no work: where any such bar tops out
+            out["turns_at_least_10pct_of_raw"]["floor_ratio"] = result["framework_floor_ratio"]
     if result["mode"] == "conversations" and "hashing" in result["monitor_per_s"]:
         old = PRE18_HASHING_PER_S
         speedup = result["monitor_per_s"]["hashing"] / old
