@@ -116,7 +116,8 @@ Event = TurnEvent | EndEvent | Conversation
 _MODELS: dict[str, type[Record]] = {"turn": TurnEvent, "end": EndEvent, "conversation": Conversation}
 
 
-def _kind(obj: dict[str, Any]) -> str:
+def event_kind(obj: dict[str, Any]) -> str:
+    """``turn``, ``end`` or ``conversation`` for a decoded input object (``type`` may be omitted)."""
     kind = obj.get("type")
     if kind is None:  # producers may omit `type`: infer it from the shape
         kind = "conversation" if "turns" in obj else "turn"
@@ -146,7 +147,7 @@ def decode_event(raw: bytes, *, max_bytes: int = 1_000_000) -> Event:
         raise InvalidEvent("malformed_json", str(exc)) from exc
     if not isinstance(obj, dict):
         raise InvalidEvent("invalid_schema", f"expected a JSON object, got {type(obj).__name__}")
-    model = _MODELS[_kind(obj)]
+    model = _MODELS[event_kind(obj)]
     try:
         return model.model_validate(obj)  # type: ignore[return-value]
     except ValidationError as exc:

@@ -19,6 +19,7 @@ from typing import Any
 import faust
 import orjson
 
+from monitor.contracts.events import event_kind
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import create_app
 from monitor.runtime.batches import event_batches
@@ -39,7 +40,7 @@ def build_floor_app(settings: Settings) -> faust.App:
             for event in events:
                 obj = orjson.loads(event.value)
                 cid, partition = obj["conversation_id"], event.message.partition
-                if obj.get("type", "turn") == "turn" and "turns" not in obj:
+                if event_kind(obj) == "turn":
                     turns.put(f"{cid}:{obj['turn_index']}", obj["text"], partition)
                     continue
                 counted.put(f"distilled:{cid}", 1, partition)
