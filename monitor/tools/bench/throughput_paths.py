@@ -127,7 +127,7 @@ def _cpu(pids: Sequence[int]) -> float | None:
 async def _drive_worker(kafka: KafkaSettings, bootstrap: str, warmup: list[tuple[bytes, bytes]],
                         measured: list[tuple[bytes, bytes]], timeout_s: float, pids: Sequence[int],
                         metrics_urls: Sequence[str], timing: dict[str, float],
-                        others: Sequence[int] = ()) -> tuple[float, float]:
+                        broker_pid: int | None = None) -> tuple[float, float]:
     consumer = AIOKafkaConsumer(kafka.topic("scores"), bootstrap_servers=bootstrap, group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
@@ -137,7 +137,7 @@ async def _drive_worker(kafka: KafkaSettings, bootstrap: str, warmup: list[tuple
         await _scored(consumer, {k.decode() for k, _ in warmup}, deadline)
         batches0 = batch_totals(metrics_urls)
         cpu0, started = _cpu(pids), time.perf_counter()
-        others0 = _cpu(others), time.process_time()
+        broker0, driver0 = _cpu([broker_pid]) if broker_pid else None, time.process_time()
         produce_s = await produce_timed(bootstrap, kafka.topic("events"), measured)
         wanted = {k.decode() for k, _ in measured}
         sizes: list[int] = []
@@ -146,10 +146,11 @@ async def _drive_worker(kafka: KafkaSettings, bootstrap: str, warmup: list[tuple
         elapsed = time.perf_counter() - started
         if cpu0 is not None and cpu1 is not None:  # >= 1.0 means the workers used a whole core or more
             timing["worker_cpu_cores"] = (cpu1 - cpu0) / elapsed
-        others1 = _cpu(others)  # what else ran on the same cores: the broker, and this process (producer, reader)
-        if others and others0[0] is not None and others1 is not None:
-            timing["broker_cpu_cores"] = (others1 - others0[0]) / elapsed
-        timing["driver_cpu_cores"] = (time.process_time() - others0[1]) / elapsed
+        # what else ran on the same cores: the broker, and this process (it produces the input, reads the scores)
+        broker1 = _cpu([broker_pid]) if broker_pid else None
+        if broker0 is not None and broker1 is not None:
+            timing["broker_cpu_cores"] = (broker1 - broker0) / elapsed
+        timing["driver_cpu_cores"] = (time.process_time() - driver0) / elapsed
         if sizes:
             timing["score_record_bytes"] = sum(sizes) / len(sizes)
         timing["conversations"] = len(wanted)
@@ -189,8 +190,7 @@ def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, b
             wait_for_metrics(url, proc, log_path=log_path)
         timing: dict[str, float] = {}
         rate, produce_rate = asyncio.run(_drive_worker(settings.kafka, bootstrap, warmup, measured, timeout_s,
-                                                       [p.pid for p in procs], urls, timing,
-                                                       [broker_pid] if broker_pid is not None else []))
+                                                       [p.pid for p in procs], urls, timing, broker_pid))
         rss = [r for r in (peak_rss_mb(p.pid) for p in procs) if r is not None]
         return {"per_s": rate, "produce_per_s": produce_rate, "peak_rss_mb": max(rss) if rss else None,
                 "processes": processes, **timing}
