@@ -231,6 +231,11 @@ class OtelSettings(BaseModel):
     # Verdicts as OTLP log events through the OpenTelemetry SDK (endpoint etc. from the standard OTEL_* variables).
     otel_evaluation_events: bool = False
     otel_evaluation_scorers: ScorerList = Field(default_factory=lambda: list(SCORERS))
+    otel_evaluation_queue_size: int = Field(
+        default=8192, ge=1, le=1_000_000,
+        description="Evaluation events held while the OTLP endpoint is slow or down (in place of "
+                    "OTEL_BLRP_MAX_QUEUE_SIZE); further events are dropped and counted in "
+                    "convmon_evaluation_events_total{outcome=\"queue_full\"}. About 400 conversations of 20 items.")
 
     @model_validator(mode="after")
     def _check_otel(self) -> Self:

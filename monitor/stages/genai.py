@@ -102,14 +102,16 @@ class NoContent(Exception):
 
 
 def conversation_id(call: Call, m: GenAiMapping) -> str | None:
+    """The call's conversation, whole: one longer than ``MAX_ID`` is the caller's to reject (as JSON input
+    does), never cut (two ids sharing a prefix would become one conversation)."""
     value = call.attributes.get(CONVERSATION)
     if type(value) is str and value.strip():  # the usual case
-        return value[:MAX_ID]
+        return value
     for name in m.conversation_names:
         for attrs in (call.attributes, call.resource):
             value = attrs.get(name)
             if value is not None and (value if isinstance(value, str) else str(value)).strip():
-                return str(value)[:MAX_ID]
+                return str(value)
     return None
 
 

@@ -8,6 +8,7 @@ protobuf) is imported only when the setting selects it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -59,9 +60,11 @@ class OtlpInput:
             return self.json.decode(raw, rekeyed=True)
         events, problems = self.otlp.decode(raw or b"")
         problem = None
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            problem = InvalidEvent("invalid_genai", problems[0] + more)
+        if problems:  # one dead letter for the message, named by its first problem (the rest in the detail)
+            first = problems[0]
+            more = f" (and {len(problems) - 1} more: {dict(Counter(p.reason for p in problems[1:]))})" \
+                if len(problems) > 1 else ""
+            problem = InvalidEvent(first.reason, first.detail + more)
         return Decoded([(e, None) for e in events], problem)
 
 

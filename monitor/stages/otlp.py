@@ -144,14 +144,15 @@ class OtlpDecoder:
             raise InvalidEvent("malformed_otlp", f"not an {self.encoding} {self._request.__name__}: {exc}"[:500]
                                ) from None
 
-    def decode(self, raw: bytes) -> tuple[list[TurnEvent | EndEvent], list[str]]:
-        """The events of every GenAI call in the message (one per conversation turn), and problems found."""
+    def decode(self, raw: bytes) -> tuple[list[TurnEvent | EndEvent], list[InvalidEvent]]:
+        """The events of every GenAI call in the message (one per conversation turn), and the calls that were
+        not usable (``invalid_genai``: content that is not GenAI messages; ``invalid_schema``: an id too long)."""
         with gc_paused():
             return self._decode(self.parse(raw))
 
-    def _decode(self, request: Any) -> tuple[list[TurnEvent | EndEvent], list[str]]:
+    def _decode(self, request: Any) -> tuple[list[TurnEvent | EndEvent], list[InvalidEvent]]:
         outcomes: Counter[str] = Counter()
-        problems: list[str] = []
+        problems: list[InvalidEvent] = []
         # each conversation's turns by index: one message often repeats a history, keep each turn once
         by_conversation: dict[str, dict[int, TurnEvent]] = {}
         known: Known = {}
@@ -163,9 +164,14 @@ class OtlpDecoder:
         for call in calls:
             attrs = call.attributes
             cid = attrs.get(CONVERSATION)  # conversation_id()'s usual case inline: it runs for every call
-            cid = cid[:MAX_ID] if type(cid) is str and cid.strip() else conversation_id(call, mapping)
+            cid = cid if type(cid) is str and cid.strip() else conversation_id(call, mapping)
             if cid is None:
                 outcomes["no_conversation"] += 1
+                continue
+            if len(cid) > MAX_ID:  # as JSON input: dead-lettered, never cut to a prefix another id may share
+                outcomes["invalid_conversation_id"] += 1
+                problems.append(InvalidEvent("invalid_schema", f"span {call.span_id.hex()}: field 'conversation_id': "
+                                             f"{len(cid)} characters, at most {MAX_ID}"))
                 continue
             turns = by_conversation.get(cid)
             if turns is None:
@@ -181,7 +187,7 @@ class OtlpDecoder:
                 continue
             except ValueError as exc:  # a content attribute that is not what the conventions say
                 outcomes["malformed"] += 1
-                problems.append(f"span {call.span_id.hex()}: {exc}"[:300])
+                problems.append(InvalidEvent("invalid_genai", f"span {call.span_id.hex()}: {exc}"[:300]))
                 continue
             mapped += 1
             for event in events:
