@@ -27,6 +27,13 @@ class OtelMetrics:
             "convmon_evaluation_events_queued", "Evaluation events queued or being exported, not yet acknowledged.",
             registry=r,
         )
+        self.otlp_content = Counter(
+            "convmon_otlp_content_fetches",
+            "GenAI calls whose messages were fetched by reference (CONVMON_OTLP_CONTENT_RESOLVER), by outcome: "
+            "fetched, or why not (bad_reference, host_not_allowed, redirect, not_found, http_error, timeout, "
+            "unreachable, too_large, other); a call that could not be fetched gives no turns.",
+            ["outcome"], registry=r,
+        )
         self.evaluation_queue_capacity = Gauge(
             "convmon_evaluation_events_queue_capacity",
             "How many evaluation events the queue holds before it drops (CONVMON_OTEL_EVALUATION_QUEUE_SIZE).",

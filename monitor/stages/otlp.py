@@ -31,6 +31,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.metrics import Metrics
+from monitor.stages.content_refs import ContentResolver, resolved
 from monitor.stages.genai import (
     CONVERSATION,
     GENAI,
@@ -116,7 +117,8 @@ class OtlpDecoder:
     """Decodes one events-topic message into convmon events; problems with single calls are returned, not raised."""
 
     def __init__(self, signal: Signal, encoding: Encoding, mapping: GenAiMapping, metrics: Metrics, *,
-                 max_event_bytes: int) -> None:
+                 max_event_bytes: int, resolver: ContentResolver | None = None) -> None:
+        self.resolver = resolver  # content by reference; the mapping must read the references (content_refs)
         self.signal = signal
         self.encoding = encoding
         self.mapping = mapping
@@ -160,6 +162,8 @@ class OtlpDecoder:
         ends: list[EndEvent] = []
         calls = (json_calls(request, self.signal == "traces", self._keys, self._kinds, outcomes)
                  if self.encoding == "otlp_json" else self._calls(request, outcomes))
+        if self.resolver is not None:
+            calls = resolved(self.resolver, calls, outcomes, self.metrics.otlp_content)
         mapping, mapped = self.mapping, 0
         for call in calls:
             attrs = call.attributes

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import orjson
 import pytest
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
@@ -28,6 +29,7 @@ from monitor.runtime.scrape import by_label, total
 from monitor.stages.otlp import any_value
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
 from tests.integration.test_otlp_e2e import otlp_worker, produce_unkeyed
+from tests.stages.test_content_refs import ANSWER, HISTORY, TOKEN, Store, spans_by_reference
 from tests.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
@@ -174,3 +176,44 @@ def test_evaluation_events_scales_provenance_errors_and_counters(broker: str, ma
             assert a["convmon.rubric_set"] == rubric.key
         names = sorted(a["gen_ai.evaluation.name"] for _, a, _ in events)
         assert names == sorted(rubric.item_ids * 2)
+
+
+@pytest.mark.long  # a minute; tests/stages/test_content_refs.py covers the resolver in the default selection
+def test_content_by_reference_is_fetched_scored_and_evaluated(broker: str, make_settings, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans that carry ``gen_ai.*.messages_ref`` instead of text: the worker fetches the messages from a real
+    HTTP content store (allow-listed host, credentials from settings), scores them and evaluates the span."""
+    store = Store()
+    settings, rubric = otlp_worker(make_settings, broker, "otlp_traces", "otlp_proto")
+    settings = settings.model_copy(update={
+        "otlp_content_resolver": "http", "otlp_content_allowed_hosts": ["127.0.0.1"],
+        "otlp_content_url_template": f"http://127.0.0.1:{store.port}/store/{{bucket}}/{{key}}"})
+    calls = []
+    for i in range(N):
+        store.objects[f"/store/bucket/r{i}/in.json"] = orjson.dumps(HISTORY)
+        store.objects[f"/store/bucket/r{i}/out.json"] = orjson.dumps(ANSWER)
+        calls.append((f"ref-{i}", f"gs://bucket/r{i}/in.json", f"gs://bucket/r{i}/out.json"))
+    app = GenAiApp()
+    raw = spans_by_reference(app, calls)
+    receiver = Receiver("http/protobuf")
+    receiver.start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", receiver.endpoint)
+    monkeypatch.setenv("OTEL_BLRP_SCHEDULE_DELAY", "200")
+    try:
+        with WorkerProcess(settings, tmp_path / "worker.log",
+                           extra_env={"CONVMON_OTLP_CONTENT_AUTHORIZATION": TOKEN}) as worker:
+            produce_unkeyed(broker, settings.topic("events"), [raw])
+            wait_until(lambda: total(worker.samples(), "convmon_conversations_scored_total", scorer="distilled") >= N,
+                       timeout=120, message="every conversation fetched by reference and scored")
+            wait_until(lambda: len(receiver.events) >= N * len(rubric.items), timeout=30,
+                       message="evaluation events at the receiver")
+            samples = worker.samples()
+            assert worker.alive(), worker.log()
+    finally:
+        receiver.stop()
+        store.stop()
+    assert by_label(samples, "convmon_otlp_content_fetches_total", "outcome") == {"fetched": N}
+    assert total(samples, "convmon_otlp_records_total", outcome="no_content") == 0
+    assert {auth for _, auth in store.requests} == {TOKEN}  # from settings, never from the spans
+    assert {a["gen_ai.conversation.id"] for _, a, _ in receiver.events} == {c for c, _, _ in calls}
+    assert all(len(span) == 49 and span[33:] != "0" * 16 for _, _, span in receiver.events)  # parented to the call
