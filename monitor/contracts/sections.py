@@ -231,9 +231,43 @@ class OtelSettings(BaseModel):
     # Verdicts as OTLP log events through the OpenTelemetry SDK (endpoint etc. from the standard OTEL_* variables).
     otel_evaluation_events: bool = False
     otel_evaluation_scorers: ScorerList = Field(default_factory=lambda: list(SCORERS))
+    otel_evaluation_queue_size: int = Field(
+        default=8192, ge=1, le=1_000_000,
+        description="Evaluation events held while the OTLP endpoint is slow or down (in place of "
+                    "OTEL_BLRP_MAX_QUEUE_SIZE); further events are dropped and counted in "
+                    "convmon_evaluation_events_total{outcome=\"queue_full\"}. About 400 conversations of 20 items.")
+
+    # Content by reference (gen_ai.input.messages_ref / gen_ai.output.messages_ref; monitor/stages/content_refs.py)
+    otlp_content_resolver: str | None = Field(
+        default=None,
+        description="Fetch messages that spans carry by reference: unset (off), 'http' (the URL template below) or "
+                    "'package.module:factory' (a resolver of your own, called with these settings).")
+    otlp_content_url_template: str | None = Field(
+        default=None,
+        description="URL to GET a reference's messages from, with {ref} (the whole reference, percent-encoded), "
+                    "{bucket} (its host part) and {key} (its path), e.g. https://content.internal/{bucket}/{key}.")
+    otlp_content_allowed_hosts: StringList = Field(
+        default_factory=list, description="Hosts the content URLs may name (exact names); required with 'http'.")
+    otlp_content_authorization: SecretStr | None = Field(
+        default=None, description="Authorization header value sent to the content store (never taken from spans).")
+    otlp_content_timeout_s: float = Field(default=5.0, gt=0, le=60,
+                                          description="Timeout of one content fetch, seconds.")
+    otlp_content_max_bytes: int = Field(default=1 << 20, ge=1024, le=64 << 20,
+                                        description="Largest content fetched for one reference, bytes.")
+    otlp_content_cache_size: int = Field(default=1024, ge=0, le=1_000_000,
+                                         description="References whose content is kept (least recently used out).")
 
     @model_validator(mode="after")
     def _check_otel(self) -> Self:
         if any(not a.strip() for a in self.otlp_conversation_attributes):
             raise ValueError("otlp_conversation_attributes: empty attribute name")
+        name = self.otlp_content_resolver
+        if name == "http":
+            template = self.otlp_content_url_template or ""
+            if not any(p in template for p in ("{ref}", "{key}")):
+                raise ValueError("otlp_content_resolver=http needs otlp_content_url_template with {ref} or {key}")
+            if not self.otlp_content_allowed_hosts:
+                raise ValueError("otlp_content_resolver=http needs otlp_content_allowed_hosts (the content store)")
+        elif name is not None and not (":" in name and all(name.partition(":")[::2])):
+            raise ValueError(f"otlp_content_resolver={name!r}: expected 'http' or 'package.module:factory'")
         return self

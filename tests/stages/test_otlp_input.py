@@ -117,7 +117,31 @@ def test_malformed_payloads_and_content() -> None:
     app.trace([Chat("good", conversation_texts(1, "g"))])
     events, problems = dec.decode(app.take_traces("otlp_proto"))
     assert {e.conversation_id for e in events} == {"good"}  # the rest of the message survives
-    assert len(problems) == 1 and "gen_ai.input.messages is not JSON" in problems[0]
+    assert len(problems) == 1 and "gen_ai.input.messages is not JSON" in problems[0].detail
+    assert problems[0].reason == "invalid_genai"
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_over_long_conversation_ids_are_dead_lettered_as_on_json_input_never_cut(encoding: str) -> None:
+    """Cut to 256 characters, two ids sharing a prefix became one conversation (issue #32 item 5)."""
+    settings = Settings(input_format="otlp_traces", otlp_encoding=encoding)
+    metrics = Metrics(CollectorRegistry(), dimensions=tuple(settings.metric_dimensions))
+    decoder_ = build_input(settings.otel, settings.metrics, metrics, max_event_bytes=settings.max_event_bytes)
+    prefix = "u" * 256
+    app = GenAiApp()
+    app.trace([Chat(prefix + "-a", conversation_texts(1, "a")), Chat(prefix + "-b", conversation_texts(1, "b")),
+               Chat("fine", conversation_texts(1, "f")), Chat("x" * 256, conversation_texts(1, "x"))])
+    raw = app.take_traces(encoding)
+    decoded = decoder_.decode(raw, rekeyed=False)
+    assert {e.conversation_id for e, _ in decoded.events} == {"fine", "x" * 256}  # 256 is allowed, 257 is not
+    assert decoded.problem is not None and decoded.problem.reason == "invalid_schema"  # JSON input's reason
+    assert "'conversation_id': 258 characters, at most 256" in decoded.problem.detail and prefix not in \
+        decoded.problem.detail  # never the id itself in a dead letter's detail
+    path, _ = hot(decoder_)
+    out = path.ingest([Input(None, raw, 0)], now=1.0)
+    assert [(d.reason, d.value) for d in out.dead] == [("invalid_schema", raw)]
+    assert {s.labels["outcome"]: s.value for f in metrics.registry.collect() if f.name == "convmon_otlp_records"
+            for s in f.samples if s.name.endswith("_total")}["invalid_conversation_id"] == 4  # two calls, decoded twice
 
 
 def test_otlp_json_ids_are_hex() -> None:
