@@ -23,7 +23,7 @@ from monitor.runtime.batches import event_batches, unacked_event_batches
 from monitor.runtime.components import Components
 from monitor.runtime.topics import create_topics
 from monitor.stages.export import update_partition_progress
-from monitor.stages.hotpath import REKEYED, Input, Outputs, Send, is_rekeyed
+from monitor.stages.hotpath import Input, Outputs, Send, is_rekeyed
 from monitor.stages.lag import lag_by_topic, partition_progress
 
 log = logging.getLogger(__name__)
@@ -38,10 +38,11 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         """Each record's delivery is watched: a failure stops offset commits (runtime/delivery.py)."""
         name = topic.get_topic_name()
         for send in sends:
-            c.guard.watch(await topic.send(key=send.key, value=send.value, headers=send.headers), name)
+            c.guard.watch(await topic.send(key=send.key, value=send.value, headers=send.headers,
+                                           timestamp=send.timestamp), name)
 
     async def emit(out: Outputs) -> None:
-        await send_all(topics.events, [Send(key, raw, [(REKEYED, b"1")]) for key, raw in out.rekey])
+        await send_all(topics.rekeyed, out.rekey)  # never to the input topic: it is the producer's
         for letter in out.dead:
             await c.dead_letters.send_letter(letter)
         accepting = p.judge.accepting()
@@ -74,14 +75,17 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         except ConsumerNotStarted:
             return {}
 
-    @app.agent(topics.events)
+    rekeyed_topic = topics.rekeyed.get_topic_name()
+
+    @app.agent(topics.hot)  # the input topic and convmon's re-keyed topic
     async def hot_path(stream: faust.StreamT[Any]) -> None:
         async for events in event_batches(stream, s.event_batch, within=s.classify_within_s):
             async with lock:
                 now = c.ownership.refresh(hot)
                 c.sessions.hold()
                 high = highwaters(events)
-                batch = [Input(e.key, e.value, e.message.partition, is_rekeyed(e.headers), e.message.timestamp,
+                batch = [Input(e.key, e.value, e.message.partition,
+                               e.message.topic == rekeyed_topic or is_rekeyed(e.headers), e.message.timestamp,
                                (h := high.get(e.message.tp)) is None or e.message.offset + 1 >= h) for e in events]
                 await emit_then_release(hot.ingest(batch, now))
 
@@ -158,7 +162,7 @@ def _headers(headers: object) -> list[tuple[str, bytes]]:
 
 
 def register_lag_timer(app: faust.App, topics: Topics, c: Components, interval_s: float = 5.0) -> None:
-    names = [t.get_topic_name() for t in (topics.events, topics.judge, topics.labels)]
+    names = [t.get_topic_name() for t in (topics.events, topics.rekeyed, topics.judge, topics.labels)]
 
     reported: set[tuple[str, int]] = set()
 

@@ -39,7 +39,7 @@ def agent_named(app: faust.App, name: str) -> faust.types.AgentT:
 
 def record_sends(topics: Topics) -> Sent:
     sent: Sent = {}
-    for field in ("judge", "scores", "labels", "dead_letters", "events"):
+    for field in ("judge", "scores", "labels", "dead_letters", "rekeyed"):
         topic = getattr(topics, field)
         sent[field] = []
 
@@ -130,7 +130,7 @@ def test_hot_path_agent_sessionizes_a_batch_counts_and_sends(worker) -> None:
     # the conversation's partition total is committed beside its dedup mark in the scored table
     [scored] = [t for t in c.tables if t.name == "scored"]
     assert scored.data["#c|0"] == {"partition": 0, "seq": 1} and "distilled:agent-1" in scored.data
-    assert sent["events"] == []  # keyed input: nothing re-keyed
+    assert sent["rekeyed"] == []  # keyed input: nothing re-keyed
     # the sessions' writes (turns, then the close) went out only after the batch's output was flushed
     assert max(held for _, _, held in sent["flush"]) >= len(sim.events) - 1
     assert [k for k, _, _ in sent["flush"]][:2] == [b"", b"acked"]  # flushed, commit acknowledged, then released
