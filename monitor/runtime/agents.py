@@ -145,14 +145,15 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
                 for event in events:
                     await stream.ack(event)
 
-    @app.timer(TOPIC_CHECK_INTERVAL_S)
-    async def recreate_topics() -> None:
-        """Give a broker that lost its topics (a memory-only dev broker restarted) them back, with our
-        partition counts; on a real cluster this is a no-op. Without it offsets never commit again."""
-        try:
-            await create_topics(s)
-        except Exception as exc:  # broker still down: try again at the next tick
-            log.warning("topic check failed: %s", type(exc).__name__)
+    if c.layout.tansu:  # a Tansu workaround (runtime/layout.py): a Kafka cluster does not lose its topics
+        @app.timer(TOPIC_CHECK_INTERVAL_S)
+        async def recreate_topics() -> None:
+            """Give a broker that lost its topics (a memory-only dev broker restarted) them back, with our
+            partition counts. Without it offsets never commit again."""
+            try:
+                await create_topics(s)
+            except Exception as exc:  # broker still down: try again at the next tick
+                log.warning("topic check failed: %s", type(exc).__name__)
 
 
 def _headers(headers: object) -> list[tuple[str, bytes]]:

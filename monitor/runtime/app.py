@@ -15,6 +15,7 @@ import faust
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import KafkaSettings, Settings
 from monitor.runtime.delivery import GuardedTransport
+from monitor.runtime.log_ends import TansuTransport
 
 # `conversations` and `sessions-control` are gone since the hot path runs in one agent (see the README).
 # The input topic is not among them: it is the producer's (``CONVMON_INPUT_TOPIC``), or convmon's own
@@ -90,7 +91,8 @@ def bootstrap(kafka: KafkaSettings) -> str:
     return kafka.broker_url.split("://", 1)[-1]
 
 
-def create_app(settings: Settings) -> tuple[faust.App, Topics]:
+def create_app(settings: Settings, *, tansu: bool = False) -> tuple[faust.App, Topics]:
+    """``tansu``: the broker is Tansu (runtime/layout.py): its consumer also checks table restore ends."""
     app = faust.App(
         settings.app_id,
         broker=settings.broker_url,
@@ -113,7 +115,8 @@ def create_app(settings: Settings) -> tuple[faust.App, Topics]:
     )
 
     # faust's aiokafka transport with a consumer that commits no offsets after a failed delivery
-    app.transport = GuardedTransport(app.conf.broker_consumer, app)
+    transport = TansuTransport if tansu else GuardedTransport
+    app.transport = transport(app.conf.broker_consumer, app)
 
     def topic(name: str) -> faust.TopicT:
         return app.topic(

@@ -16,7 +16,7 @@ from monitor.contracts.settings import Settings
 from monitor.runtime.app import Topics
 from monitor.runtime.deadletter import DeadLetters
 from monitor.runtime.delivery import DeliveryGuard, install
-from monitor.runtime.layout import InputLayout, report_layout
+from monitor.runtime.layout import BrokerLayout, report_layout
 from monitor.runtime.ownership import Ownership
 from monitor.runtime.seeks import on_gap
 from monitor.runtime.tablestore import TableStore
@@ -42,6 +42,7 @@ class Components:
     sessions: TableStore  # held per hot-path batch until its counts are on the broker (runtime/agents.py)
     lock: asyncio.Lock  # one hot-path batch (or sweep) at a time; a revocation waits for it
     counts: TableStore  # the scored table: dedup marks, totals, commit records
+    layout: BrokerLayout  # the input's partitions against convmon's, and whether the broker is Tansu
 
 
 def exit_for_replay(error: BaseException) -> None:
@@ -52,10 +53,10 @@ def exit_for_replay(error: BaseException) -> None:
 
 
 def build_components(app: faust.App, topics: Topics, pipeline: Pipeline,
-                     layout: InputLayout | None = None) -> Components:
+                     layout: BrokerLayout | None = None) -> Components:
     """``layout``: the input's partitions read at start (runtime/layout.py); None: as many as convmon's."""
     s = pipeline.settings
-    layout = layout or InputLayout.matching(s.kafka)
+    layout = layout or BrokerLayout.matching(s.kafka)
     report_layout(layout, pipeline.metrics)
     guard = DeliveryGuard(pipeline.metrics, on_fatal=exit_for_replay)
     lock = asyncio.Lock()
@@ -92,4 +93,4 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline,
                       # the state's partitions are the re-keyed topic's (the input's too, when it is not forwarded)
                       ownership=Ownership(app, topics.rekeyed.get_topic_name(), hot, lock), tables=(sessions, scored),
                       guard=guard, sessions=session_store, lock=lock,
-                      counts=counts)
+                      counts=counts, layout=layout)

@@ -1,4 +1,5 @@
-"""The input topic's partition count against convmon's own, read once at start, and what follows from it.
+"""What a worker reads from the broker once at start: the input topic's partition count against convmon's
+own, and whether the broker is Tansu (the embedded one), and what follows from each.
 
 The hot path keeps its state (open sessions, dedup marks, totals) per partition, in changelogs with
 ``CONVMON_TOPIC_PARTITIONS`` partitions that faust assigns together with the partitions of the same
@@ -9,6 +10,11 @@ conversation id to convmon's ``<prefix>rekeyed`` topic, whose partitions are the
 there: one more produce and consume per event, nothing else. Unkeyed input takes that path in either
 layout. The input topic is only read, never written, created or altered (unless it is convmon's default
 ``<prefix>events``, which convmon creates as before).
+
+Tansu (what ``convmon broker`` and the test fixtures run) is told by the cluster id its Metadata answers
+carry, ``tansu_cluster`` unless started with another ``--cluster-id``. Only against it does the worker
+load the workarounds for its known differences from Kafka (monitor/runtime/log_ends.py: restore ends
+checked by a fetch; the timer that recreates the topics a memory-only broker lost on restart).
 """
 
 from __future__ import annotations
@@ -24,13 +30,15 @@ from monitor.contracts.settings import KafkaSettings
 from monitor.runtime.topics import Admin
 
 log = logging.getLogger(__name__)
+TANSU_CLUSTER_IDS = frozenset({"tansu_cluster"})  # Tansu's default --cluster-id, which convmon's embedded broker keeps
 
 
 @dataclass(frozen=True)
-class InputLayout:
+class BrokerLayout:
     input_topic: str
     input_partitions: int
     internal_partitions: int
+    tansu: bool = False  # the broker is Tansu: load its workarounds (see above)
 
     @property
     def forward(self) -> bool:
@@ -38,12 +46,12 @@ class InputLayout:
         return self.input_partitions != self.internal_partitions
 
     @classmethod
-    def matching(cls, kafka: KafkaSettings) -> InputLayout:
-        """The layout convmon creates for its default input: as many partitions as its own topics."""
+    def matching(cls, kafka: KafkaSettings) -> BrokerLayout:
+        """The layout convmon creates for its default input: as many partitions as its own topics (on Kafka)."""
         return cls(kafka.input_topic_name, kafka.topic_partitions, kafka.topic_partitions)
 
 
-async def read_layout(kafka: KafkaSettings) -> InputLayout:
+async def read_layout(kafka: KafkaSettings) -> BrokerLayout:
     """The input topic's partition count from the broker; a missing input topic is a ConfigError.
 
     Listed before it is described: a broker that auto-creates topics (Tansu; Kafka with
@@ -52,16 +60,17 @@ async def read_layout(kafka: KafkaSettings) -> InputLayout:
     async with Admin(kafka) as admin:
         try:
             described = await admin.describe_topics([name]) if name in await admin.list_topics() else []
+            cluster_id = (await admin.describe_cluster()).get("cluster_id")
         except KafkaError as exc:
             raise ConfigError(f"cannot describe the input topic {name!r} on {kafka.broker_url}: {exc!r}") from exc
     found = [t for t in described if t.get("topic") == name and not t.get("error_code")]
     if not found or not found[0].get("partitions"):
         raise ConfigError(f"the input topic {name!r} (CONVMON_INPUT_TOPIC) does not exist on {kafka.broker_url}: "
                           "create it (its producer owns it; convmon only reads it) or fix the setting")
-    return InputLayout(name, len(found[0]["partitions"]), kafka.topic_partitions)
+    return BrokerLayout(name, len(found[0]["partitions"]), kafka.topic_partitions, cluster_id in TANSU_CLUSTER_IDS)
 
 
-def report_layout(layout: InputLayout, metrics: Metrics) -> None:
+def report_layout(layout: BrokerLayout, metrics: Metrics) -> None:
     """Export both counts; when they differ, say once what that costs and how to avoid it."""
     metrics.input_partitions.set(layout.input_partitions)
     metrics.internal_partitions.set(layout.internal_partitions)

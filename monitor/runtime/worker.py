@@ -15,7 +15,7 @@ from monitor.runtime.allocator import allocator_of
 from monitor.runtime.app import create_app
 from monitor.runtime.components import build_components
 from monitor.runtime.health import Health, register_health, serve_health
-from monitor.runtime.layout import InputLayout, read_layout
+from monitor.runtime.layout import BrokerLayout, read_layout
 from monitor.runtime.retention import register_retention
 from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import build_pipeline
@@ -23,12 +23,12 @@ from monitor.runtime.wiring import build_pipeline
 log = logging.getLogger(__name__)
 
 
-Build = Callable[[Settings, InputLayout], faust.App]
+Build = Callable[[Settings, BrokerLayout], faust.App]
 
 
-def build_worker_app(settings: Settings, layout: InputLayout | None = None) -> faust.App:
+def build_worker_app(settings: Settings, layout: BrokerLayout | None = None) -> faust.App:
     pipeline = build_pipeline(settings)
-    app, topics = create_app(settings)
+    app, topics = create_app(settings, tansu=layout is not None and layout.tansu)
     components = build_components(app, topics, pipeline, layout)
     register_agents(app, topics, components)
     register_lag_timer(app, topics, components)

@@ -16,7 +16,7 @@ from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import REPO_ROOT, Settings, load_settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics, free_port
-from monitor.runtime.layout import InputLayout, read_layout
+from monitor.runtime.layout import BrokerLayout, read_layout
 from monitor.runtime.topics import check_topics, convmon_topics, create_topics
 from monitor.runtime.worker import build_worker_app
 from tests.workers import settings_env
@@ -127,8 +127,9 @@ def test_the_input_topic_is_convmons_events_unless_named_and_only_then_created(m
 
 def test_the_layout_forwards_the_input_only_when_its_partitions_differ(make_settings) -> None:
     settings = make_settings(topic_partitions=4)
-    assert not InputLayout.matching(settings).forward
-    assert InputLayout("in", 1, 4).forward and InputLayout("in", 12, 4).forward and not InputLayout("in", 4, 4).forward
+    assert not BrokerLayout.matching(settings).forward
+    assert BrokerLayout("in", 1, 4).forward and BrokerLayout("in", 12, 4).forward
+    assert not BrokerLayout("in", 4, 4).forward
 
 
 @pytest.mark.integration
@@ -141,5 +142,5 @@ def test_the_input_layout_is_read_from_the_broker_and_a_missing_input_is_one_lin
         asyncio.run(read_layout(named))
     asyncio.run(ensure_topics(broker, [named.input_topic_name], 3))
     assert asyncio.run(create_topics(named)) and named.input_topic_name not in asyncio.run(create_topics(named))
-    assert asyncio.run(read_layout(named)) == InputLayout(named.input_topic_name, 3, 4)
+    assert asyncio.run(read_layout(named)) == BrokerLayout(named.input_topic_name, 3, 4)
     assert asyncio.run(check_topics(named)) == []  # the input's 3 partitions are not convmon's to check

@@ -25,6 +25,7 @@ from monitor.contracts.score_codec import decode_score
 from monitor.runtime.agents import register_agents
 from monitor.runtime.app import Topics, create_app
 from monitor.runtime.components import Components, build_components
+from monitor.runtime.layout import BrokerLayout
 from monitor.runtime.wiring import build_pipeline
 from monitor.tools.simulator.generate import ConversationGenerator
 from tests.model_fixtures import publish_distilled_model
@@ -172,3 +173,15 @@ def test_judge_agent_scores_once_and_counts_a_redelivery_as_duplicate(worker) ->
     assert value(registry, "convmon_duplicate_scores_total", scorer="llm") == 1
     assert len(sent["labels"]) == 2 and orjson.loads(sent["labels"][0][1])["score"]["scorer"] == "llm"
     assert dict(sent["dead_letters"][0][2])["convmon-stage"] == b"judge"
+
+
+@pytest.mark.parametrize("tansu", [False, True])
+def test_the_topic_recreating_timer_runs_against_tansu_only(make_settings, tansu: bool) -> None:
+    """A memory-only Tansu restarted loses its topics; a Kafka cluster does not (runtime/layout.py)."""
+    settings = make_settings(broker_url="kafka://127.0.0.1:1")
+    app, topics = create_app(settings, tansu=tansu)
+    layout = BrokerLayout(settings.input_topic_name, 4, 4, tansu=tansu)
+    register_agents(app, topics, build_components(app, topics, build_pipeline(settings, registry=CollectorRegistry()),
+                                                  layout))
+    timers = {task.__name__ for task in app._app_tasks}  # faust keeps no public list of an app's timers
+    assert ("recreate_topics" in timers) == tansu and "sweep_sessions" in timers
