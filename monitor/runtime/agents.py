@@ -77,6 +77,11 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
 
     rekeyed_topic = topics.rekeyed.get_topic_name()
 
+    def rekeyed(event: Any) -> bool:
+        """Read from convmon's re-keyed topic; or, in the input, re-keyed there by a worker of before
+        ``<prefix>rekeyed`` (its header), which only a direct layout reads where its state is."""
+        return bool(event.message.topic == rekeyed_topic or (not c.layout.forward and is_rekeyed(event.headers)))
+
     @app.agent(topics.hot)  # the input topic and convmon's re-keyed topic
     async def hot_path(stream: faust.StreamT[Any]) -> None:
         async for events in event_batches(stream, s.event_batch, within=s.classify_within_s):
@@ -84,8 +89,7 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
                 now = c.ownership.refresh(hot)
                 c.sessions.hold()
                 high = highwaters(events)
-                batch = [Input(e.key, e.value, e.message.partition,
-                               e.message.topic == rekeyed_topic or is_rekeyed(e.headers), e.message.timestamp,
+                batch = [Input(e.key, e.value, e.message.partition, rekeyed(e), e.message.timestamp,
                                (h := high.get(e.message.tp)) is None or e.message.offset + 1 >= h) for e in events]
                 await emit_then_release(hot.ingest(batch, now))
 

@@ -142,5 +142,5 @@ def test_the_input_layout_is_read_from_the_broker_and_a_missing_input_is_one_lin
         asyncio.run(read_layout(named))
     asyncio.run(ensure_topics(broker, [named.input_topic_name], 3))
     assert asyncio.run(create_topics(named)) and named.input_topic_name not in asyncio.run(create_topics(named))
-    assert asyncio.run(read_layout(named)) == BrokerLayout(named.input_topic_name, 3, 4)
+    assert asyncio.run(read_layout(named)) == BrokerLayout(named.input_topic_name, 3, 4, tansu=True)
     assert asyncio.run(check_topics(named)) == []  # the input's 3 partitions are not convmon's to check
