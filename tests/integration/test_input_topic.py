@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 from aiokafka import ConsumerRecord
@@ -119,3 +120,31 @@ def test_the_input_topic_is_only_read_and_every_conversation_is_scored_once(
     # the input was neither created nor listed among convmon's topics; the default input name never appeared
     assert settings.input_topic_name not in topic_names(settings)
     assert settings.topic("events") not in list_topics(broker)
+
+
+@pytest.mark.long
+def test_two_workers_forwarding_an_input_of_another_partition_count_score_each_conversation_once(
+        broker: str, make_settings, tmp_path: Path) -> None:
+    """3 input partitions, convmon's 4, two workers: the one with fewer input partitions (or none) still gets
+    re-keyed partitions; together they score every conversation once."""
+    settings = input_worker(make_settings, broker, "json", 3)
+    a, b = WorkerProcess(settings, tmp_path / "a.log"), WorkerProcess(settings, tmp_path / "b.log")
+    try:
+        a.start()
+        b.start()
+        wait_until(lambda: all(httpx.get(f"http://127.0.0.1:{w.port}/readyz", timeout=5).status_code == 200
+                               for w in (a, b)), 90, message="both workers joined")
+        records = json_input("two")
+        produce(broker, settings.input_topic_name, records)
+
+        def scored() -> float:
+            return sum(total(w.samples(), "convmon_conversations_scored_total", scorer="distilled") for w in (a, b))
+
+        wait_until(lambda: scored() >= N, timeout=120, message=f"every conversation scored ({a.log()}{b.log()})")
+        time.sleep(3)
+        assert scored() == N and a.alive() and b.alive()
+    finally:
+        a.stop()
+        b.stop()
+    assert distilled_per_conversation(broker, settings) == Counter({f"two-{i}": 1 for i in range(N)})
+    assert len(read_to_end(broker, settings.input_topic_name).records) == len(records)
