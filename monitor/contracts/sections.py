@@ -7,6 +7,7 @@ lives in :mod:`monitor.contracts.judge_section` and is importable from here too.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal, Self
 
@@ -14,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from monitor.contracts.judge_section import JudgeSettings
 from monitor.contracts.setting_values import REPO_ROOT, RETRAIN_OFF, SCORERS, ScorerList, StringList
+
+KAFKA_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's own rule (clients/.../internals/Topic.java)
 
 __all__ = ["DistillSettings", "DriftSettings", "JudgeSettings", "KafkaSettings", "MetricsSettings", "OtelSettings",
            "RubricSettings", "StreamSettings"]
@@ -35,12 +38,24 @@ class KafkaSettings(BaseModel):
     app_id: str = "convmon"
     topic_prefix: str = "convmon."
     topic_partitions: int = Field(default=4, ge=1)
+    input_topic: str | None = Field(default=None, description=(
+        "The topic convmon reads its input from (any partition count); convmon only reads it. Unset: "
+        "<topic_prefix>events, which convmon creates if missing, as before. Any other topic must exist "
+        "(created by its producer, e.g. the OpenTelemetry Collector's otlp_spans)."))
     # Topics created by workers or `convmon topics create` (monitor/runtime/topics.py): replication, and how
     # long the input, the scores and the dead letters are kept (changelogs are compacted instead).
     topic_replication: int = Field(default=1, ge=1)
     retention_events_s: float = Field(default=7 * 86400.0, ge=1)
     retention_scores_s: float = Field(default=30 * 86400.0, ge=1)
     retention_dead_letters_s: float = Field(default=30 * 86400.0, ge=1)
+
+    @field_validator("input_topic")
+    @classmethod
+    def _kafka_topic_name(cls, value: str | None) -> str | None:
+        if value is not None and (not KAFKA_TOPIC_NAME.fullmatch(value) or value in (".", "..")):
+            raise ValueError(f"{value!r} is not a Kafka topic name: 1-249 characters of a-z, A-Z, 0-9, '.', "
+                             "'_' and '-', not '.' or '..'")
+        return value
 
     @model_validator(mode="after")
     def _check_security(self) -> Self:
@@ -56,6 +71,16 @@ class KafkaSettings(BaseModel):
     def topic(self, name: str) -> str:
         """Full topic name for a stage (``events``, ``scores``, ``dead-letters``, ...)."""
         return f"{self.topic_prefix}{name}"
+
+    @property
+    def input_topic_name(self) -> str:
+        """The topic read as input: ``input_topic``, or convmon's own ``<prefix>events``."""
+        return self.input_topic or self.topic("events")
+
+    @property
+    def owns_input_topic(self) -> bool:
+        """Whether the input is convmon's own ``<prefix>events`` (created by convmon), not a producer's topic."""
+        return self.input_topic_name == self.topic("events")
 
 
 class StreamSettings(BaseModel):

@@ -15,6 +15,7 @@ from monitor.runtime.allocator import allocator_of
 from monitor.runtime.app import create_app
 from monitor.runtime.components import build_components
 from monitor.runtime.health import Health, register_health, serve_health
+from monitor.runtime.layout import BrokerLayout, read_layout
 from monitor.runtime.retention import register_retention
 from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import build_pipeline
@@ -22,10 +23,13 @@ from monitor.runtime.wiring import build_pipeline
 log = logging.getLogger(__name__)
 
 
-def build_worker_app(settings: Settings) -> faust.App:
+Build = Callable[[Settings, BrokerLayout], faust.App]
+
+
+def build_worker_app(settings: Settings, layout: BrokerLayout | None = None) -> faust.App:
     pipeline = build_pipeline(settings)
-    app, topics = create_app(settings)
-    components = build_components(app, topics, pipeline)
+    app, topics = create_app(settings, tansu=layout is not None and layout.tansu)
+    components = build_components(app, topics, pipeline, layout)
     register_agents(app, topics, components)
     register_lag_timer(app, topics, components)
     register_retention(app, pipeline.store, settings.label_retention_days)
@@ -33,16 +37,17 @@ def build_worker_app(settings: Settings) -> faust.App:
 
 
 def run_worker(settings: Settings, *, loglevel: str = "warn",
-               build: Callable[[Settings], faust.App] = build_worker_app) -> None:
-    """Create missing topics (as `convmon topics create` does), build the app (``build``: the monitor, or a
-    benchmark's variant), serve /metrics, /healthz and /readyz, run."""
+               build: Build = build_worker_app) -> None:
+    """Create missing topics (as `convmon topics create` does), read the input's partition count, build the app
+    (``build``: the monitor, or a benchmark's variant), serve /metrics, /healthz and /readyz, run."""
     if settings.retrain_interval_s is not None:
         log.warning("CONVMON_RETRAIN_INTERVAL_S no longer makes workers retrain: run one `convmon retrain` per "
                     "deployment (it reads this setting as its interval; prefer CONVMON_RETRAIN_CRON)")
     asyncio.run(create_topics(settings.kafka))
-    app = build(settings)
+    layout = asyncio.run(read_layout(settings.kafka))
+    app = build(settings, layout)
     health = Health(settings.health_stall_s)
-    register_health(app, health)
+    register_health(app, health, settings.input_topic_name)
     serve_health(health, settings.metrics_host, settings.metrics_port)
     base = f"http://{settings.metrics_host}:{settings.metrics_port}"
     log.info("convmon worker: metrics on %s/metrics, probes %s/healthz and /readyz", base, base)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import orjson
 from prometheus_client import CollectorRegistry
 
+from monitor.contracts.events import decode_event
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import decode_score
@@ -10,7 +11,7 @@ from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import Settings
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import WEIGHT, HotPath, Input
+from monitor.stages.hotpath import REKEYED, WEIGHT, HotPath, Input, Send, rekeyed_record
 from monitor.stages.route import in_sample
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals
@@ -19,7 +20,7 @@ from tests.stages.memstore import MemStore
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
 
 
-def hot_path(sample_rate: float = 0.5) -> tuple[HotPath, Metrics]:
+def hot_path(sample_rate: float = 0.5, *, forward_input: bool = False) -> tuple[HotPath, Metrics]:
     metrics = Metrics(CollectorRegistry())
     sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
@@ -27,7 +28,8 @@ def hot_path(sample_rate: float = 0.5) -> tuple[HotPath, Metrics]:
     totals = PartitionTotals(counts, metrics.partition_families)
     dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
     hot = HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
-                  max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=sample_rate)
+                  max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=sample_rate,
+                  forward_input=forward_input)
     hot.assign({0, 1, 2, 3}, now=0.0)
     return hot, metrics
 
@@ -46,7 +48,7 @@ def test_a_batch_sessionizes_rekeys_and_dead_letters() -> None:
              Input(b"x", b"{nope", 2), Input(b"a", turn("a", 1), 0), Input(b"z", b"y" * 20_000, 2)]
     out = hot.ingest(batch, now=1.0)
     assert [c.conversation_id for c, _ in out.closed] == ["a"] and out.closed[0][1] == 0
-    assert out.rekey == [(b"b", turn("b", 0))]
+    assert out.rekey == [Send(b"b", turn("b", 0), [(REKEYED, b"1")], None)]
     assert [(d.reason, dict(d.headers)["convmon-stage"]) for d in out.dead] == [
         ("malformed_json", b"sessionize"), ("late_event", b"sessionize"), ("too_large", b"sessionize")]
     assert metrics.registry.get_sample_value("convmon_events_total", {"kind": "turn"}) == 3
@@ -58,9 +60,27 @@ def test_unkeyed_events_re_keyed_give_the_same_conversation() -> None:
     first = hot.ingest([Input(None, end("u", turn_count=3), 0), Input(None, turn("u", 2), 1),
                         Input(None, turn("u", 0), 2), Input(None, turn("u", 1), 3)], now=1.0)
     assert len(first.rekey) == 4
-    again = hot.ingest([Input(k, v, 3, rekeyed=True) for k, v in reversed(first.rekey)], now=1.0)
+    again = hot.ingest([Input(r.key, r.value, 3, rekeyed=True) for r in reversed(first.rekey)], now=1.0)
     [(conversation, partition)] = again.closed
     assert [t.index for t in conversation.turns] == [0, 1, 2] and partition == 3
+
+
+def test_forwarded_input_is_re_keyed_whole_with_its_timestamp_and_processed_from_the_re_keyed_topic() -> None:
+    """An input whose partitions are not the state's (runtime/layout.py): keyed events too go to the re-keyed
+    topic, with the input record's timestamp; nothing is sessionized, and no partition clock moves, until
+    they come back from there."""
+    hot, metrics = hot_path(forward_input=True)
+    out = hot.ingest([Input(b"f", turn("f", 0), 0, timestamp=50.0), Input(b"f", end("f", turn_count=1), 0,
+                                                                           timestamp=51.0),
+                      Input(b"x", b"{nope", 0)], now=100.0)
+    assert out.closed == [] and [d.reason for d in out.dead] == ["malformed_json"]
+    assert out.rekey == [rekeyed_record(decode_event(turn("f", 0)), turn("f", 0), 50.0),
+                         rekeyed_record(decode_event(end("f", turn_count=1)), end("f", turn_count=1), 51.0)]
+    assert [r.timestamp for r in out.rekey] == [50.0, 51.0] and hot.clock.now(0, 100.0) == 100.0  # not observed
+    back = hot.ingest([Input(r.key, r.value, 2, rekeyed=True, timestamp=r.timestamp) for r in out.rekey], now=100.0)
+    [(conversation, partition)] = back.closed
+    assert conversation.conversation_id == "f" and partition == 2 and hot.clock.now(2, 100.0) == 51.0
+    assert metrics.registry.get_sample_value("convmon_conversations_finished_total", {"end_reason": "end"}) == 1
 
 
 def test_judge_slice_carries_the_router_weight_and_counting_is_once() -> None:

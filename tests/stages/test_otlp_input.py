@@ -180,13 +180,13 @@ def test_hot_path_rekeys_unkeyed_otlp_as_json_and_closes_on_idle(encoding: str) 
     refs = app.trace(chats)
     first = path.ingest([Input(None, app.take_traces(encoding), 0)], now=1.0)  # type: ignore[arg-type]
     assert first.closed == [] and first.dead == []
-    assert {k for k, _ in first.rekey} == {b"k-0", b"k-1", b"k-2"}
-    assert all(isinstance(decode_event(v), TurnEvent) for _, v in first.rekey)  # convmon JSON from here on
-    again = path.ingest([Input(k, v, 2, rekeyed=True) for k, v in first.rekey], now=2.0)
+    assert {r.key for r in first.rekey} == {b"k-0", b"k-1", b"k-2"}
+    assert all(isinstance(decode_event(r.value), TurnEvent) for r in first.rekey)  # convmon JSON from here on
+    again = path.ingest([Input(r.key, r.value, 2, rekeyed=True) for r in first.rekey], now=2.0)
     # a later message repeats the whole history: nothing is stored twice
     app.trace([Chat("k-0", conversation_texts(2, "0"))])
     repeat = path.ingest([Input(None, app.take_traces(encoding), 0)], now=3.0)  # type: ignore[arg-type]
-    path.ingest([Input(k, v, 2, rekeyed=True) for k, v in repeat.rekey], now=3.0)
+    path.ingest([Input(r.key, r.value, 2, rekeyed=True) for r in repeat.rekey], now=3.0)
     # k-0 traced again: its user turns 0 and 2 are repeats; answers 1 and 3 come from new calls (new spans)
     assert metrics.repeated_turns._value.get() == 2
     assert again.closed == []
