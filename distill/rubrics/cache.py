@@ -120,6 +120,7 @@ class CachingClient:
         *,
         model: str | None = None,
         response_format: dict[str, Any] | None = None,
+        plain_format: dict[str, Any] | None = None,
         logprobs: bool = False,
         top_logprobs: int | None = None,
         max_tokens: int | None = None,
@@ -136,7 +137,8 @@ class CachingClient:
             raise ConfigError("an LLM call is not in the cache and no judge endpoint is configured: set "
                               "OPENAI_API_KEY / OPENAI_BASE_URL (or CONVMON_OPENAI_*)")
         completion = await self.client.complete(messages, model=model, response_format=response_format,
-                                                logprobs=logprobs, top_logprobs=top_logprobs, max_tokens=max_tokens)
+                                                plain_format=plain_format, logprobs=logprobs,
+                                                top_logprobs=top_logprobs, max_tokens=max_tokens)
         self.stats.calls += 1
         self.stats.cost_usd += completion.cost_usd
         self.stats.usage += completion.usage
