@@ -132,7 +132,9 @@ class CachingClient:
         if hit is not None:
             self.stats.hits += 1
             return Completion(text=hit["text"], model=model, finish_reason=hit.get("finish_reason"), usage=Usage(),
-                              cost_usd=0.0, latency_s=0.0, structured=bool(hit.get("structured")))
+                              cost_usd=0.0, latency_s=0.0, structured=bool(hit.get("structured")),
+                              top_logprobs=[[(str(t), float(p)) for t, p in token]
+                                            for token in hit.get("top_logprobs") or []])
         if self.client is None:
             raise ConfigError("an LLM call is not in the cache and no judge endpoint is configured: set "
                               "OPENAI_API_KEY / OPENAI_BASE_URL (or CONVMON_OPENAI_*)")
@@ -145,6 +147,7 @@ class CachingClient:
         if not completion.cut_off:  # a cut-off answer is not worth replaying
             self.cache.put(key, {"text": completion.text, "finish_reason": completion.finish_reason,
                                  "structured": completion.structured, "usage": completion.usage.as_dict(),
+                                 "top_logprobs": [[list(alt) for alt in token] for token in completion.top_logprobs],
                                  "cost_usd": completion.cost_usd, "model": completion.response_model or model})
         return completion
 
