@@ -52,7 +52,9 @@ async def score_matrix(
 
     ``failures`` counts why rows are NaN (the judge's error, e.g. "missing items ..."), for the summary.
     """
-    scorer_cls = {"spur": SpurScorer, "likert": LikertScorer, "logprobs": LogprobsScorer}[mode]
+    scorers: dict[str, type[SpurScorer | LikertScorer | LogprobsScorer]] = {
+        "spur": SpurScorer, "likert": LikertScorer, "logprobs": LogprobsScorer}
+    scorer_cls = scorers[mode]
     scorer = scorer_cls(judge, rubrics, llm, Metrics(CollectorRegistry()), items,  # type: ignore[arg-type]
                         model=model)
     redactor = Redactor.from_settings(judge)
