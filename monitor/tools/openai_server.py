@@ -31,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from monitor.tools.server_flavours import FLAVOURS, refusal
+from monitor.tools.server_flavours import FLAVOURS, refusal, reshape
 from monitor.tools.stand_in_judge import answer, embed
 
 Behaviour = str | Callable[[dict[str, Any]], tuple[int, dict[str, Any], dict[str, str]]]
@@ -126,7 +126,7 @@ class OpenAIServer:
             refused = refusal(behaviour, body)
             if refused is not None:
                 return web.json_response(refused[1], status=refused[0])
-            behaviour = "good"
+            return web.json_response(reshape(behaviour, self._completion(body, "good")))
         error = _errors(behaviour, body, self.retry_after)
         if error is not None:
             return error

@@ -20,6 +20,10 @@ server refuses, and then with that server's status and error body, as read in it
   ``anyOf``; the message is the runner's conversion error.
 - ``fastapi_422``: a FastAPI server with FastAPI's default validation handler: **422** ``{"detail": [...]}``
   for any ``response_format``.
+
+Answers that are not refused take that server's response shape (:func:`reshape`): llama-server's ``timings``
+and ``id``/``bytes`` on each logprob, no ``prompt_tokens_details``; Ollama's ``fp_ollama`` fingerprint and no
+``logprobs`` key unless asked (``omitempty``); vLLM's ``stop_reason`` and ``prompt_tokens_details: null``.
 """
 
 from __future__ import annotations
@@ -62,3 +66,33 @@ def refusal(flavour: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | 
                    "msg": "Input should be 'text' or 'json_object'", "input": fmt_type}]
         return 422, {"detail": detail}
     return None
+
+
+def _byte_list(token: Any) -> list[int]:
+    return list(str(token).encode("utf-8"))
+
+
+def reshape(flavour: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A completion as ``flavour`` shapes it (fields the OpenAI client must tolerate, or do without)."""
+    choice = payload["choices"][0]
+    usage = payload.get("usage") or {}
+    logprobs = choice.get("logprobs") or {}
+    if flavour.startswith("llama_server") or flavour == "llama_cpp_python":
+        usage.pop("prompt_tokens_details", None)
+        for i, token in enumerate(logprobs.get("content") or []):
+            token.update(id=1000 + i, bytes=_byte_list(token["token"]))
+            for j, alt in enumerate(token.get("top_logprobs") or []):
+                alt.update(id=2000 + j, bytes=_byte_list(alt["token"]))
+        if flavour.startswith("llama_server"):
+            payload.update(system_fingerprint="b6000-0123abcd", timings={
+                "prompt_n": usage.get("prompt_tokens", 0), "prompt_ms": 12.5, "predicted_n": 1, "predicted_ms": 3.1})
+    elif flavour == "ollama_no_rules":
+        payload["system_fingerprint"] = "fp_ollama"
+        usage.pop("prompt_tokens_details", None)
+        if choice.get("logprobs") is None:
+            choice.pop("logprobs", None)
+    elif flavour == "vllm_no_rules":
+        choice["stop_reason"] = None
+        usage["prompt_tokens_details"] = None
+        payload.update(prompt_logprobs=None, kv_transfer_params=None)
+    return payload

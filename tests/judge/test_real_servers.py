@@ -132,3 +132,13 @@ async def test_a_call_without_a_format_does_not_teach_the_ladder_anything(make_s
     await client.complete([{"role": "user", "content": "score"}], response_format=fmt)
     assert "response_format" in server.requests[1] and client.structured_ok
     await client.aclose()
+
+
+@pytest.mark.parametrize("flavour", [m[0] for m in MATRIX[1:]])
+async def test_logprobs_mode_reads_each_servers_answer_shape(make_settings, rubric, metrics, server, flavour) -> None:
+    server.default = flavour
+    judge = judge_from(make_settings(judge_mode="logprobs"), rubric, metrics)
+    record = await judge.score(HAPPY)
+    assert all(item.probability is not None and 0 < (item.mass or 0) <= 1 for item in record.items)
+    assert all(request.get("top_logprobs") == 20 and "response_format" not in request for request in server.requests)
+    await judge.aclose()
