@@ -45,7 +45,8 @@ class JudgeSettings(BaseModel):
     # in order); international +CC numbers are redacted whatever this says.
     pii_phone_regions: StringList = Field(default_factory=lambda: ["US"])
     # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
-    # to free text by itself on a 400), answer length cap, sampling temperature, retry backoff.
+    # down to a plain schema, then free text, when the endpoint refuses it: monitor/judge/formats.py), answer length
+    # cap, sampling temperature, retry backoff.
     judge_structured_output: bool = True
     judge_max_output_tokens: int = Field(default=1500, ge=16)
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
