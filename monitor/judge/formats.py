@@ -66,6 +66,8 @@ class FormatLadder:
         """(level, response_format) to send, best first, from the model's remembered level down."""
         if rules is None:
             return [(TEXT, None)]
+        if not self.enabled:  # judge_structured_output=false: free text, and the gauge says so
+            self.metrics.judge_structured_fallback.labels(self.endpoint, model).set(TEXT)
         ladder: list[Rung] = [(RULES, rules), (PLAIN, plain), (TEXT, None)]
         start = self.level(model)
         return [(level, fmt) for level, fmt in ladder if level >= start and (fmt is not None or level == TEXT)]

@@ -142,3 +142,13 @@ async def test_logprobs_mode_reads_each_servers_answer_shape(make_settings, rubr
     assert all(item.probability is not None and 0 < (item.mass or 0) <= 1 for item in record.items)
     assert all(request.get("top_logprobs") == 20 and "response_format" not in request for request in server.requests)
     await judge.aclose()
+
+
+async def test_structured_output_off_sends_no_schema_and_the_gauge_says_free_text(make_settings, rubric, metrics,
+                                                                                  server) -> None:
+    judge = judge_from(make_settings(judge_structured_output=False, judge_answer_repair="lenient"), rubric, metrics)
+    await judge.score(HAPPY)
+    assert formats_sent(server) == [None]
+    labels = {"endpoint": f"127.0.0.1:{server.port}", "model": "gpt-4o-mini"}
+    assert sample(metrics, "convmon_judge_structured_fallback", **labels) == 2
+    await judge.aclose()
