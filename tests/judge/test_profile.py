@@ -4,6 +4,7 @@ settings still win, from the environment as from arguments."""
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 from conftest import API_KEY, sample
 
 from monitor.contracts.errors import JudgeUnavailable
@@ -36,7 +37,7 @@ async def test_a_timeout_is_not_retried_when_so_configured(make_settings, metric
 
 
 def test_an_unknown_profile_is_refused() -> None:
-    with pytest.raises(Exception, match=r"judge_profile"):
+    with pytest.raises(ValidationError, match=r"judge_profile"):
         Settings(openai_api_key=API_KEY, judge_profile="laptop")
 
 

@@ -13,7 +13,7 @@ import json
 import pytest
 from conftest import make_conversation, sample
 
-from monitor.contracts.errors import JudgeResponseError, JudgeUnavailable
+from monitor.contracts.errors import JudgeError, JudgeResponseError, JudgeUnavailable
 from monitor.judge.build import build_judge
 from monitor.judge.formats import endpoint_label, refuses_format
 from monitor.judge.spur import spur_schema
@@ -73,8 +73,9 @@ async def test_a_plain_5xx_is_retried_and_the_give_up_names_the_setting(make_set
 async def test_a_400_that_is_not_about_the_format_is_not_remembered(make_settings, rubric, metrics, server) -> None:
     server.script("400", "400", "400")  # every rung refused: it was never the format
     judge = judge_from(make_settings(), rubric, metrics)
-    with pytest.raises(Exception, match=r"HTTP 400"):
+    with pytest.raises(JudgeError, match=r"rejected the request \(HTTP 400\)") as info:
         await judge.score(HAPPY)
+    assert info.value.reason == "judge_bad_request"
     assert formats_sent(server) == ["rubric_answers", "rubric_answers_plain", None]
     assert judge.client.formats.level("gpt-4o-mini") == 0 and judge.client.structured_ok
     await judge.aclose()
