@@ -4,8 +4,8 @@ settings still win, from the environment as from arguments."""
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 from conftest import API_KEY, sample
+from pydantic import ValidationError
 
 from monitor.contracts.errors import JudgeUnavailable
 from monitor.contracts.settings import Settings, load_settings
