@@ -87,3 +87,20 @@ class JudgeMetrics:
             "convmon_jury_disagreements", "Items on which jury members disagreed.", ["rubric"], registry=r
         )
         self.judge_in_flight = Gauge("convmon_judge_in_flight", "Judge requests in flight.", registry=r)
+        # --- real servers (issue #37) and answer size (issue #34) ---------------------------------------------
+        self.judge_structured_fallback = Gauge(
+            "convmon_judge_structured_fallback",
+            "The answer format this worker uses with an endpoint (host:port) and model, as learned from its "
+            "refusals: 0 = JSON schema with the answer rules, 1 = plain JSON schema, 2 = free text (the endpoint "
+            "refused response_format, or judge_structured_output is off).",
+            ["endpoint", "model"],
+            registry=r,
+        )
+        self.judge_answers_too_large = Counter(
+            "convmon_judge_answers_too_large",
+            "Judge answers refused unread for their size, by limit (bytes: judge_max_answer_bytes; tokens: more "
+            "completion tokens than the request's max_tokens); the conversation is dead-lettered "
+            "judge_answer_too_large.",
+            ["limit"],
+            registry=r,
+        )

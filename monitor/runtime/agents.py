@@ -18,6 +18,7 @@ from typing import Any
 import faust
 from faust.exceptions import ConsumerNotStarted
 
+from monitor.runtime.abandon import unless_stopping
 from monitor.runtime.app import Topics
 from monitor.runtime.batches import event_batches, unacked_event_batches
 from monitor.runtime.components import Components
@@ -114,8 +115,18 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
             if c.ownership.dirty:  # the dedup window must be rebuilt before it answers
                 async with lock:
                     c.ownership.refresh(hot)
-            out = await c.judge.handle(event.value, event.key, event.message.partition, _headers(event.headers),
-                                       before_count=refresh_unless_busy)
+            headers = _headers(event.headers)
+
+            async def requeue(key: bytes = event.key, value: bytes = event.value,
+                              headers: list[tuple[str, bytes]] = headers) -> None:
+                await send_all(topics.judge, [Send(key, value, headers)])
+                await app.producer.flush()  # on the broker before the event's offset can be committed
+
+            # a stopping worker does not wait for the call (minutes with a local model): monitor/runtime/abandon.py
+            out = await unless_stopping(app, c.judge.handle(event.value, event.key, event.message.partition, headers,
+                                                            before_count=refresh_unless_busy), requeue)
+            if out is None:
+                continue
             await c.counts.flush()  # its dedup marks and totals
             await send_all(topics.scores, out.scores)
             await send_all(topics.labels, out.labels)

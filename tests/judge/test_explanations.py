@@ -23,7 +23,9 @@ CONVERSATION = make_conversation("my email is bob@example.com and the export sti
 
 
 def _item_schemas(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(body["response_format"]["json_schema"]["schema"]["properties"].values())
+    """Every answer shape the schema allows (an item with answer rules has one per ``anyOf`` branch)."""
+    items = body["response_format"]["json_schema"]["schema"]["properties"].values()
+    return [shape for item in items for shape in item.get("anyOf", [item])]
 
 
 async def test_off_by_default_nothing_is_asked_or_kept(make_settings, rubric, metrics, server) -> None:
