@@ -10,10 +10,12 @@ import pytest
 from conftest import make_conversation, sample
 from judge_wiring import judge_from
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
+from prometheus_client import CollectorRegistry
 from test_strict_answers import respond
 
 from distill.store import LabelRecord
 from monitor.contracts.errors import ConfigError, JudgeResponseError
+from monitor.contracts.metrics import Metrics
 from monitor.judge.redact import Redactor
 from monitor.judge.strict import MAX_EXPLANATION
 from monitor.stages.evaluations import EvaluationEvents
@@ -53,7 +55,8 @@ async def test_explanations_reach_evaluation_events_and_the_label_store_redacted
     assert record.items[0].explanation == "user bob@example.com is upset"  # kept as is inside the worker
 
     memory = InMemoryLogRecordExporter()
-    events = EvaluationEvents.from_environment(scorers=["llm"], redact=Redactor().redact, exporter=memory)
+    events = EvaluationEvents.from_environment(scorers=["llm"], redact=Redactor().redact, exporter=memory,
+                                              metrics=Metrics(CollectorRegistry()), queue_size=64)
     events.observe(record)
     events.shutdown()
     explanations = [d.log_record.attributes["gen_ai.evaluation.explanation"]  # type: ignore[index]
