@@ -41,6 +41,10 @@ class JudgeSettings(BaseModel):
     # Countries whose national-format phone numbers are redacted (phonenumbers' default regions, tried
     # in order); international +CC numbers are redacted whatever this says.
     pii_phone_regions: StringList = Field(default_factory=lambda: ["US"])
+    pii_reference_key: SecretStr | None = Field(default=None, description=(
+        "Key of the opaque conversation references (HMAC-SHA256) that exemplars and log lines carry instead of "
+        "conversation ids; at least 16 characters. Unset: a random key created once and kept in the label "
+        "store's database (<prefix>reference_key), shared by every worker on that database."))
     # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
     # to free text by itself on a 400), answer length cap, sampling temperature, retry backoff.
     judge_structured_output: bool = True
@@ -63,6 +67,13 @@ class JudgeSettings(BaseModel):
             raise ValueError(f"judge_explanations needs judge_mode=spur (its JSON answer has room for a reason per "
                              f"item); judge_mode is {self.judge_mode!r}")
         return self
+
+    @field_validator("pii_reference_key")
+    @classmethod
+    def _check_reference_key(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is not None and len(key.get_secret_value()) < 16:
+            raise ValueError("pii_reference_key needs at least 16 characters (a random string)")
+        return key
 
     @field_validator("pii_phone_regions")
     @classmethod

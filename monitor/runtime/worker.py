@@ -28,7 +28,7 @@ def build_worker_app(settings: Settings) -> faust.App:
     components = build_components(app, topics, pipeline)
     register_agents(app, topics, components)
     register_lag_timer(app, topics, components)
-    register_retention(app, pipeline.store, settings.label_retention_days)
+    register_retention(app, pipeline.store, settings.label_retention_days, scores=pipeline.scores)
     return app
 
 
