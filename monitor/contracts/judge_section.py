@@ -41,6 +41,11 @@ class JudgeSettings(BaseModel):
     # Countries whose national-format phone numbers are redacted (phonenumbers' default regions, tried
     # in order); international +CC numbers are redacted whatever this says.
     pii_phone_regions: StringList = Field(default_factory=lambda: ["US"])
+    pii_raw_internal_topics: bool = Field(default=False, description=(
+        "Keep turn text raw in convmon's internal topics (sessions changelog, re-key hop, judge, labels) for "
+        "teams that own the cluster. Default false: text is redacted once, where it enters the process. "
+        "Metadata is redacted either way; the judge request, label store, dead letters and OTLP events are "
+        "always redacted. True also means the classifiers score raw text while trained on redacted labels."))
     pii_reference_key: SecretStr | None = Field(default=None, description=(
         "Key of the opaque conversation references (HMAC-SHA256) that exemplars and log lines carry instead of "
         "conversation ids; at least 16 characters. Unset: a random key created once and kept in the label "
