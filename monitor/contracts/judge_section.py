@@ -39,8 +39,10 @@ class JudgeSettings(BaseModel):
     judge_max_prompt_chars: int = Field(default=24_000, ge=1000)
     pii_extra_patterns: StringList = Field(default_factory=list)
     # Countries whose national-format phone numbers are redacted (phonenumbers' default regions, tried
-    # in order); international +CC numbers are redacted whatever this says.
-    pii_phone_regions: StringList = Field(default_factory=lambda: ["US"])
+    # in order); international +CC numbers of any country are redacted whatever this says. The default is
+    # monitor.judge.redact.PHONE_REGIONS (issue #32; was ["US"]).
+    pii_phone_regions: StringList = Field(default_factory=lambda: [
+        "US", "GB", "DE", "FR", "ES", "IT", "NL", "BR", "IN", "JP", "AU", "PL", "SE", "CA"])
     pii_raw_internal_topics: bool = Field(default=False, description=(
         "Keep turn text raw in convmon's internal topics (sessions changelog, re-key hop, judge, labels) for "
         "teams that own the cluster. Default false: text is redacted once, where it enters the process. "
