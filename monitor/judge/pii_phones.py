@@ -5,7 +5,7 @@ A match is a phone number when it is international (``+CC`` or ``00CC``: any of 
 whatever the regions), or national with at least 7 digits, not shaped like a date or a year range, and
 either next to a phone word ("call", "mobile", "Tel:") or valid for the region (``is_valid_number``) and
 written like a phone number (separators, or a leading trunk 0). A trailing extension (``x123``) joins it.
-The matcher runs only on text with 7 or more digits close together: most chat turns pay one regex search.
+The matcher reads only the runs of 6 or more digits in phone punctuation: most chat turns pay one regex search.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import re
 
 import phonenumbers
 
-# 6 digits with at most 3 phone punctuation characters between neighbours: the cheapest test that a number
-# might be there (a time, a price or a postcode rarely passes it).
-_PREFILTER = re.compile(r"\d(?:[\s().\-/]{0,3}\d){5}")
+# A run of digits and phone punctuation holding a phone number's 6 or more digits: the matcher reads only these
+# windows (a character of context either side), not the whole text, once per region.
+_CANDIDATE = re.compile(r"\+?\(?\d(?:[\s().\-/]{0,3}\d){5,}\)?")
 _DATE_LIKE = re.compile(
     r"\(?\d{4}[-./]\d{1,2}[-./]\d{1,2}\)?|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}|\d{4}\s*[-/]\s*\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?")
 _CUE = re.compile(r"\b(?:call|phone|tel|telephone|mobile|cell|cellphone|number|no\.|reach|text|sms|whats ?app|fax|"
@@ -37,21 +37,26 @@ _TRUNK = re.compile(r"(?:\+|00)?(\d{1,3})[\s.\-]?$")
 
 def phone_spans(text: str, regions: list[str]) -> list[tuple[int, int]]:
     """Spans of the phone numbers in ``text`` (see the module docstring); ``regions`` empty: international only."""
-    if not _PREFILTER.search(text):
+    candidates = list(_CANDIDATE.finditer(text))
+    if not candidates:  # no 6 digits in phone punctuation: no phone number, not even next to a phone word
         return []
     spans: set[tuple[int, int]] = set()
-    for region in regions or ["ZZ"]:
-        for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.POSSIBLE):
-            start, end = match.start, match.end
-            trunk = _TRUNK.search(text[max(0, start - 6):start])  # "1 (449) 293-7082": a country code, no +
-            cc = str(match.number.country_code)
-            written_with_code = re.match(rf"\(?{cc}[\s.\-(]", match.raw_string) is not None  # "1 (449) ..."
-            coded = (trunk is not None and trunk[1] == cc) or written_with_code
-            if coded or _is_phone(text, match, international_only=not regions):
-                if coded and trunk is not None:
-                    start -= len(trunk.group())
-                ext = _EXTENSION.match(text, end)
-                spans.add((start, ext.end() if ext else end))
+    for candidate in candidates:
+        offset = max(0, candidate.start() - 1)
+        window = text[offset:candidate.end() + 1]
+        # a number written with + carries its country: one region reads it as well as fourteen
+        for region in (regions or ["ZZ"])[:1] if candidate.group().startswith("+") else (regions or ["ZZ"]):
+            for match in phonenumbers.PhoneNumberMatcher(window, region, leniency=phonenumbers.Leniency.POSSIBLE):
+                start, end = offset + match.start, offset + match.end
+                trunk = _TRUNK.search(text[max(0, start - 6):start])  # "1 (449) 293-7082": a country code, no +
+                cc = str(match.number.country_code)
+                written_with_code = re.match(rf"\(?{cc}[\s.\-(]", match.raw_string) is not None  # "1 (449) ..."
+                coded = (trunk is not None and trunk[1] == cc) or written_with_code
+                if coded or _is_phone(text, start, end, match, international_only=not regions):
+                    if coded and trunk is not None:
+                        start -= len(trunk.group())
+                    ext = _EXTENSION.match(text, end)
+                    spans.add((start, ext.end() if ext else end))
     if regions:
         spans.update(_next_to_phone_words(text))
     return sorted(spans)
@@ -72,15 +77,16 @@ def _next_to_phone_words(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def _is_phone(text: str, match: phonenumbers.PhoneNumberMatch, *, international_only: bool) -> bool:
+def _is_phone(text: str, start: int, end: int, match: phonenumbers.PhoneNumberMatch, *,
+              international_only: bool) -> bool:
     raw = match.raw_string
     if raw.lstrip("( ").startswith(("+", "00", "011")):
         return True
     if international_only or sum(c.isdigit() for c in raw) < 7 or _DATE_LIKE.fullmatch(raw.strip()):
         return False
-    if _AFTER_DIGITS.search(text, max(0, match.start - 2), match.start):  # the tail of a longer digit run
+    if _AFTER_DIGITS.search(text, max(0, start - 2), start):  # the tail of a longer digit run
         return False
-    around = text[max(0, match.start - CUE_WINDOW):match.start] + " " + text[match.end:match.end + CUE_WINDOW]
+    around = text[max(0, start - CUE_WINDOW):start] + " " + text[end:end + CUE_WINDOW]
     if _CUE.search(around):
         return True
     written_like_one = bool(_SEPARATED.search(raw)) or raw.lstrip("(").startswith("0")
