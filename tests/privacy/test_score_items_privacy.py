@@ -93,3 +93,29 @@ def test_forget_by_reference_erases_and_reports_json_on_stdout(tmp_path: Path) -
     assert "convmon.scores" in kafka and any(t["store"] == "prometheus" for t in report["not_removed"])
     assert {r["conversation_id"] for r in scores.latest(RUBRIC.items[0].id, since=0, limit=100)} == {"keep"}
     labels.close()
+
+
+def test_the_leaders_retention_pass_purges_labels_and_score_items(tmp_path: Path) -> None:
+    import asyncio
+
+    from monitor.runtime.retention import purge_once
+
+    labels = LabelStore(f"sqlite:///{tmp_path / 'labels.db'}")
+    scores = ScoreStore(labels, RUBRIC, retention_days=30)
+    now = time.time()
+    scores.upsert([record("old", now - 100 * DAY_S), record("new", now)])
+    asyncio.run(purge_once(labels, 90, scores))
+    assert {r["conversation_id"] for r in scores.latest(RUBRIC.items[0].id, since=0, limit=100)} == {"new"}
+    labels.close()
+
+
+def test_a_configured_reference_key_wins_and_an_unreachable_store_gets_a_local_key() -> None:
+    from pydantic import SecretStr
+
+    configured = conversation_ref(SecretStr("k" * 32), None)
+    assert configured("c") == conversation_ref(SecretStr("k" * 32), None)("c")
+    down = LabelStore("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=1")
+    local = conversation_ref(None, down)  # logged; references then resolve nowhere
+    assert local("c") != configured("c") and local("c").startswith("ref-")
+    with pytest.raises(ValueError, match="at least 16"):
+        Settings(pii_reference_key="short")
