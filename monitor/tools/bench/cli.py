@@ -260,6 +260,8 @@ def pii(
     = "MWOZ,SGD,CCPE",
     regions: Annotated[str | None, typer.Option(help="Phone regions (default: CONVMON_PII_PHONE_REGIONS' default).")]
     = None,
+    scoring: Annotated[bool, typer.Option("--scoring", help="Also the distilled AUC on USS, raw vs redacted text "
+                                                            "(hashing + LR, 5 splits: about a minute).")] = False,
     as_json: AsJson = False, out: Out = None,
 ) -> None:
     """Redaction recall per PII type on the committed set (tune and held-out splits), and the share of USS tokens
@@ -267,7 +269,8 @@ def pii(
     from monitor.tools.bench.pii import run
 
     root = data.parent if data.name == "uss" else data
-    result = _run(lambda: run(root, _csv(datasets), _csv(regions) if regions is not None else None))
+    result = _run(lambda: run(root, _csv(datasets), _csv(regions) if regions is not None else None,
+                              scoring=scoring))
 
     def table(r: dict[str, Any]) -> Any:
         from rich.table import Table
