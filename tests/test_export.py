@@ -255,6 +255,7 @@ def test_by_default_only_configured_values_become_labels(rubric: RubricSet) -> N
                   model_version="unknown") == 1
     assert sample(m, "convmon_conversations_scored_total", scorer="distilled", app="other", locale="other",
                   model_version="other") == 1
+    assert sample(m, "convmon_dimension_overflow_total", dimension="app") == 1  # unlisted values show
     text = generate_latest(m.registry).decode()
     assert all(v not in text for v in PLANTED.values()) and "4111" not in text
 

@@ -78,7 +78,8 @@ class DimensionLabels:
             elif value in seen:
                 out.append(value)
             elif self.pattern is None or not self.pattern.fullmatch(value):
-                out.append(OTHER)  # not allowed: never a label value (no overflow, it is the rule)
+                out.append(OTHER)  # not allowed: never a label value; counted, so unlisted values show
+                overflowed.append(dim)
             elif len(seen) < self.cap:
                 seen.add(value)
                 out.append(value)
