@@ -5,7 +5,8 @@ For each row of the issue's table the raw values must never appear where convmon
 values, headers) of every topic it writes (judge, labels, scores, dead letters, its changelogs; the input
 topic is the producer's), every row of every table in the label store's database, a /metrics scrape in
 both exposition formats (labels and exemplars), and the worker's log. Then ``convmon forget`` with an
-exemplar's reference erases the conversation from the database and reports the topics as JSON.
+exemplar's reference erases the conversation from the database and reports the topics as JSON. The judge is
+the project's OpenAI-compatible test server over real HTTP, asked for explanations (they quote the user).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from monitor.contracts.rubric_set import load_rubric_set
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import by_label
+from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator
 from tests.model_fixtures import publish_distilled_model
 from tests.topic_io import list_topics, produce, read_to_fetched_end, reader
@@ -70,8 +72,10 @@ def read_all(bootstrap: str, topics: list[str]) -> dict[str, list[bytes]]:
 
 
 def test_no_planted_value_reaches_a_topic_table_metric_exemplar_or_log(broker: str, make_settings, tmp_path) -> None:
+    server = OpenAIServer().start()  # the judge over real HTTP: every request body is kept
     settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=3.0,
-                             registry_poll_s=1.0, score_store=True, max_event_bytes=200_000)
+                             registry_poll_s=1.0, score_store=True, max_event_bytes=200_000,
+                             openai_base_url=server.url, openai_api_key="test", judge_explanations=True)
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     publish_distilled_model(settings, rubric)
     generator = ConversationGenerator(rubric, seed=32)
@@ -87,22 +91,30 @@ def test_no_planted_value_reaches_a_topic_table_metric_exemplar_or_log(broker: s
     records.append((b"bad", bad))
     asyncio.run(ensure_topics(broker, topic_names(settings), settings.topic_partitions))
 
-    with WorkerProcess(settings, tmp_path / "worker.log") as worker:
-        produce(broker, settings.topic("events"), records)
+    try:
+        with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+            produce(broker, settings.topic("events"), records)
 
-        def all_scored() -> bool:
-            scored = by_label(worker.samples(), "convmon_conversations_scored_total", "scorer")
-            return scored.get("distilled", 0) >= N and scored.get("llm", 0) >= N
+            def all_scored() -> bool:
+                scored = by_label(worker.samples(), "convmon_conversations_scored_total", "scorer")
+                return scored.get("distilled", 0) >= N and scored.get("llm", 0) >= N
 
-        wait_until(all_scored, timeout=150, message="every conversation scored by both scorers")
-        with sa.create_engine(settings.label_store_url).connect() as conn:
-            wait_until(lambda: conn.execute(sa.text("SELECT count(*) FROM convmon_score_items")).scalar_one() > 0,
-                       timeout=30, message="score items written")
-        text = httpx.get(worker.url, timeout=5).text
-        openmetrics = httpx.get(worker.url, headers={"Accept": "application/openmetrics-text; version=1.0.0"},
-                                timeout=5).text
-        assert worker.alive(), worker.log()
+            wait_until(all_scored, timeout=150, message="every conversation scored by both scorers")
+            with sa.create_engine(settings.label_store_url).connect() as conn:
+                wait_until(lambda: conn.execute(sa.text("SELECT count(*) FROM convmon_score_items")).scalar_one() > 0,
+                           timeout=30, message="score items written")
+            text = httpx.get(worker.url, timeout=5).text
+            openmetrics = httpx.get(worker.url, headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+                                    timeout=5).text
+            assert worker.alive(), worker.log()
+    finally:
+        server.stop()
     log = (tmp_path / "worker.log").read_text(errors="replace")
+
+    # the judge's request bodies (real HTTP): redacted text only, and the requests did carry the conversations
+    bodies = [orjson.dumps(body) for body in server.requests]
+    assert len(bodies) >= N and all(b"[EMAIL]" in b and b"[NATIONAL_ID]" in b for b in bodies)
+    assert not [leaks(b) for b in bodies if leaks(b)]
 
     # /metrics: no planted value in a label, no conversation id in an exemplar; exemplars carry references
     assert not leaks(text) and not leaks(openmetrics) and ID_DOMAIN not in openmetrics
