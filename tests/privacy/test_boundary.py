@@ -6,6 +6,7 @@ from __future__ import annotations
 import orjson
 from prometheus_client import CollectorRegistry
 
+from monitor.contracts.events import TurnEvent
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.judge.redact import Redactor
@@ -79,3 +80,23 @@ def test_an_event_with_nothing_to_redact_keeps_its_bytes() -> None:
     hot, _ = hot_path(text=True)
     raw = orjson.dumps({"conversation_id": "c", "turn_index": 0, "role": "user", "timestamp": 1.0, "text": "hello"})
     assert hot.ingest([Input(None, raw, 0)], now=1.0).rekey == [(b"c", raw)]
+
+
+def test_otlp_input_is_redacted_at_the_same_boundary() -> None:
+    from monitor.contracts.settings import Settings
+    from monitor.stages.inputs import build_input
+    from monitor.tools.otel_traffic import Chat, GenAiApp
+
+    settings = Settings(input_format="otlp_traces", otlp_encoding="otlp_proto", metric_dimensions=["app"])
+    metrics = Metrics(CollectorRegistry(), dimensions=("app",))
+    decoder = RedactingInput(build_input(settings.otel, settings.metrics, metrics, max_event_bytes=1 << 20),
+                             InputRedaction(Redactor()))
+    app = GenAiApp(service="dave@example.net")  # a service name is metadata (the app dimension)
+    app.trace([Chat(f"k-{i}", [f"hi, {TEXT_PII[i]} is mine", "noted"]) for i in range(len(TEXT_PII))])
+    decoded = decoder.decode(app.take_traces("otlp_proto"), rekeyed=False)
+    assert decoded.events and decoded.problem is None
+    texts = [e.text for e, _ in decoded.events if isinstance(e, TurnEvent)]
+    assert sum("[EMAIL]" in t or "[CARD]" in t or "[IBAN]" in t or "[IP]" in t or "[PHONE]" in t for t in texts) == 5
+    for event, raw in decoded.events:
+        assert raw is not None and not leaks(raw, TEXT_PII + ["dave@example.net"])
+        assert event.metadata.get("app") == "[EMAIL]"
