@@ -33,7 +33,7 @@ from tests.model_fixtures import publish_distilled_model
 from tests.topic_io import list_topics, produce, read_to_fetched_end, reader
 from tests.workers import WorkerProcess, settings_env, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # ~45 s: `make faults` runs it (CI too)
 
 N = 12
 TEXT = ("my email is dave.lee@example.net, call +44 20 7946 0958 or 415-555-0100, card 4111 1111 1111 1111, "
