@@ -118,6 +118,9 @@ def test_national_numbers_follow_the_configured_regions() -> None:
     ("ship it to 221B Baker Street, London NW1 6XE tomorrow", "ship it to [ADDRESS] tomorrow"),
     ("Heinzallee 92, 10115 Berlin", "[ADDRESS]"),
     ("order 12345678 shipped, meet at 12:30 on 12/03/2024", "order 12345678 shipped, meet at 12:30 on 12/03/2024"),
+    ("jumping jacks with 20s rest, a 2 way trip, 3 place settings", "jumping jacks with 20s rest, a 2 way trip, "
+     "3 place settings"),  # street words in prose
+    ("10 Downing street", "[ADDRESS]"),
 ])
 def test_national_ids_phones_names_and_addresses(text: str, expected: str) -> None:
     assert Redactor().redact(text) == expected

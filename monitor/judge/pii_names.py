@@ -2,8 +2,9 @@
 this finds what a cue or a street word gives away, and its recall is measured and stated, not promised.
 
 Names: one to three capitalised words after a cue ("my name is", "I'm", "this is", "Mr", "Dr",
-"Regards,", "spoke with", "Name:"). Addresses: a house number with capitalised words ending in a street
-word ("221B Baker Street", "83459 Richardson Junctions"), a street word with a number ("Heinzallee 92",
+"Regards,", "spoke with", "Name:"). Addresses: a house number with capitalised words ending in a capitalised street
+word ("221B Baker Street", "83459 Richardson Junctions"; "Street", "Road" and a few more also in lower
+case: "10 Downing street"), a street word with a number ("Heinzallee 92",
 "Via Roma 12", "Calle Mayor, 5"), or a number before a French/Spanish/Italian street type ("7, avenue
 Caron"), then any following ", Town 12345"-like parts that are capitalised words and postcodes.
 """
@@ -48,6 +49,8 @@ _STREET_EN = (r"(?:street|st|road|mew|ground|grounds|boulevard|rd|avenue|ave|av|
               r"camp|canyon|cape|causeway|centers?|circles|cliffs?|club|common|commons|corners?|course|courts|"
               r"coves?|creek|crest|curve|dale|dam|divide|drives|ferry|freeway|garden|gateway|harbors|hills|"
               r"alley|anex|arcade|bayou|beach|bend|bluffs?|bottom|branch|bridge|brook|station|fort)")
+# A street word written in lower case counts only when it cannot be prose ("20s rest", "2 way", "3 pass" are not).
+_STREET_LOWER = r"(?:street|st|road|rd|avenue|ave|lane|boulevard|blvd|terrace|highway|hwy)"
 _STREET_WORD_NUMBER = re.compile(
     r"\b(?:[A-ZÀ-Þ][\w'’\-]*(?i:stra(?:ß|ss)e|str\.|weg|allee|gasse|platz|ring|damm|ufer|chaussee|steig|pfad|"
     r"laan|straat|gracht|plein|singel|kade|dijk|hof|markt|veld|dreef|pad|baan|steeg|boulevard|park|plantsoen)|"
@@ -60,11 +63,12 @@ _STREET_WORD_NUMBER = re.compile(
 _NUMBER_STREET = re.compile(
     rf"(?<![\w.,])(?:(?:Apt\.?|Apartment|Suite|Flat|Unit|Studio|Level)\s+\w+,?\s+"
     rf"(?:\d{{1,6}}[A-Za-z]?(?:[-/]\d{{1,5}})?,?\s+)?|\d{{1,6}}[A-Za-z]?(?:[-/]\d{{1,5}})?,?\s+)"
-    rf"(?:(?:{_CAP}|of|the|de|la)\s+){{0,4}}(?i:{_STREET_EN})\b(?:\s+(?:Apt\.?|Suite|Unit|Ste\.?)\s*\w+\.?)?")
+    rf"(?:(?:{_CAP}|of|the|de|la)\s+){{0,4}}(?:(?=[A-Z])(?i:{_STREET_EN})|{_STREET_LOWER})\b"
+    rf"(?:\s+(?:Apt\.?|Suite|Unit|Ste\.?)\s*\w+\.?)?")
 _NUMBER_TYPE = re.compile(
-    r"(?<![\w.,])\d{1,5}(?:\s*(?:bis|ter))?,?\s+(?:rue|avenue|av\.|boulevard|bd|chemin|place|impasse|allée|quai|"
+    r"(?<![\w.,])\d{1,5}(?:\s*(?:bis|ter))?,?\s+(?i:rue|avenue|av\.|boulevard|bd|chemin|place|impasse|allée|quai|"
     r"route|cours|passage|square|sentier|voie)\s+(?:(?:de|du|des|la|le|l'|d')\s*)*"
-    + _CAP + r"(?:[\s-]+" + _CAP + r"){0,3}", re.IGNORECASE)
+    + _CAP + r"(?:[\s-]+" + _CAP + r"){0,3}")
 # After a street: ", Town", ", 75001 Paris", ", NY 10001", "CP 12345": capitalised words and postcodes.
 _ADDRESS_TAIL = re.compile(
     r"(?:\s*,?\s+(?:(?:\d{4,5}(?:[- ]?\d{3,4})?|[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2}|\d{4}\s?[A-Z]{2}|\d[A-Z]{2})"
