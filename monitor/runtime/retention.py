@@ -29,11 +29,11 @@ log = logging.getLogger(__name__)
 DAY_MS = 86_400_000
 PURGE_INTERVAL_S = 3600.0
 _SOURCES = {  # topic -> what of a conversation it holds
-    "events": "the raw turn and end events",
-    "judge": "conversations sent to the judge (text)",
-    "scores": "score records (id, verdicts, metadata)",
-    "labels": "judged conversations (text) on their way to the label store",
-    "dead-letters": "rejected input and failed records (bytes)",
+    "events": "the producer's turn and end events (raw; re-keyed copies redacted)",
+    "judge": "conversations sent to the judge (text, redacted unless pii_raw_internal_topics)",
+    "scores": "score records (id, verdicts, redacted metadata)",
+    "labels": "judged conversations (text, redacted unless pii_raw_internal_topics) on their way to the label store",
+    "dead-letters": "rejected input and failed records (redacted unless dead_letter_raw)",
 }
 
 
@@ -123,7 +123,7 @@ def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettin
         ms = configured.get(topic, {}).get("retention.ms")
         keep = f"retention.ms={ms} ({int(ms) / DAY_MS:g} days)" if ms else "the cluster's default retention"
         topics.append((topic, what, keep))
-    topics.append((f"{kafka.app_id}-sessions-changelog", "open conversations' turns (text)",
+    topics.append((f"{kafka.app_id}-sessions-changelog", "open conversations' turns (text, redacted by default)",
                    "compacted: until the conversation's tombstone is compacted away"))
     topics.append((f"{kafka.app_id}-scored-changelog", "conversation ids (de-duplication window)",
                    "compacted: until the window entry is deleted"))
