@@ -6,6 +6,9 @@ dimensions and the judged call's trace and span ids: what the Grafana table of t
 conversations and ``convmon inspect`` read. "No" verdicts are the complement and are not stored (a
 row per item per conversation would be ~20x the volume). No conversation text: ids and numbers only.
 Written by the score sink (``score_store``) from the scores topic, at least once: rows are upserted.
+Issue #32: metadata values are redacted like the labels' (records from an older release may carry them
+raw); each row keeps the conversation's opaque reference (the exemplars' ``conversation_ref``) so a
+reference resolves to its id; rows older than ``score_retention_days`` are purged with the labels.
 """
 
 from __future__ import annotations
@@ -18,13 +21,20 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from distill.store import LabelStore
+from distill.label_record import Redact, no_redaction
+from distill.store import DAY_S, LabelStore
 from monitor.contracts.errors import LabelRejected
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.score_codec import decode_score
 from monitor.contracts.scores import ScoreRecord, verdict_label
+from monitor.judge.reference import ConversationRef
 
 KEY = ("conversation_id", "scorer", "item_id")
+
+
+def _added_columns() -> list[sa.Column[Any]]:
+    """Columns added after the table's first release: added to an existing table on first use."""
+    return [sa.Column("conversation_ref", sa.String(32), index=False)]
 
 
 def score_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
@@ -45,12 +55,16 @@ def score_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         sa.Column("metadata", sa.JSON, nullable=False),
         sa.Column("scored_at", sa.Float, nullable=False, index=True),
         sa.Column("updated_at", sa.Float, nullable=False),
+        *_added_columns(),
         sa.PrimaryKeyConstraint(*KEY, name=f"{prefix}score_items_key"),
     )
 
 
-def rows(record: ScoreRecord, now: float) -> list[dict[str, Any]]:
+def rows(record: ScoreRecord, now: float, *, ref: ConversationRef | None = None,
+         redact: Redact = no_redaction) -> list[dict[str, Any]]:
     trace_id, _, span_id = (record.span or "").partition("-")
+    metadata = {key: redact(value) for key, value in record.metadata.items()}
+    reference = ref(record.conversation_id) if ref is not None else None
     out = []
     for item in record.items:
         if verdict_label(record.scorer, item) != "yes":
@@ -60,8 +74,8 @@ def rows(record: ScoreRecord, now: float) -> list[dict[str, Any]]:
             "polarity": item.polarity, "value": item.score if item.score is not None else item.probability,
             "r": record.R, "judge": record.judge, "model_version": record.model_version,
             "rubric": f"{record.rubric_set}@{record.rubric_version}", "trace_id": trace_id or None,
-            "span_id": span_id or None, "response_id": record.response_id, "metadata": record.metadata,
-            "scored_at": record.scored_at, "updated_at": now,
+            "span_id": span_id or None, "response_id": record.response_id, "metadata": metadata,
+            "scored_at": record.scored_at, "updated_at": now, "conversation_ref": reference,
         })
     return out
 
@@ -69,9 +83,14 @@ def rows(record: ScoreRecord, now: float) -> list[dict[str, Any]]:
 class ScoreStore:
     """The ``<prefix>score_items`` table beside the labels (same URL, same engine rules as the label store)."""
 
-    def __init__(self, labels: LabelStore, rubric: RubricSet, *, table_prefix: str = "convmon_") -> None:
+    def __init__(self, labels: LabelStore, rubric: RubricSet, *, table_prefix: str = "convmon_",
+                 reference: ConversationRef | None = None, redact: Redact = no_redaction,
+                 retention_days: float | None = None) -> None:
         self.labels = labels
         self.rubric = rubric
+        self.reference = reference
+        self.redact = redact
+        self.retention_days = retention_days
         self.metadata = sa.MetaData()
         self.table = score_table(self.metadata, table_prefix)
         self._created = False
@@ -79,14 +98,22 @@ class ScoreStore:
     def _ensure(self) -> None:
         if not self._created:
             self.labels._run(lambda conn: self.metadata.create_all(conn), "create the score table")
+            self.labels._run(self._add_columns, "add new columns to the score table")
             self._created = True
+
+    def _add_columns(self, conn: sa.Connection) -> None:
+        present = {c["name"] for c in sa.inspect(conn).get_columns(self.table.name)}
+        for column in _added_columns():
+            if column.name not in present:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.execute(sa.text(f'ALTER TABLE "{self.table.name}" ADD COLUMN "{column.name}" {kind}'))
 
     def upsert(self, records: Iterable[ScoreRecord]) -> int:
         self._ensure()
         now = time.time()
         keyed: dict[tuple[str, ...], dict[str, Any]] = {}
         for record in records:
-            for row in rows(record, now):
+            for row in rows(record, now, ref=self.reference, redact=self.redact):
                 keyed[tuple(row[k] for k in KEY)] = row
         if not keyed:
             return 0
@@ -121,3 +148,21 @@ class ScoreStore:
         self._ensure()
         stmt = sa.delete(self.table).where(self.table.c.conversation_id.in_(conversation_ids))
         return int(self.labels._run(lambda conn: conn.execute(stmt).rowcount, "delete score items"))
+
+    def resolve(self, references: list[str]) -> dict[str, str]:
+        """Reference -> conversation id, for the references some stored row carries."""
+        self._ensure()
+        t = self.table.c
+        query = sa.select(t.conversation_ref, t.conversation_id).where(t.conversation_ref.in_(references)).distinct()
+        found = self.labels._run(lambda conn: conn.execute(query).all(), "resolve references")
+        return {str(ref): str(cid) for ref, cid in found}
+
+    def purge(self, *, older_than_days: float | None = None, now: float | None = None) -> int:
+        """Delete score items scored more than N days ago (default: ``score_retention_days``)."""
+        days = self.retention_days if older_than_days is None else older_than_days
+        if days is None:
+            raise ValueError("purge needs older_than_days or a store created with retention_days")
+        self._ensure()
+        cutoff = (time.time() if now is None else now) - days * DAY_S
+        stmt = sa.delete(self.table).where(self.table.c.scored_at < cutoff)
+        return int(self.labels._run(lambda conn: conn.execute(stmt).rowcount, "purge score items"))

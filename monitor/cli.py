@@ -257,17 +257,22 @@ def topics_check() -> None:
 
 
 @app.command()
-def forget(conversation_ids: Annotated[list[str], typer.Argument(help="Conversation ids to erase.")]) -> None:
-    """Erase conversations from every store convmon owns; list the topics that keep them until retention."""
+def forget(conversation_ids: Annotated[list[str], typer.Argument(
+        help="Conversation ids to erase, or their references (ref-..., as exemplars carry them).")]) -> None:
+    """Erase conversations from every store convmon owns; JSON on stdout says what was removed and what
+    could not be (topics until their retention, Prometheus exemplars); a summary goes to stderr."""
+    from monitor.contracts.json_output import dumps
     from monitor.runtime.retention import forget as erase
 
     ids = [cid for cid in conversation_ids if cid.strip()]
     if not ids:
         raise ConfigError("convmon forget: give at least one non-empty conversation id")
     settings = load_settings()
-    report = erase(settings.kafka, settings.distill, settings.rubrics, ids)
-    for line in report.lines(ids):
+    report = erase(settings.kafka, settings.distill, settings.rubrics, ids,
+                   reference_key=settings.judge.pii_reference_key)
+    for line in report.lines(list(report.ids)):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
+    print(dumps(report.as_json()))
 
 
 @app.command()

@@ -3,13 +3,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import REPO_ROOT
+from monitor.judge.reference import ConversationRef
 from monitor.stages.export import DimensionLabels, Exporter, update_consumer_lag, update_partition_progress
 
 DIMS = ["app", "locale", "model_version"]
@@ -48,7 +49,11 @@ def make_score(scorer: str = "distilled", *, p: tuple[float | None, float | None
     return ScoreRecord(**fields)
 
 
+SAFE = r"[a-z][a-z0-9]{0,15}"  # these tests' values; the default (None) is the strict allow-list
+
+
 def make_exporter(rubric: RubricSet, dims: list[str] = DIMS, cap: int = 3, **kw) -> tuple[Exporter, Metrics]:
+    kw.setdefault("value_pattern", SAFE)
     metrics = Metrics(CollectorRegistry(), dimensions=tuple(dims))
     return Exporter(metrics, dimensions=dims, cap=cap, rubric=rubric, **kw), metrics
 
@@ -110,7 +115,7 @@ def test_dimension_cap_overflows_to_other(rubric: RubricSet) -> None:
 
 
 def test_allowed_values_are_kept_even_when_they_arrive_late() -> None:
-    labels = DimensionLabels(["app"], cap=2, allowed={"app": ["prod"]})
+    labels = DimensionLabels(["app"], cap=2, allowed={"app": ["prod"]}, pattern=SAFE)
     assert labels.values({"app": "x"}) == (("x",), [])
     assert labels.values({"app": "y"}) == (("other",), ["app"])
     assert labels.values({"app": "prod"}) == (("prod",), [])
@@ -118,7 +123,7 @@ def test_allowed_values_are_kept_even_when_they_arrive_late() -> None:
 
 
 def test_long_values_are_truncated_to_keep_labels_small() -> None:
-    labels = DimensionLabels(["app"], cap=5)
+    labels = DimensionLabels(["app"], cap=5, pattern="x+")
     (value,), _ = labels.values({"app": "x" * 500})
     assert len(value) == 64
 
@@ -225,7 +230,7 @@ def test_a_flood_of_dimension_values_stays_within_the_global_series_budget(rubri
 
 
 def test_folding_keeps_the_leading_dimensions_when_that_label_set_exists(rubric: RubricSet) -> None:
-    labels = DimensionLabels(DIMS, cap=20)
+    labels = DimensionLabels(DIMS, cap=20, pattern=SAFE)
     labels.set_budget(4)  # three label sets, and one kept for all-other
     for admitted in (("web", "en", "g1"), ("web", "en", "g2"), ("web", "en", "other")):
         assert labels.within_budget(admitted) == (admitted, [])
@@ -236,3 +241,46 @@ def test_folding_keeps_the_leading_dimensions_when_that_label_set_exists(rubric:
     assert labels.combinations == 4
     with pytest.raises(ConfigError, match="CONVMON_METRIC_SERIES_BUDGET"):
         make_exporter(rubric, series_budget=10)
+
+
+PLANTED = {"app": "dave@example.net", "locale": "+1 415 555 0100", "model_version": "4111 1111 1111 1111"}
+
+
+def test_by_default_only_configured_values_become_labels(rubric: RubricSet) -> None:
+    """Issue #32: metadata is producer-supplied; a value nobody listed is 'other', never a label."""
+    exporter, m = make_exporter(rubric, value_pattern=None, allowed_values={"app": ["web"]})
+    exporter.observe(make_score(metadata={"app": "web", "locale": "en"}))
+    exporter.observe(make_score(metadata=PLANTED))
+    assert sample(m, "convmon_conversations_scored_total", scorer="distilled", app="web", locale="other",
+                  model_version="unknown") == 1
+    assert sample(m, "convmon_conversations_scored_total", scorer="distilled", app="other", locale="other",
+                  model_version="other") == 1
+    assert sample(m, "convmon_dimension_overflow_total", dimension="app") == 1  # unlisted values show
+    text = generate_latest(m.registry).decode()
+    assert all(v not in text for v in PLANTED.values()) and "4111" not in text
+
+
+def test_a_safe_pattern_keeps_matching_values_and_folds_personal_data(rubric: RubricSet) -> None:
+    exporter, m = make_exporter(rubric, value_pattern=r"[a-z][a-z0-9._-]{0,31}")
+    exporter.observe(make_score(metadata=PLANTED))
+    exporter.observe(make_score(metadata={"app": "web", "locale": "en-gb", "model_version": "gpt-4o"}))
+    text = generate_latest(m.registry).decode()
+    assert 'app="web"' in text and 'model_version="gpt-4o"' in text
+    assert all(v not in text for v in PLANTED.values())
+
+
+def test_a_bad_value_pattern_is_refused(rubric: RubricSet) -> None:
+    with pytest.raises(ConfigError, match="CONVMON_DIMENSION_VALUE_PATTERN"):
+        DimensionLabels(["app"], cap=3, pattern="(")
+
+
+def test_exemplars_carry_an_opaque_reference_never_the_conversation_id(rubric: RubricSet) -> None:
+    ref = ConversationRef(b"0123456789abcdef0123456789abcdef")
+    exporter, m = make_exporter(rubric, reference=ref)
+    exporter.observe(make_score("llm", conversation_id="dave@example.net", span="ab" * 16 + "-" + "cd" * 8))
+    text = generate_latest(m.registry).decode()  # the exposition may omit exemplars: read them from the samples
+    exemplars = [s.exemplar for f in m.registry.collect() for s in f.samples if s.exemplar is not None]
+    assert exemplars and all(e.labels["conversation_ref"] == ref("dave@example.net") for e in exemplars)
+    assert all("dave" not in str(e.labels) for e in exemplars) and "dave" not in text
+    assert ref("dave@example.net") == ConversationRef(b"0123456789abcdef0123456789abcdef")("dave@example.net")
+    assert ref("dave@example.net") != ConversationRef(b"x" * 32)("dave@example.net")

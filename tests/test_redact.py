@@ -95,11 +95,45 @@ def test_a_turn_that_is_all_pii_stays_valid() -> None:
 
 
 def test_national_numbers_follow_the_configured_regions() -> None:
-    assert Redactor().redact("tel 020 7946 0958") == "tel 020 7946 0958"  # not a US number
-    assert Redactor(phone_regions=["GB"]).redact("tel 020 7946 0958") == "tel [PHONE]"
+    us = Redactor(phone_regions=["US"])
+    assert us.redact("see 020 7946 0958") == "see 020 7946 0958"  # not a US number, no phone word
+    assert us.redact("tel 020 7946 0958") == "tel [PHONE]"  # a phone word says what it is, whatever the region
+    assert Redactor(phone_regions=["GB"]).redact("see 020 7946 0958") == "see [PHONE]"
+    assert Redactor().redact("see 020 7946 0958") == "see [PHONE]"  # GB is a default region
     both = Redactor(phone_regions=["US", "GB"])
     assert both.redact("tel 020 7946 0958 or 415 555 0123") == "tel [PHONE] or [PHONE]"
     assert Redactor(phone_regions=[]).redact("call 4155550100 or +1 415 555 0123") == "call 4155550100 or [PHONE]"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("my SSN is 123-45-6789.", "my SSN is [NATIONAL_ID]."),
+    ("ssn 123 45 6789", "ssn [NATIONAL_ID]"),
+    ("NI number AB 12 34 56 C please", "NI number [NATIONAL_ID] please"),
+    ("ni ab123456c", "ni [NATIONAL_ID]"),
+    ("call me on 0161 496 0066 x123", "call me on [PHONE]"),  # the extension goes with it
+    ("the courier tried 1 (449) 293-7082 twice", "the courier tried [PHONE] twice"),  # country code, no +
+    ("ring +49 (0) 9141 777631", "ring [PHONE]"),
+    ("my name is Maria Schmidt.", "my name is [NAME]."),
+    ("I'm sorry, I'm looking for a hotel", "I'm sorry, I'm looking for a hotel"),
+    ("ship it to 221B Baker Street, London NW1 6XE tomorrow", "ship it to [ADDRESS] tomorrow"),
+    ("Heinzallee 92, 10115 Berlin", "[ADDRESS]"),
+    ("order 12345678 shipped, meet at 12:30 on 12/03/2024", "order 12345678 shipped, meet at 12:30 on 12/03/2024"),
+    ("jumping jacks with 20s rest, a 2 way trip, 3 place settings", "jumping jacks with 20s rest, a 2 way trip, "
+     "3 place settings"),  # street words in prose
+    ("10 Downing street", "[ADDRESS]"),
+])
+def test_national_ids_phones_names_and_addresses(text: str, expected: str) -> None:
+    assert Redactor().redact(text) == expected
+
+
+def test_invalid_ssn_areas_are_not_national_ids() -> None:
+    text = "not an ssn 000-12-3456 or 666-12-3456"
+    assert Redactor(phone_regions=[]).redact(text) == text
+
+
+def test_redaction_is_idempotent_so_every_layer_may_apply_it() -> None:
+    once = Redactor().redact("Dr. Ann Lee, ann@x.org, +44 20 7946 0958, 4111 1111 1111 1111, 10 Downing Street")
+    assert Redactor().redact(once) == once and "[" in once
 
 
 def test_phone_regions_setting_is_validated_and_read() -> None:

@@ -24,7 +24,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
     for name, value in settings.model_dump(mode="json").items():
         if value is None:
             continue
-        if name in ("openai_api_key", "kafka_sasl_password"):
+        if name in ("openai_api_key", "kafka_sasl_password", "pii_reference_key"):
             secret = getattr(settings, name)
             value = secret.get_secret_value() if secret is not None else None
         env[f"CONVMON_{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)

@@ -173,8 +173,8 @@ def item_detail() -> Board:
     b.panel(TS, "Yes verdicts / s (exemplars: example conversations)", [
         (f'sum by (scorer) (rate(convmon_rubric_verdicts_total{{{r}, verdict="yes"}}[$__rate_interval]))',
          "{{scorer}}")], links=drill_down, exemplar=True, description=(
-        "Each exemplar dot carries the conversation_id (and trace_id) of a recent yes verdict; the panel link "
-        "opens the table of the latest ones."))
+        "Each exemplar dot carries the conversation_ref (an opaque reference: convmon inspect and forget resolve "
+        "it) and trace_id of a recent yes verdict; the panel link opens the table of the latest ones."))
     b.panel(TS, "Calibration: mean distilled probability vs judge rate", [
         (f'rubric:convmon_rubric_expected:ratio_rate5m{{{r}, scorer="distilled"}}', "distilled expected"),
         (f'rubric:convmon_rubric_yes:ratio_rate5m{{{r}, scorer="llm"}}', "judge yes rate"),

@@ -42,8 +42,19 @@ class JudgeSettings(BaseModel):
     judge_max_prompt_chars: int = Field(default=24_000, ge=1000)
     pii_extra_patterns: StringList = Field(default_factory=list)
     # Countries whose national-format phone numbers are redacted (phonenumbers' default regions, tried
-    # in order); international +CC numbers are redacted whatever this says.
-    pii_phone_regions: StringList = Field(default_factory=lambda: ["US"])
+    # in order); international +CC numbers of any country are redacted whatever this says. The default is
+    # monitor.judge.redact.PHONE_REGIONS (issue #32; was ["US"]).
+    pii_phone_regions: StringList = Field(default_factory=lambda: [
+        "US", "GB", "DE", "FR", "ES", "IT", "NL", "BR", "IN", "JP", "AU", "PL", "SE", "CA"])
+    pii_raw_internal_topics: bool = Field(default=False, description=(
+        "Keep turn text raw in convmon's internal topics (sessions changelog, re-key hop, judge, labels) for "
+        "teams that own the cluster. Default false: text is redacted once, where it enters the process. "
+        "Metadata is redacted either way; the judge request, label store, dead letters and OTLP events are "
+        "always redacted. True also means the classifiers score raw text while trained on redacted labels."))
+    pii_reference_key: SecretStr | None = Field(default=None, description=(
+        "Key of the opaque conversation references (HMAC-SHA256) that exemplars and log lines carry instead of "
+        "conversation ids; at least 16 characters. Unset: a random key created once and kept in the label "
+        "store's database (<prefix>reference_key), shared by every worker on that database."))
     # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
     # down to a plain schema, then free text, when the endpoint refuses it: monitor/judge/formats.py), answer length
     # cap, sampling temperature, retry backoff.
@@ -100,6 +111,13 @@ class JudgeSettings(BaseModel):
             raise ValueError(f"judge_explanations needs judge_mode=spur (its JSON answer has room for a reason per "
                              f"item); judge_mode is {self.judge_mode!r}")
         return self
+
+    @field_validator("pii_reference_key")
+    @classmethod
+    def _check_reference_key(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is not None and len(key.get_secret_value()) < 16:
+            raise ValueError("pii_reference_key needs at least 16 characters (a random string)")
+        return key
 
     @field_validator("pii_phone_regions")
     @classmethod

@@ -101,7 +101,8 @@ class ScoreMetrics:
         )
         self.dimension_overflow = Counter(
             "convmon_dimension_overflow",
-            "Metadata values exported as 'other' because the dimension reached its cap of distinct values.",
+            "Metadata values exported as 'other': not listed in dimension_values (nor matching "
+            "dimension_value_pattern), or past the dimension's cap of distinct values.",
             ["dimension"],
             registry=r,
         )

@@ -177,6 +177,9 @@ class DistillSettings(BaseModel):
     # Drill-down (issue #21): a score sink writes the "yes" verdicts of every score record to <prefix>score_items
     # in the label store's database (Grafana's table of the latest DSAT conversations, `convmon inspect`).
     score_store: bool = False
+    score_retention_days: int = Field(default=90, ge=1, description=(
+        "Score items (<prefix>score_items) older than this are purged every hour by the leader, like labels "
+        "past label_retention_days (issue #32)."))
     distill_holdout_fraction: float = Field(default=0.25, gt=0.0, lt=1.0)
     distill_min_positives: int = Field(default=10, ge=3)
     distill_gate_tolerance: float = Field(default=0.01, ge=0.0)
@@ -217,11 +220,29 @@ class MetricsSettings(BaseModel):
     # Values of a dimension always exported as themselves (they count towards dimension_cap);
     # listing them makes every worker agree on which values are kept and which become "other".
     dimension_values: dict[str, list[str]] = Field(default_factory=dict)
+    dimension_value_pattern: str | None = Field(default=None, description=(
+        "Issue #32: without it a dimension value not listed in dimension_values is exported as 'other' "
+        "(metadata may hold user data). A regular expression that a value must match whole to be exported "
+        "as itself (first-come, up to dimension_cap per dimension), e.g. '[a-z][a-z0-9._-]{0,31}'; "
+        "its safety is the operator's call (docs/security.md)."))
     # Most series the dimensioned metrics may use, all dimensions together (issue #20): a new combination of
     # dimension values that would pass it is exported with values folded into "other" (counted, never dropped).
     metric_series_budget: int = Field(default=50_000, ge=1000)
     # Liveness: the worker's event loop is stalled when it has not ticked for this long (/healthz, /readyz fail).
     health_stall_s: float = Field(default=30.0, ge=2.0)
+
+    @field_validator("dimension_value_pattern")
+    @classmethod
+    def _check_value_pattern(cls, value: str | None) -> str | None:
+        import re
+
+        if value is None or not value.strip():
+            return None
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"{value!r} is not a regular expression: {exc}") from exc
+        return value
 
 
 class DriftSettings(BaseModel):

@@ -1,11 +1,15 @@
-"""PII redaction applied to conversation text before it leaves the process (judge, label store, dead letters).
+"""PII redaction applied where text enters the process (monitor/stages/boundary.py) and again before the
+judge, the label store, dead letters and OTLP events (idempotent: placeholders contain nothing to find).
 
-Replaces e-mail addresses (also spelled out: ``john dot doe at example dot com``, ``john[at]example[.]com``),
-IBANs (mod-97 checked), payment card numbers (Luhn-checked, in any grouping: spaces, dashes, dots or
-none, so order numbers survive), IP addresses, phone numbers (found and validated by ``phonenumbers``
-for the configured regions; ``+CC`` numbers always) and any configured extra patterns with
-placeholders such as ``[EMAIL]``. Order matters: e-mails first, IBANs before cards (an IBAN's digits
-may pass Luhn), cards and IPs before phones (a card looks like a long phone number).
+Finds, on the original text, in this order (each later rule sees the earlier finds masked, so an IBAN's
+digits are not also a card, a card not also a phone): ``pii_extra_patterns`` (``[REDACTED]``), e-mail
+addresses (also spelled out: ``john dot doe at example dot com``, ``john[at]example[.]com``), IBANs
+(mod-97 checked), payment card numbers (Luhn-checked, 12-19 digits in any grouping, so order numbers
+survive), US SSNs and UK National Insurance numbers (``[NATIONAL_ID]``), IP addresses, phone numbers
+(monitor/judge/pii_phones.py: ``phonenumbers`` in every configured region, ``+CC`` numbers of any country),
+street addresses and person names (monitor/judge/pii_names.py: rules with measured, partial recall).
+``convmon bench pii`` measures per-type recall on the committed set (tests/data/pii) and the share of
+USS tokens redacted; docs/security.md has the numbers.
 
 >>> Redactor().redact("mail bob@example.com or call +1 (415) 555-0100")
 'mail [EMAIL] or call [PHONE]'
@@ -27,6 +31,8 @@ import phonenumbers
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
 from monitor.contracts.settings import JudgeSettings
+from monitor.judge.pii_names import address_spans, name_spans
+from monitor.judge.pii_phones import phone_spans
 
 # The local part starts only where a run of its characters starts, and never gives characters back:
 # without both, a long run with no "@" is re-scanned from every position (300k characters: a minute).
@@ -55,7 +61,16 @@ _IBAN_RUN = re.compile(r"(?<!\w)[A-Za-z]{2}\d{2}[A-Za-z0-9]*(?: [A-Za-z0-9]{1,4}
 _IBAN_START = re.compile(r"[A-Za-z]{2}\d{2}")
 _IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 _IPV6 = re.compile(r"(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Fa-f:])")
-CARD_DIGITS = (13, 19)
+# US SSN (area not 000, 666 or 9xx; group not 00; serial not 0000), with dashes or spaces as written.
+_SSN = re.compile(r"(?<![\w-])(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\d{4}(?![\w-])")
+# UK National Insurance number: two prefix letters, six digits (in pairs or not), a suffix letter. Issued
+# suffixes are A-D, but test and temporary numbers (and Faker's) use others: any letter is taken.
+_UK_NI = re.compile(r"(?<!\w)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-Z](?!\w)", re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
+_AT_HINT = re.compile(r"[\[({<]\s*(?:at|@)|\sat\s|@", re.IGNORECASE)  # what any obfuscated e-mail holds
+MASK = "_"  # what an earlier find reads as to later rules: a word character, no digit, no capital
+Span = tuple[int, int, str]  # start, end, placeholder label
+CARD_DIGITS = (12, 19)
 IBAN_CHARS = (15, 34)
 
 
@@ -106,38 +121,37 @@ def _checked_spans(text: str, run_re: re.Pattern[str], token_re: str, valid: Cal
     return spans
 
 
-def _replace(text: str, spans: Iterable[tuple[int, int]], placeholder: str) -> str:
-    for start, end in sorted(spans, reverse=True):
-        text = text[:start] + placeholder + text[end:]
+def _mask(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    for start, end in spans:
+        text = text[:start] + MASK * (end - start) + text[end:]
     return text
 
 
-def _obfuscated_email(match: re.Match[str]) -> str:
+def _is_obfuscated_email(match: re.Match[str]) -> bool:
     domain = match["domain"]
     tld = re.split(_DOT, domain, flags=re.IGNORECASE)[-1]
     if not re.fullmatch(r"[A-Za-z]{2,24}", tld):
-        return match.group()
-    if re.fullmatch(_W_AT, match["at"], re.IGNORECASE) and not (
-        re.search(rf"{_B_DOT}|{_W_DOT}", domain, re.IGNORECASE) and _COMMON_TLD.fullmatch(tld)
-    ):
-        return match.group()
-    return "[EMAIL]"
+        return False
+    return not (re.fullmatch(_W_AT, match["at"], re.IGNORECASE) and not (
+        re.search(rf"{_B_DOT}|{_W_DOT}", domain, re.IGNORECASE) and _COMMON_TLD.fullmatch(tld)))
 
 
-def _ipv4(match: re.Match[str]) -> str:
+def _is_ip(value: str) -> bool:
     try:
-        ipaddress.IPv4Address(match.group())
+        ipaddress.ip_address(value)
     except ValueError:
-        return match.group()
-    return "[IP]"
+        return False
+    return True
 
 
-def _ipv6(match: re.Match[str]) -> str:
-    try:
-        ipaddress.IPv6Address(match.group())
-    except ValueError:
-        return match.group()
-    return "[IP]"
+def _found(pattern: re.Pattern[str], text: str, keep: Callable[[re.Match[str]], bool] = lambda _: True,
+           ) -> list[tuple[int, int]]:
+    return [m.span() for m in pattern.finditer(text) if m.end() > m.start() and keep(m)]
+
+
+# The default national-format regions: the countries of the committed PII set (tests/data/pii), the most
+# common chat-assistant markets; each costs one phonenumbers pass over text that holds 7+ digits.
+PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "BR", "IN", "JP", "AU", "PL", "SE", "CA")
 
 
 def check_phone_regions(regions: Iterable[str]) -> list[str]:
@@ -155,13 +169,14 @@ class Redactor:
 
     Extra patterns are regular expressions (``pii_extra_patterns``), applied first so a deployment can
     redact its own identifiers (customer numbers, ...) before the generic rules. ``phone_regions``
-    (``pii_phone_regions``) are the countries whose national-format numbers (``020 7946 0958`` in GB,
-    ``4155550100`` in US) are recognised; international ``+CC`` numbers are recognised whatever the list.
+    (``pii_phone_regions``, default: 14 countries) are the countries whose national-format numbers
+    (``020 7946 0958`` in GB, ``4155550100`` in US) are recognised; international ``+CC`` numbers of any
+    country are recognised whatever the list.
     """
 
-    def __init__(self, extra_patterns: Iterable[str] = (), *, phone_regions: Iterable[str] = ("US",)) -> None:
+    def __init__(self, extra_patterns: Iterable[str] = (), *, phone_regions: Iterable[str] = PHONE_REGIONS) -> None:
         self.extra_patterns = list(extra_patterns)
-        self.phone_regions = check_phone_regions(phone_regions) or ["ZZ"]  # ZZ: international numbers only
+        self.phone_regions = check_phone_regions(phone_regions)  # none: international numbers only
         self._extra: list[re.Pattern[str]] = []
         for pattern in self.extra_patterns:
             try:
@@ -171,28 +186,57 @@ class Redactor:
                     f"The pii_extra_patterns entry {pattern!r} is not a valid regular expression: {exc}. "
                     "Fix or remove it (CONVMON_PII_EXTRA_PATTERNS)."
                 ) from exc
+        self._finders = self._rules()
 
     @classmethod
     def from_settings(cls, settings: JudgeSettings) -> Redactor:
         return cls(settings.pii_extra_patterns, phone_regions=settings.pii_phone_regions)
 
-    def _phones(self, text: str) -> str:
-        for region in self.phone_regions:
-            matches = list(phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID))
-            text = _replace(text, [(m.start, m.end) for m in matches], "[PHONE]")
-        return text
+    def _rules(self) -> list[tuple[str, bool, Callable[[str], list[tuple[int, int]]]]]:
+        """(placeholder label, needs a digit, finder) in the order they run; each finder reads the text with
+        earlier finds masked. Rules that need a digit are skipped for text without one (most chat turns)."""
+        return [
+            *(("REDACTED", False, lambda t, p=pattern: _found(p, t)) for pattern in self._extra),
+            ("EMAIL", False, lambda t: _found(_EMAIL, t) if "@" in t else []),
+            ("EMAIL", False, lambda t: _found(_OBFUSCATED_EMAIL, t, _is_obfuscated_email)
+             if _AT_HINT.search(t) else []),
+            ("IBAN", True, lambda t: _checked_spans(t, _IBAN_RUN, r"[A-Za-z0-9]+", iban_valid, IBAN_CHARS,
+                                                    starts=lambda tok: _IBAN_START.match(tok) is not None)),
+            ("CARD", True, lambda t: _checked_spans(t, _DIGIT_RUN, r"\d+", luhn_valid, CARD_DIGITS)),
+            ("NATIONAL_ID", True, lambda t: _found(_SSN, t) + _found(_UK_NI, t)),
+            ("IP", True, lambda t: _found(_IPV4, t, lambda m: _is_ip(m.group())) if "." in t else []),
+            ("IP", False, lambda t: _found(_IPV6, t, lambda m: _is_ip(m.group())) if "::" in t or t.count(":") > 2
+             else []),
+            ("PHONE", True, lambda t: phone_spans(t, self.phone_regions)),
+            ("ADDRESS", True, address_spans),
+            ("NAME", False, name_spans),
+        ]
+
+    def spans(self, text: str) -> list[Span]:
+        """What would be redacted, as (start, end, label) on ``text`` itself, sorted and not overlapping."""
+        found: list[Span] = []
+        masked = text
+        digits = _DIGIT.search(text) is not None
+        for label, needs_digit, finder in self._finders:
+            if needs_digit and not digits:
+                continue
+            new = finder(masked)
+            if new:
+                found += [(start, end, label) for start, end in new]
+                masked = _mask(masked, new)
+        merged: list[Span] = []
+        for start, end, label in sorted(found):
+            if merged and start < merged[-1][1]:  # a later rule's find that runs over an earlier one
+                last = merged[-1]
+                merged[-1] = (last[0], max(last[1], end), last[2])
+            else:
+                merged.append((start, end, label))
+        return merged
 
     def redact(self, text: str) -> str:
-        for pattern in self._extra:
-            text = pattern.sub("[REDACTED]", text)
-        text = _EMAIL.sub("[EMAIL]", text)
-        text = _OBFUSCATED_EMAIL.sub(_obfuscated_email, text)
-        text = _replace(text, _checked_spans(text, _IBAN_RUN, r"[A-Za-z0-9]+", iban_valid, IBAN_CHARS,
-                                             starts=lambda t: _IBAN_START.match(t) is not None), "[IBAN]")
-        text = _replace(text, _checked_spans(text, _DIGIT_RUN, r"\d+", luhn_valid, CARD_DIGITS), "[CARD]")
-        text = _IPV4.sub(_ipv4, text)
-        text = _IPV6.sub(_ipv6, text)
-        return self._phones(text)
+        for start, end, label in reversed(self.spans(text)):
+            text = f"{text[:start]}[{label}]{text[end:]}"
+        return text
 
     def redact_metadata(self, metadata: Mapping[str, str]) -> dict[str, str]:
         """Metadata values are producer-supplied free text too (a user id may be an e-mail)."""

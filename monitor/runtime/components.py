@@ -13,6 +13,7 @@ import faust
 from faust.types import TableT
 
 from monitor.contracts.settings import Settings
+from monitor.judge.redact import Redactor
 from monitor.runtime.app import Topics
 from monitor.runtime.deadletter import DeadLetters
 from monitor.runtime.delivery import DeliveryGuard, install
@@ -21,6 +22,7 @@ from monitor.runtime.ownership import Ownership
 from monitor.runtime.seeks import on_gap
 from monitor.runtime.tablestore import TableStore
 from monitor.runtime.wiring import Pipeline
+from monitor.stages.boundary import InputRedaction, RedactingInput
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.hotpath import HotPath
 from monitor.stages.inputs import build_input
@@ -81,7 +83,10 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline,
     hot = HotPath(sessionizer, dedup, totals, pipeline.exporter, pipeline.metrics, pipeline.rubric,
                   max_event_bytes=s.max_event_bytes, max_request_bytes=s.max_request_bytes,
                   sample_rate=s.sample_rate, policy=pipeline.policy,
-                  decoder=build_input(s.otel, s.metrics, pipeline.metrics, max_event_bytes=s.max_event_bytes),
+                  decoder=RedactingInput(build_input(s.otel, s.metrics, pipeline.metrics,
+                                                     max_event_bytes=s.max_event_bytes),
+                                         InputRedaction(pipeline.redactor or Redactor.from_settings(s.judge),
+                                                        text=not s.pii_raw_internal_topics)),
                   forward_input=layout.forward)
     judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, totals, pipeline.exporter, pipeline.metrics,
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,

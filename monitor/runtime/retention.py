@@ -5,10 +5,12 @@ before each retraining); score records and dead letters live in Kafka topics who
 ``retention.ms`` convmon sets (``retention_events_s``, ``retention_scores_s``,
 ``retention_dead_letters_s``) when it creates them (``monitor.runtime.topics``).
 
-Erasure: the label store is the only store convmon owns that is keyed by conversation (the model
-registry holds weights and manifests, no conversation data; the judge budget holds one row per
-day). Kafka topics are append-only logs: a conversation stays in them until retention expires,
-and ``forget`` says which topics, for how long.
+Erasure: the label store and the score items beside it are the stores convmon owns that are keyed by
+conversation (the model registry holds weights and manifests, no conversation data; the judge budget
+holds one row per day). ``forget`` takes conversation ids or their opaque references (the exemplars'
+``conversation_ref``, resolved through the score items). Kafka topics are append-only logs, and
+Prometheus keeps exemplars (which carry references, never ids) until its own retention: ``forget``
+says which of those still hold the conversation, for how long (docs/security.md: the Kafka-side steps).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 from dataclasses import dataclass
 
 import faust
+from pydantic import SecretStr
 
 from monitor.contracts.settings import DistillSettings, KafkaSettings, RubricSettings
 from monitor.runtime.topics import convmon_topics
@@ -26,27 +29,37 @@ log = logging.getLogger(__name__)
 DAY_MS = 86_400_000
 PURGE_INTERVAL_S = 3600.0
 _SOURCES = {  # topic -> what of a conversation it holds
-    "events": "the raw turn and end events",
-    "judge": "conversations sent to the judge (text)",
-    "scores": "score records (id, verdicts, metadata)",
-    "labels": "judged conversations (text) on their way to the label store",
-    "dead-letters": "rejected input and failed records (bytes)",
+    "events": "the producer's turn and end events (raw; re-keyed copies redacted)",
+    "judge": "conversations sent to the judge (text, redacted unless pii_raw_internal_topics)",
+    "scores": "score records (id, verdicts, redacted metadata)",
+    "labels": "judged conversations (text, redacted unless pii_raw_internal_topics) on their way to the label store",
+    "dead-letters": "rejected input and failed records (redacted unless dead_letter_raw)",
 }
 
 
-def register_retention(app: faust.App, store: object, retention_days: int) -> None:
-    """Purge labels past retention every hour on the leader, whether or not retraining runs."""
+def register_retention(app: faust.App, store: object, retention_days: int, *, scores: object | None = None) -> None:
+    """Purge labels past retention (and score items past ``score_retention_days``: ``scores`` is the
+    ScoreStore) every hour on the leader, whether or not retraining runs."""
 
     @app.timer(PURGE_INTERVAL_S, on_leader=True)
     async def purge_labels() -> None:
-        try:
-            deleted = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: store.purge(older_than_days=retention_days))  # type: ignore[attr-defined]
-        except Exception as exc:  # the store may be down: the next tick tries again
-            log.warning("label retention purge failed (retrying in %.0fs): %s", PURGE_INTERVAL_S, exc)
-            return
+        await purge_once(store, retention_days, scores)
+
+
+async def purge_once(store: object, retention_days: int, scores: object | None) -> None:
+    """One retention pass; a store that is down is logged and tried again at the next tick."""
+    loop = asyncio.get_running_loop()
+    try:
+        deleted = await loop.run_in_executor(
+            None, lambda: store.purge(older_than_days=retention_days))  # type: ignore[attr-defined]
         if deleted:
             log.info("label retention: purged %d labels older than %d days", deleted, retention_days)
+        if scores is not None:
+            purged = await loop.run_in_executor(None, scores.purge)  # type: ignore[attr-defined]
+            if purged:
+                log.info("score retention: purged %d score items", purged)
+    except Exception as exc:  # the store may be down: the next tick tries again
+        log.warning("retention purge failed (retrying in %.0fs): %s", PURGE_INTERVAL_S, exc)
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,22 @@ class ForgetReport:
     deleted_labels: int
     topics: list[tuple[str, str, str]]  # (topic, what it holds, how long it keeps it)
     deleted_scores: int = 0  # rows of <prefix>score_items (drill-down, no text)
+    ids: tuple[str, ...] = ()  # the conversation ids erased (references resolved)
+    references: tuple[tuple[str, str], ...] = ()  # (conversation id, its reference)
+    unresolved: tuple[str, ...] = ()  # references no score item names: nothing known to erase for them
+
+    def as_json(self) -> dict[str, object]:
+        """``convmon forget``'s stdout: what was removed, and what could not be (topics, Prometheus)."""
+        return {
+            "conversation_ids": list(self.ids),
+            "references": {cid: ref for cid, ref in self.references},
+            "unresolved_references": list(self.unresolved),
+            "removed": {"labels": self.deleted_labels, "score_items": self.deleted_scores},
+            "not_removed": [*({"store": "kafka", "topic": t, "holds": what, "kept": keep}
+                              for t, what, keep in self.topics),
+                            {"store": "prometheus", "holds": "exemplars with these references (no ids, no text)",
+                             "kept": "Prometheus's TSDB retention (exemplar storage is in memory and WAL)"}],
+        }
 
     def lines(self, ids: list[str]) -> list[str]:
         out = [f"label store: deleted {self.deleted_labels} label rows for {len(ids)} conversation id(s)",
@@ -67,17 +96,24 @@ class ForgetReport:
 
 
 def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettings,
-           conversation_ids: list[str]) -> ForgetReport:
-    """Delete the conversations from the label store; list the topics that keep them until retention."""
+           conversation_ids: list[str], *, reference_key: SecretStr | None = None) -> ForgetReport:
+    """Delete the conversations (ids, or references resolved through the score items) from the label store
+    and the score items; list the topics that keep them until retention."""
+    from distill.reference_key import conversation_ref
     from distill.score_store import ScoreStore
     from distill.store import LabelStore
     from monitor.contracts.rubric_set import load_rubric_set
+    from monitor.judge.reference import is_reference
 
     store = LabelStore.from_settings(distill)
     try:
-        deleted = store.delete_conversations(conversation_ids)
         scores = ScoreStore(store, load_rubric_set(rubrics.rubric_set, rubrics.prompts_dir))
-        deleted_scores = scores.delete_conversations(conversation_ids)  # the table exists even if the sink is off
+        asked_refs = [c for c in conversation_ids if is_reference(c)]
+        resolved = scores.resolve(asked_refs) if asked_refs else {}
+        ids = list(dict.fromkeys([c for c in conversation_ids if not is_reference(c)] + list(resolved.values())))
+        deleted = store.delete_conversations(ids) if ids else 0
+        deleted_scores = scores.delete_conversations(ids) if ids else 0  # the table exists even if the sink is off
+        ref = conversation_ref(reference_key, store)
     finally:
         store.close()
     configured = {spec.name: spec.config for spec in convmon_topics(kafka)}
@@ -87,8 +123,10 @@ def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettin
         ms = configured.get(topic, {}).get("retention.ms")
         keep = f"retention.ms={ms} ({int(ms) / DAY_MS:g} days)" if ms else "the cluster's default retention"
         topics.append((topic, what, keep))
-    topics.append((f"{kafka.app_id}-sessions-changelog", "open conversations' turns (text)",
+    topics.append((f"{kafka.app_id}-sessions-changelog", "open conversations' turns (text, redacted by default)",
                    "compacted: until the conversation's tombstone is compacted away"))
     topics.append((f"{kafka.app_id}-scored-changelog", "conversation ids (de-duplication window)",
                    "compacted: until the window entry is deleted"))
-    return ForgetReport(deleted, topics, deleted_scores)
+    return ForgetReport(deleted, topics, deleted_scores, ids=tuple(ids),
+                        references=tuple((cid, ref(cid)) for cid in ids),
+                        unresolved=tuple(r for r in asked_refs if r not in resolved))

@@ -28,6 +28,7 @@ from monitor.stages.sampler import InclusionPolicy
 
 if TYPE_CHECKING:
     from distill.registry import ModelRegistry
+    from distill.score_store import ScoreStore
     from distill.store import LabelStore
     from monitor.stages.calibrate import CalibrationScorer
     from monitor.stages.classify import DistilledScorer
@@ -50,6 +51,7 @@ class Pipeline:
     redactor: Redactor | None = None  # PII redaction for the label store and dead letters
     policy: InclusionPolicy | None = None  # the router's pi(x); None: the hash slice at sample_rate
     score_sink: LabelSink | None = None  # score_store: score records into the database for drill-down
+    scores: ScoreStore | None = None  # the score items table: written by score_sink, purged by retention
 
     def classify(self, conversations: list[Conversation]) -> list[ScoreRecord]:
         """Distilled scores for a batch (the hot path marks the judge-sampled ones as shadows after routing)."""
@@ -132,7 +134,9 @@ def build_pipeline(
     registry: CollectorRegistry | None = None,
     http_client: httpx.AsyncClient | None = None,
 ) -> Pipeline:
+    from distill.reference_key import conversation_ref
     from distill.registry import ModelRegistry
+    from distill.score_store import ScoreStore
     from distill.store import LabelStore
     from monitor.stages.calibrate import CalibrationScorer
     from monitor.stages.classify import DistilledScorer
@@ -141,32 +145,32 @@ def build_pipeline(
     metrics = Metrics(registry if registry is not None else REGISTRY, dimensions=tuple(settings.metric_dimensions))
     export_heap(metrics.heap_allocated, metrics.python_blocks)  # read on scrape: the live heap beside RSS
     drift = DriftMonitor.from_settings(metrics, rubric, settings.drift)
+    redactor = Redactor.from_settings(settings.judge)
+    store = LabelStore.from_settings(settings.distill, redact=redactor.redact)
+    reference = conversation_ref(settings.pii_reference_key, store)  # exemplars carry it, never the id
     exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
                         rubric=rubric, drift=drift, allowed_values=settings.dimension_values,
-                        series_budget=settings.metric_series_budget)
+                        value_pattern=settings.dimension_value_pattern,
+                        series_budget=settings.metric_series_budget, reference=reference)
     judge = build_judge(settings.judge, settings.rubrics, rubric, metrics, ledger_url=settings.label_store_url,
                         http_client=http_client)
     if settings.otel_evaluation_events:  # imports the OpenTelemetry SDK: only when asked for
         from monitor.stages.evaluations import EvaluationEvents
 
         events = EvaluationEvents.from_environment(
-            scorers=settings.otel_evaluation_scorers, redact=Redactor(settings.pii_extra_patterns).redact,
+            scorers=settings.otel_evaluation_scorers, redact=redactor.redact,
             metrics=metrics, queue_size=settings.otel_evaluation_queue_size, rubric=rubric,
             service_dimension=service_dimension(settings))
         events.judge, events.judge_version = judge.name, str(getattr(judge, "model_version", judge.name))
         exporter.evaluations, exporter.evaluation_failures = events.observe, events.failed
     models = ModelRegistry(settings.model_registry)
-    redactor = Redactor.from_settings(settings.judge)
-    store = LabelStore.from_settings(settings.distill, redact=redactor.redact)
     scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s,
                              embedding_backend=settings.embedding_backend,
                              model_cache_dir=str(settings.model_cache_dir) if settings.model_cache_dir else None)
     labels = LabelSink(store.upsert_raw, metrics)
-    score_sink = None
-    if settings.score_store:
-        from distill.score_store import ScoreStore
-
-        score_sink = LabelSink(ScoreStore(store, rubric).upsert_raw, metrics)
+    scores = ScoreStore(store, rubric, reference=reference, redact=redactor.redact,
+                        retention_days=settings.score_retention_days)
+    score_sink = LabelSink(scores.upsert_raw, metrics) if settings.score_store else None
     calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
                                     poll_s=settings.registry_poll_s)
     policy = InclusionPolicy(base_rate=settings.sample_rate, active_rate=settings.active_learning_rate,
@@ -174,7 +178,7 @@ def build_pipeline(
                              salt=settings.sample_salt)
     pipeline = Pipeline(settings=settings, rubric=rubric, metrics=metrics, judge=judge, exporter=exporter,
                         labels=labels, scorer=scorer, store=store, registry=models, calibration=calibration,
-                        redactor=redactor, policy=policy, score_sink=score_sink)
+                        redactor=redactor, policy=policy, score_sink=score_sink, scores=scores)
     if scorer.maybe_reload(force=True):  # the live model's drift reference before the first record is counted
         pipeline._announce_model()
     if calibration.maybe_reload(force=True):  # load (and import torch) now, not inside the first judge record

@@ -32,7 +32,7 @@ def build_worker_app(settings: Settings, layout: BrokerLayout | None = None) -> 
     components = build_components(app, topics, pipeline, layout)
     register_agents(app, topics, components)
     register_lag_timer(app, topics, components)
-    register_retention(app, pipeline.store, settings.label_retention_days)
+    register_retention(app, pipeline.store, settings.label_retention_days, scores=pipeline.scores)
     return app
 
 

@@ -2,13 +2,18 @@
 
 Each worker counts only what it consumed; sums across workers, rates and ratios are PromQL's job
 (see ``deploy/prometheus/rules``). Metadata dimensions (app, locale, model version) become labels
-through an allow-list with a cap on distinct values per dimension and a global series budget over
-all dimensions together, so a misbehaving producer can never blow up the series count: past either,
-values are exported as ``other`` (counted; the record itself is always counted).
+through an allow-list (issue #32: metadata is producer-supplied and may hold user data, so a value
+nobody configured is exported as ``other``), optionally widened by a safe pattern with a cap on
+distinct values per dimension, and a global series budget over all dimensions together, so a
+misbehaving producer can never blow up the series count nor put user data in a label: past either,
+values are exported as ``other`` (counted; the record itself is always counted). Exemplars carry an
+opaque reference (monitor/judge/reference.py), never the conversation id.
 """
 
 from __future__ import annotations
 
+import re
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -19,6 +24,7 @@ from monitor.contracts.errors import ConfigError
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ItemResult, ScoreRecord, verdict_label
+from monitor.judge.reference import ConversationRef
 
 if TYPE_CHECKING:
     from monitor.contracts.events import Conversation
@@ -27,19 +33,22 @@ if TYPE_CHECKING:
 OTHER = "other"
 UNKNOWN = "unknown"  # the record has no value for the dimension
 MAX_VALUE_CHARS = 64
-EXEMPLAR_CHARS = 128  # the OpenMetrics limit on an exemplar's label names and values together
+# Exemplar labels: "conversation_ref" + 24 characters + "trace_id" + 32 = 80, under the OpenMetrics 128.
 
 
 class DimensionLabels:
     """Maps a record's metadata to bounded label values, one per configured dimension.
 
-    Values listed in ``allowed`` are always kept; other values are kept first-come until the
-    dimension holds ``cap`` distinct values, then exported as ``other``. First-come is per worker,
-    so list the values you care about in ``allowed`` to make every worker agree.
+    Values listed in ``allowed`` are always kept. Any other value is exported as ``other`` unless
+    ``pattern`` (``dimension_value_pattern``) is set and matches it whole: then it is kept first-come
+    until the dimension holds ``cap`` distinct values (first-come is per worker, so list the values you
+    care about in ``allowed`` to make every worker agree). Without a pattern no label ever carries a
+    value nobody configured: metadata is producer-supplied and may be an e-mail or a phone number.
     """
 
     def __init__(
-        self, dimensions: Sequence[str], *, cap: int, allowed: Mapping[str, Sequence[str]] | None = None
+        self, dimensions: Sequence[str], *, cap: int, allowed: Mapping[str, Sequence[str]] | None = None,
+        pattern: str | None = None,
     ) -> None:
         if cap < 1:
             raise ConfigError(f"The dimension cap must be an integer >= 1. Got {cap} instead.")
@@ -50,6 +59,11 @@ class DimensionLabels:
         if unknown:
             raise ConfigError(f"dimension_values names {unknown}, which are not in metric_dimensions")
         self._seen: dict[str, set[str]] = {d: {v[:MAX_VALUE_CHARS] for v in allowed.get(d, ())} for d in dimensions}
+        try:
+            self.pattern = re.compile(pattern) if pattern else None
+        except re.error as exc:
+            raise ConfigError(f"dimension_value_pattern {pattern!r} is not a regular expression: {exc} "
+                              "(CONVMON_DIMENSION_VALUE_PATTERN)") from exc
         self.max_combinations: int | None = None  # the global budget: see set_budget
         self._combinations: set[tuple[str, ...]] = set()
 
@@ -64,6 +78,9 @@ class DimensionLabels:
                 out.append(UNKNOWN)
             elif value in seen:
                 out.append(value)
+            elif self.pattern is None or not self.pattern.fullmatch(value):
+                out.append(OTHER)  # not allowed: never a label value; counted, so unlisted values show
+                overflowed.append(dim)
             elif len(seen) < self.cap:
                 seen.add(value)
                 out.append(value)
@@ -109,12 +126,12 @@ def series_per_label_set(n_items: int, scorers: int = 2) -> int:
     return scorers * (3 + 4 * n_items)
 
 
-def conversation_exemplar(score: ScoreRecord) -> dict[str, str]:
-    """OpenMetrics exemplar labels (at most 128 characters in all): the conversation id, and the judged
-    call's trace id when the input carried one and it fits (Grafana links ``trace_id`` exemplars to Tempo)."""
-    cid = score.conversation_id[:EXEMPLAR_CHARS - len("conversation_id")]
-    labels = {"conversation_id": cid}
-    if score.span and len(cid) + len("conversation_id") + len("trace_id") + 32 <= EXEMPLAR_CHARS:
+def conversation_exemplar(score: ScoreRecord, ref: ConversationRef) -> dict[str, str]:
+    """OpenMetrics exemplar labels (at most 128 characters in all): the conversation's opaque reference
+    (``convmon inspect``/``forget`` resolve it through the score store), and the judged call's trace id when
+    the input carried one (Grafana links ``trace_id`` exemplars to Tempo)."""
+    labels = {"conversation_ref": ref(score.conversation_id)}
+    if score.span:
         labels["trace_id"] = score.span[:32]
     return labels
 
@@ -148,7 +165,9 @@ class Exporter:
         rubric: RubricSet,
         drift: DriftMonitor | None = None,
         allowed_values: Mapping[str, Sequence[str]] | None = None,
+        value_pattern: str | None = None,
         series_budget: int | None = None,
+        reference: ConversationRef | None = None,
     ) -> None:
         if tuple(dimensions) != metrics.dimensions:
             raise ConfigError(
@@ -162,7 +181,9 @@ class Exporter:
         self.evaluations: Callable[[ScoreRecord], None] | None = None
         # Called when the judge gave no score for a conversation (and why): error events out when configured.
         self.evaluation_failures: Callable[[Conversation, str], None] | None = None
-        self.labels = DimensionLabels(dimensions, cap=cap, allowed=allowed_values)
+        self.labels = DimensionLabels(dimensions, cap=cap, allowed=allowed_values, pattern=value_pattern)
+        # No key given (tests, tools): a random one, so exemplars are still opaque, just not resolvable.
+        self.reference = reference or ConversationRef(secrets.token_bytes(32))
         self._polarity = {item.id: item.polarity for item in rubric.items}
         self._children: dict[Series, Counter] = {}  # as bounded as the series themselves
         metrics.init_rubric(rubric)
@@ -225,7 +246,7 @@ class Exporter:
                 series: Series = ("verdicts", (item.item_id, polarity, scorer, verdict, *dims))
                 add(series)
                 if verdict == "yes":
-                    exemplars[series] = conversation_exemplar(score)
+                    exemplars[series] = conversation_exemplar(score, self.reference)
                 add(("probability_sum", (item.item_id, polarity, scorer, *dims)), p)
                 add(("weighted_probability_sum", (item.item_id, polarity, scorer)), p * score.sample_weight)
             if score.satisfaction is not None:

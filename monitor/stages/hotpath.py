@@ -93,7 +93,8 @@ class HotPath:
         for kind in ("turn", "end"):  # series from zero, so increase() sees the first redelivery
             metrics.redelivered.labels(kind)
         self.decoder = decoder or JsonInput(max_event_bytes)
-        self.repeating_input = not isinstance(self.decoder, JsonInput)  # OTLP calls repeat the chat history
+        # OTLP calls repeat the chat history (a redacting wrapper says what its decoder is: stages/boundary.py)
+        self.repeating_input = bool(getattr(self.decoder, "repeating", not isinstance(self.decoder, JsonInput)))
         self.forward_input = forward_input  # the input's partitions are not the state's: re-key every event
 
     def assign(self, owned: set[int], now: float) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -37,6 +38,7 @@ from monitor.tools.demo_rates import RateHistory, scrape_counts
 from monitor.tools.demo_view import TREND_STEP_S, View, render
 from monitor.tools.local_prometheus import LocalPrometheus, prometheus_binary
 from monitor.tools.shipped_alerts import AlertState, alert_state, firing_episodes, rule_file_of
+from monitor.tools.simulator.generate import APPS, LOCALES, MODEL_VERSIONS
 from monitor.tools.simulator.run import SimulationPlan, SimulationStats, simulate
 
 console = Console()
@@ -77,6 +79,9 @@ def _worker_env(broker_url: str, workdir: Path, metrics_port: int) -> dict[str, 
         "CONVMON_DISTILL_MIN_POSITIVES": str(MIN_POSITIVES),
         "CONVMON_REGISTRY_POLL_S": "2",
         "CONVMON_IDLE_TIMEOUT_S": "10",
+        # metric labels are an allow-list (issue #32): the simulator's values, so the per-app panels fill
+        "CONVMON_DIMENSION_VALUES": json.dumps({"app": list(APPS), "locale": list(LOCALES),
+                                                "model_version": list(MODEL_VERSIONS)}),
     }
 
 

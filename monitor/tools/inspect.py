@@ -55,12 +55,13 @@ def inspect_rows(rubrics: RubricSettings, judge: JudgeSettings, distill: Distill
 
 def print_rows(rows: list[dict[str, object]], item: str, console: Console) -> None:
     table = Table(title=f"latest conversations with {item} = yes", show_lines=False)
-    for name in ("scored at (UTC)", "conversation", "scorer", "value", "R", "model", "trace id", "last user turn"):
+    for name in ("scored at (UTC)", "conversation", "reference", "scorer", "value", "R", "model", "trace id",
+                 "last user turn"):
         table.add_column(name, overflow="fold")
     for r in rows:
         at = datetime.fromtimestamp(float(r["scored_at"]), UTC).strftime("%Y-%m-%d %H:%M:%S")  # type: ignore[arg-type]
         value = r["value"]
-        table.add_row(at, str(r["conversation_id"]), str(r["scorer"]),
+        table.add_row(at, str(r["conversation_id"]), str(r.get("conversation_ref") or ""), str(r["scorer"]),
                       f"{value:.3g}" if isinstance(value, float) else "", f"{float(r['r']):.2f}",  # type: ignore[arg-type]
                       str(r["model_version"]), str(r["trace_id"] or ""), str(r["last_user_turn"]))
     console.print(table)

@@ -28,6 +28,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import Settings
+from monitor.judge.reference import is_reference
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics, free_port
 from monitor.runtime.scrape import by_label, total
@@ -196,7 +197,8 @@ def test_otlp_traces_to_scores_evaluation_events_and_exemplars(broker: str, make
 
     # Exemplars: served as OpenMetrics on negotiation, stored and queryable in a real Prometheus.
     assert openmetrics.headers["content-type"].startswith("application/openmetrics-text")
-    assert '# {conversation_id="otlp-' in openmetrics.text
+    # Issue #32: an opaque reference (a keyed hash), never the conversation id.
+    assert '# {conversation_ref="ref-' in openmetrics.text and "otlp-" not in openmetrics.text
     stored = [e for series in exemplars for e in series["exemplars"]]
-    assert stored and all(e["labels"]["conversation_id"] in judged for e in stored)
-    assert all(e["labels"]["trace_id"] == judged[e["labels"]["conversation_id"]][:32] for e in stored)
+    assert stored and all(is_reference(e["labels"]["conversation_ref"]) for e in stored)
+    assert {e["labels"]["trace_id"] for e in stored} <= {span[:32] for span in judged.values()}

@@ -254,6 +254,42 @@ def minilm_backends(
 
 
 @app.command()
+def pii(
+    data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) or the uss/ folder.")] = DEFAULT_DATA,
+    datasets: Annotated[str, typer.Option(help="Comma-separated USS files for the false-positive rate.")]
+    = "MWOZ,SGD,CCPE",
+    regions: Annotated[str | None, typer.Option(help="Phone regions (default: CONVMON_PII_PHONE_REGIONS' default).")]
+    = None,
+    scoring: Annotated[bool, typer.Option("--scoring", help="Also the distilled AUC on USS, raw vs redacted text "
+                                                            "(hashing + LR, 5 splits: about a minute).")] = False,
+    as_json: AsJson = False, out: Out = None,
+) -> None:
+    """Redaction recall per PII type on the committed set (tune and held-out splits), and the share of USS tokens
+    redacted (no personal data there: an upper bound of the false-positive rate), with the CPU per turn."""
+    from monitor.tools.bench.pii import run
+
+    root = data.parent if data.name == "uss" else data
+    result = _run(lambda: run(root, _csv(datasets), _csv(regions) if regions is not None else None,
+                              scoring=scoring))
+
+    def table(r: dict[str, Any]) -> Any:
+        from rich.table import Table
+
+        t = Table(title=f"PII recall ({r['recall']['spans']} spans); USS: "
+                        f"{r['uss']['false_positive_rate']:.2%} of tokens redacted, "
+                        f"{r['uss']['cpu_us_per_turn']:.0f} us per turn")
+        for column in ("type", "tune", "held out"):
+            t.add_column(column)
+        for kind in r["recall"]["tune"]:
+            held = r["recall"]["heldout"].get(kind, {})
+            t.add_row(kind, f"{r['recall']['tune'][kind]['recall']:.3f} ({r['recall']['tune'][kind]['spans']})",
+                      f"{held.get('recall', float('nan')):.3f} ({held.get('spans', 0)})")
+        return t
+
+    _emit(result, as_json, out, table)
+
+
+@app.command()
 def report(
     results: Annotated[Path, typer.Option(help="Directory of bench JSON files (use.json, use-turns.json, ...).")]
     = Path("var/bench"),
