@@ -52,8 +52,8 @@ def leaks(blob: bytes | str, values: list[str]) -> list[str]:
 def test_text_and_metadata_are_redacted_where_they_enter() -> None:
     hot, store = hot_path(text=True)
     unkeyed = hot.ingest([Input(None, turn("c", i), 0) for i in range(5)], now=1.0)
-    assert len(unkeyed.rekey) == 5 and not any(leaks(v, TEXT_PII + list(META_PII.values())) for _, v in unkeyed.rekey)
-    keyed = hot.ingest([Input(k, v, 1, rekeyed=True) for k, v in unkeyed.rekey]
+    assert len(unkeyed.rekey) == 5 and not any(leaks(v, TEXT_PII + list(META_PII.values())) for v in (s.value for s in unkeyed.rekey))
+    keyed = hot.ingest([Input(s.key, s.value, 1, rekeyed=True) for s in unkeyed.rekey]
                        + [Input(b"c", orjson.dumps({"type": "end", "conversation_id": "c", "timestamp": 2.0}), 1)],
                        now=2.0)
     assert not leaks(repr(store.__dict__), TEXT_PII + list(META_PII.values()))  # the sessions (changelog) state
@@ -71,7 +71,8 @@ def test_text_and_metadata_are_redacted_where_they_enter() -> None:
 def test_raw_internal_topics_keep_text_but_never_metadata() -> None:
     hot, _ = hot_path(text=False)
     out = hot.ingest([Input(None, turn("c", 0), 0)], now=1.0)
-    (_, value), = out.rekey
+    value = out.rekey[0].value
+    assert len(out.rekey) == 1
     event = orjson.loads(value)
     assert TEXT_PII[0] in event["text"] and not leaks(orjson.dumps(event["metadata"]), list(META_PII.values()))
 
@@ -79,7 +80,8 @@ def test_raw_internal_topics_keep_text_but_never_metadata() -> None:
 def test_an_event_with_nothing_to_redact_keeps_its_bytes() -> None:
     hot, _ = hot_path(text=True)
     raw = orjson.dumps({"conversation_id": "c", "turn_index": 0, "role": "user", "timestamp": 1.0, "text": "hello"})
-    assert hot.ingest([Input(None, raw, 0)], now=1.0).rekey == [(b"c", raw)]
+    rekeyed = hot.ingest([Input(None, raw, 0)], now=1.0).rekey
+    assert [(s.key, s.value) for s in rekeyed] == [(b"c", raw)]
 
 
 def test_otlp_input_is_redacted_at_the_same_boundary() -> None:
