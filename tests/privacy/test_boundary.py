@@ -52,7 +52,8 @@ def leaks(blob: bytes | str, values: list[str]) -> list[str]:
 def test_text_and_metadata_are_redacted_where_they_enter() -> None:
     hot, store = hot_path(text=True)
     unkeyed = hot.ingest([Input(None, turn("c", i), 0) for i in range(5)], now=1.0)
-    assert len(unkeyed.rekey) == 5 and not any(leaks(v, TEXT_PII + list(META_PII.values())) for v in (s.value for s in unkeyed.rekey))
+    pii = TEXT_PII + list(META_PII.values())
+    assert len(unkeyed.rekey) == 5 and not any(leaks(s.value, pii) for s in unkeyed.rekey)
     keyed = hot.ingest([Input(s.key, s.value, 1, rekeyed=True) for s in unkeyed.rekey]
                        + [Input(b"c", orjson.dumps({"type": "end", "conversation_id": "c", "timestamp": 2.0}), 1)],
                        now=2.0)
