@@ -35,10 +35,13 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
     lock = c.lock  # the hot-path agent and the sweep timer share the sessionizer; a revocation waits for it
 
     async def send_all(topic: faust.TopicT, sends: Sequence[Send]) -> None:
-        """Each record's delivery is watched: a failure stops offset commits (runtime/delivery.py)."""
+        """Each record's delivery is watched: a failure stops offset commits (runtime/delivery.py). A record
+        that names its partition goes to that number modulo convmon's partition count (stages/hotpath.py)."""
         name = topic.get_topic_name()
         for send in sends:
-            c.guard.watch(await topic.send(key=send.key, value=send.value, headers=send.headers), name)
+            partition = None if send.partition is None else send.partition % s.topic_partitions
+            c.guard.watch(await topic.send(key=send.key, value=send.value, headers=send.headers,
+                                           partition=partition), name)
 
     async def emit(out: Outputs) -> None:
         await send_all(topics.events, [Send(key, raw, [(REKEYED, b"1")]) for key, raw in out.rekey])
