@@ -129,22 +129,27 @@ class PartitionTotals:
                     for m in sorted(members[group])]
             self.store.put(group_key(partition, group), [partition, group[0], list(group[1]), rows, seq], partition)
         self._seq[partition] = seq + 1
-        self._unacked.setdefault(partition, deque()).append((seq, written))
+        unacked = self._unacked.setdefault(partition, deque())
+        unacked.append((seq, written))
         record = {"partition": partition, "seq": seq}
         put_acked: Callable[..., None] | None = getattr(self.store, "put_acked", None)
         if put_acked is None:  # an in-memory store: durable as soon as written
             self.store.put(f"{COMMIT_PREFIX}{partition}", record, partition)
-            self.acknowledged(partition, seq)
+            self.acknowledged(partition, seq, unacked)
         else:
-            put_acked(f"{COMMIT_PREFIX}{partition}", record, partition, lambda: self.acknowledged(partition, seq))
+            put_acked(f"{COMMIT_PREFIX}{partition}", record, partition,
+                      lambda: self.acknowledged(partition, seq, unacked))
 
-    def acknowledged(self, partition: int, seq: int) -> None:
+    def acknowledged(self, partition: int, seq: int, unacked: deque[tuple[int, dict[Series, float]]]) -> None:
         """The broker holds batch ``seq`` of ``partition``, and so every earlier batch of it (written before it
-        to the same changelog partition): export them all, in order, whichever acknowledgement runs first."""
-        unacked = self._unacked.get(partition)
+        to the same changelog partition): export them all, in order, whichever acknowledgement runs first.
+        ``unacked`` is the partition's queue when the batch committed: after a revocation (and a rebuild) the
+        partition has another one, and a late acknowledgement from before exports nothing."""
         with self._lock:
             exported = self._exported.get(partition)
-            while exported is not None and unacked and unacked[0][0] <= seq:
+            if exported is None or self._unacked.get(partition) is not unacked:
+                return
+            while unacked and unacked[0][0] <= seq:
                 exported.update(unacked.popleft()[1])
 
     def rebuild(self, owned: set[int]) -> dict[int, int]:

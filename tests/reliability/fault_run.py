@@ -106,7 +106,8 @@ class FaultRun:
     """Use as a context manager; ``finish()`` waits for the outcomes and returns the table."""
 
     def __init__(self, name: str, workdir: Path, broker: str, *, workers: Sequence[str] = ("a",),
-                 idle_timeout_s: float = 10.0, max_event_bytes: int = 1_000_000, **settings: Any) -> None:
+                 idle_timeout_s: float = 10.0, max_event_bytes: int = 1_000_000, scrape_s: float = 1.0,
+                 **settings: Any) -> None:
         self.name = name
         self.workdir = workdir
         self.broker = broker
@@ -121,7 +122,7 @@ class FaultRun:
         publish_distilled_model(self.settings, load_rubric_set(self.settings.rubric_set, self.settings.prompts_dir))
         self.supervisor = Supervisor({w: WorkerProcess(self.settings, workdir / f"worker-{w}.log") for w in workers})
         self.prometheus = PrometheusServer(workdir / "prometheus",
-                                           [w.target for w in self.supervisor.workers.values()])
+                                           [w.target for w in self.supervisor.workers.values()], scrape_s=scrape_s)
         self.ledger = Ledger({})
         self.scores = TopicTail(broker, self.settings.topic("scores"))
         self.dead = TopicTail(broker, self.settings.topic("dead-letters"))

@@ -32,7 +32,7 @@ from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import decode_score
 from monitor.contracts.settings import Settings
 from monitor.runtime.broker import ensure_topics
-from monitor.runtime.scrape import Sample, total
+from monitor.runtime.scrape import Sample, scrape, total
 from monitor.stages.export import Exporter
 from monitor.tools.openai_server import OpenAIServer
 from tests.accounting import SCORED, Ledger
@@ -141,7 +141,9 @@ def judged_kill_9(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Judg
     SIGKILLed right after part 10, once it has scored from the stream, and restarted at once."""
     convs = simulated(N, "judged", seed=31)
     ids = [c.conversation_id for c in convs]
-    with OpenAIServer() as judge, FaultRun("judged_kill_9", tmp_path_factory.mktemp("judged"), broker,
+    # scraped every 5 s: with the judge's series /metrics is several MB, more than a 1 s scrape timeout renders
+    # on a loaded machine
+    with OpenAIServer() as judge, FaultRun("judged_kill_9", tmp_path_factory.mktemp("judged"), broker, scrape_s=5.0,
                                            sample_rate=RATE, **judge_settings(judge.url)) as run:
         run.expect(ids, SCORED)
         run.supervisor.start("a")
@@ -154,7 +156,7 @@ def judged_kill_9(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Judg
         produced_at = time.time()
         result = run.finish()
         time.sleep(max(0.0, produced_at + SETTLE_S - time.time()))
-        live = [w.samples() for w in run.supervisor.workers.values() if w.alive()]
+        live = [scrape(w.url, timeout=30.0) for w in run.supervisor.workers.values() if w.alive()]
         settings = run.settings
         want, scored = truth(broker, settings)
         llm = per_id_llm(broker, settings, ids)
@@ -166,7 +168,8 @@ def judged_kill_9(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Judg
 def test_judged_kill_9_every_id_scored_once_by_each_scorer(judged_kill_9: JudgedRun) -> None:
     r = judged_kill_9.result
     assert all(r["preconditions"].values()), r["preconditions"]
-    assert r["complete"] and r["lost"] == 0 and r["double_counted"] == 0 and r["wrong_outcome"] == 0, r.table
+    # repeats on `scores` after the kill are allowed (at least once there) if every copy is the same score
+    assert r["complete"] and r["lost"] == 0 and r["wrong_outcome"] == 0 and r["dead_lettered"] == 0, r.table
     assert r["scored_once_by_score_id"] == N and r["copies_disagree"] == 0 and r["score_id_wrong"] == 0
     llm = judged_kill_9.llm
     assert llm["judged"] >= RATE * N * 0.8, llm  # the judge ran on its share
@@ -202,7 +205,7 @@ def test_judged_conversations_are_counted_once_whatever_the_input_partition_coun
 
             def settled() -> bool:
                 nonlocal last
-                last = worker.samples()
+                last = scrape(worker.url, timeout=30.0)
                 judged = total(last, "convmon_conversations_scored_total", scorer="llm")
                 finished = judged + total(last, "convmon_conversations_unscored_total", reason="partition_revoked")
                 return finished >= n and time.time() >= produced_at + SETTLE_S

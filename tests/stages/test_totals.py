@@ -243,3 +243,18 @@ def test_a_later_batch_acknowledged_first_still_exports_the_earlier_batch() -> N
         ack()
     assert partition_value(metrics, 0, scorer="llm") == 1
     assert partition_value(metrics, 0, scorer="distilled") == 5
+
+
+def test_an_acknowledgement_from_before_a_revocation_exports_nothing_of_the_new_ownership() -> None:
+    store = LogStore()
+    hot, metrics = worker(store, {0})
+    hot.count([record("a")], {"a": 0}, now=1.0)
+    old_acks, store.unacked = store.unacked, []
+    hot.revoke({0})
+    hot.assign({0}, now=2.0)  # owned again: restored from the store (which holds a's batch)
+    hot.count([record("b")], {"b": 0}, now=2.0)  # batch of the new ownership, not acknowledged yet
+    for ack in old_acks:
+        ack()
+    assert partition_value(metrics, 0) == 1
+    store.ack_all()
+    assert partition_value(metrics, 0) == 2
