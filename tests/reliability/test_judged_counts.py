@@ -107,6 +107,14 @@ def mismatches(got: dict[Key, float], want: dict[Key, float], scored: Counter[st
     return wrong
 
 
+def scored_by_scorer(totals: dict[Key, float]) -> dict[str, float]:
+    out: Counter[str] = Counter()
+    for (name, labels), value in totals.items():
+        if name == "convmon_partition_conversations_scored_total":
+            out[dict(labels)["scorer"]] += value
+    return dict(out)
+
+
 def per_id_llm(broker: str, settings: Settings, ids: list[str]) -> dict[str, Any]:
     """The judge's scores per id: judged ids, and any id whose copies disagree or lack the right score id."""
     ledger = Ledger(dict.fromkeys(ids, SCORED), scorer="llm")
@@ -160,8 +168,12 @@ def judged_kill_9(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Judg
         settings = run.settings
         want, scored = truth(broker, settings)
         llm = per_id_llm(broker, settings, ids)
-    print(f"[judged_kill_9] llm {llm} scored {dict(scored)}")
-    return JudgedRun(result, exported(live, totals_names(settings)), want, scored, llm,
+    got = exported(live, totals_names(settings))
+    wrong = mismatches(got, want, scored)
+    print(f"[judged_kill_9] llm {llm} scored {dict(scored)}; exported series equal to the truth: "
+          f"{len(set(got) | set(want)) - len(wrong)} of {len(set(got) | set(want))}; scored exported "
+          f"{scored_by_scorer(got)}")
+    return JudgedRun(result, got, want, scored, llm,
                      sum(total(s, "convmon_conversations_unscored_total", reason="partition_revoked") for s in live))
 
 
@@ -173,7 +185,9 @@ def test_judged_kill_9_every_id_scored_once_by_each_scorer(judged_kill_9: Judged
     assert r["scored_once_by_score_id"] == N and r["copies_disagree"] == 0 and r["score_id_wrong"] == 0
     llm = judged_kill_9.llm
     assert llm["judged"] >= RATE * N * 0.8, llm  # the judge ran on its share
-    assert llm["copies_disagree"] == 0 and llm["score_id_wrong"] == 0, llm
+    # a judge record re-sent after the kill is judged again, and its copy may differ (another LLM answer, or pi
+    # when budget pacing changed the boost meanwhile): one of them was counted, and every copy names its score id
+    assert llm["score_id_wrong"] == 0, llm
     assert not r["worker_crashes"] and r["agent_crashes"] == 0
 
 
