@@ -36,11 +36,13 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
     lock = c.lock  # the hot-path agent and the sweep timer share the sessionizer; a revocation waits for it
 
     async def send_all(topic: faust.TopicT, sends: Sequence[Send]) -> None:
-        """Each record's delivery is watched: a failure stops offset commits (runtime/delivery.py)."""
+        """Each record's delivery is watched: a failure stops offset commits (runtime/delivery.py). A record
+        that names its partition goes to that number modulo convmon's partition count (stages/hotpath.py)."""
         name = topic.get_topic_name()
         for send in sends:
+            partition = None if send.partition is None else send.partition % s.topic_partitions
             c.guard.watch(await topic.send(key=send.key, value=send.value, headers=send.headers,
-                                           timestamp=send.timestamp), name)
+                                           timestamp=send.timestamp, partition=partition), name)
 
     async def emit(out: Outputs) -> None:
         await send_all(topics.rekeyed, out.rekey)  # never to the input topic: it is the producer's
@@ -118,8 +120,9 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
             headers = _headers(event.headers)
 
             async def requeue(key: bytes = event.key, value: bytes = event.value,
-                              headers: list[tuple[str, bytes]] = headers) -> None:
-                await send_all(topics.judge, [Send(key, value, headers)])
+                              headers: list[tuple[str, bytes]] = headers,
+                              partition: int = event.message.partition) -> None:
+                await send_all(topics.judge, [Send(key, value, headers, partition=partition)])  # same owner
                 await app.producer.flush()  # on the broker before the event's offset can be committed
 
             # a stopping worker does not wait for the call (minutes with a local model): monitor/runtime/abandon.py

@@ -4,7 +4,10 @@ and a batch's writes go to the producer together.
 ``table[key] = value`` picks the changelog partition from ``current_event()``; inside a
 ``take_events`` batch (or a timer) that is not the event whose key is written, so recovery would
 restore the key to the wrong worker. Here the caller passes the partition of the key's source
-event, using the table's public ``data`` (local store) and changelog topic.
+event, using the table's public ``data`` (local store) and changelog topic. An input topic with more
+partitions than the changelog writes input partition p to changelog partition p mod n: every value names its
+input partition, so a restore keeps what the owner of p owns; that is exact with one worker, and with several
+only when the counts match (faust assigns input p and changelog p together then; docs/reliability.md).
 
 faust's own ``send_changelog`` queues each record in its producer buffer, which hands them to the
 producer one at a time, several event-loop turns each, and while more than 100 wait it stops
@@ -45,6 +48,7 @@ class TableStore:
         self._pending: list[Write] = []  # written, not yet handed to the producer (flush)
         self._acks: list[asyncio.Future[Any]] = []  # put_acked records not yet awaited (wait_acked)
         self._flushing = asyncio.Lock()  # one flush at a time: a partition's records keep their order
+        self.partitions = cast(int, table.partitions)  # the changelog's (convmon's partition count)
         codec = cast(Any, table)  # faust's tables have these; TableT does not declare them
         self._key_serializer, self._value_serializer = codec.key_serializer, codec.value_serializer
         if guard is not None:
@@ -81,8 +85,8 @@ class TableStore:
                 return 0
             topic = self.table.changelog_topic
             by_partition: dict[int, list[Write]] = {}
-            for write in pending:
-                by_partition.setdefault(write.partition, []).append(write)
+            for write in pending:  # an input with more partitions than the changelog shares them (one worker)
+                by_partition.setdefault(write.partition % self.partitions, []).append(write)
             producer = cast(BatchingProducer, self.table.app.producer)
             for partition, writes in by_partition.items():
                 try:

@@ -6,8 +6,10 @@ and reports the conversations that closed; ``judge_slice`` picks the ones for th
 probability (monitor/stages/sampler.py: the hash rate, raised by the distilled scores' uncertainty
 in the same batch and by negative feedback) and tags each with pi and its weight 1/pi; ``count``
 exports the distilled records once each (dedup window), adds them to their partition's running totals
-in the same batch (``stages/totals.py``) and encodes them compactly for the scores topic. The agent
-around it only moves bytes (runtime/agents.py).
+in the same batch (``stages/totals.py``) and encodes them compactly for the scores topic. A judge record
+names its input partition (``SOURCE_PARTITION``) and goes to the judge partition of that number (modulo
+the judge topic's count): its verdict is counted in that input partition's totals, by its owner, whatever
+the partition counts of the input and judge topics. The agent around it only moves bytes (runtime/agents.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ REKEYED = "convmon-rekeyed"  # header on an event re-produced under its conversa
 WEIGHT = "convmon-sample-weight"  # header on a judge-topic record: the router's importance weight 1 / pi
 PI = "convmon-inclusion-probability"  # header on a judge-topic record: pi(x) at decision time
 SAMPLED_BY = "convmon-sampled-by"  # header on a judge-topic record: hash, uncertainty or feedback
+# header on a judge-topic record: the input partition whose owner counts its verdict (stages/judging.py)
+SOURCE_PARTITION = "convmon-source-partition"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Send:
     value: bytes
     headers: list[tuple[str, bytes]]
     timestamp: float | None = None  # seconds; None: the producer's clock
+    partition: int | None = None  # None: by the key; the agent maps it onto the topic's partitions
 
 
 @dataclass
@@ -189,7 +194,7 @@ class HotPath:
         sends = []
         decisions: Counter[str] = Counter()
         sampled: Counter[str] = Counter()
-        for conversation, _ in closed:
+        for conversation, partition in closed:
             cid = conversation.conversation_id
             record = scored.get(cid)
             probabilities = [i.probability for i in record.items if i.probability is not None] if record else None
@@ -207,7 +212,8 @@ class HotPath:
             raw = orjson.dumps(conversation.model_dump(mode="json", exclude_none=True))
             sends.append(Send(cid.encode(), raw, [(WEIGHT, repr(decision.weight).encode()),
                                                   (PI, repr(decision.pi).encode()),
-                                                  (SAMPLED_BY, decision.sampled_by.encode())]))
+                                                  (SAMPLED_BY, decision.sampled_by.encode()),
+                                                  (SOURCE_PARTITION, str(partition).encode())], partition=partition))
         for reason, n in decisions.items():
             self.metrics.routed.labels(reason).inc(n)
         for by, n in sampled.items():

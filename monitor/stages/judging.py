@@ -1,8 +1,11 @@
 """The judge stage: one judge-topic record in, the score (and label) to send, counted once.
 
 The LLM records are counted here, in the process that produced them (where Prometheus scrapes
-them), through the same dedup window and per-partition totals as the distilled ones: a judge-topic record re-delivered
-after a crash is judged again and its score re-sent (at least once on ``scores``), but counted
+them), through the same dedup window and per-partition totals as the distilled ones, in the totals of
+the conversation's *input* partition (header ``convmon-source-partition``; the hot path sends the record
+to the judge partition of that number, which faust assigns together with the input partition when their
+counts match). A judge-topic record re-delivered after a crash is judged again and its score re-sent
+(at least once on ``scores``), but counted
 once. The inclusion probability pi and the weight 1/pi are the router's (headers
 ``convmon-inclusion-probability``, ``convmon-sample-weight``, ``convmon-sampled-by``), recorded on
 the score and the label, never recomputed. A record that yields no score (judge failure, invalid
@@ -26,7 +29,7 @@ from monitor.judge.base import Judge
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import PI, SAMPLED_BY, WEIGHT, Send
+from monitor.stages.hotpath import PI, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, Send
 from monitor.stages.route import route
 from monitor.stages.totals import PartitionTotals
 
@@ -73,6 +76,13 @@ def sampling(headers: Sequence[tuple[str, bytes]], sample_rate: float) -> Sampli
     return Sampling(weight, 1.0 / weight if weight >= 1.0 else None, "hash" if WEIGHT in values else None)
 
 
+def source_partition(headers: Sequence[tuple[str, bytes]], judge_partition: int) -> int:
+    """The input partition whose totals count this verdict (header ``SOURCE_PARTITION``); records sent before
+    the header existed were keyed like their input, so their judge partition stands in."""
+    raw = dict(headers).get(SOURCE_PARTITION)
+    return int(raw) if raw is not None and raw.isdigit() else judge_partition
+
+
 def _positive(raw: bytes | None) -> float | None:
     try:
         value = float(raw) if raw is not None else None
@@ -116,6 +126,7 @@ class JudgeStage:
         score = self.calibrate(score).model_copy(update={
             "sample_weight": drawn.weight, "inclusion_probability": drawn.pi, "sampled_by": drawn.sampled_by})
         cid = conversation.conversation_id
+        partition = source_partition(headers, partition)
         before_count()
         if not self.totals.owns(partition):  # revoked while judging: its next owner re-reads and counts it
             self.metrics.unscored.labels("partition_revoked").inc()

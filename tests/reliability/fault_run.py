@@ -106,21 +106,23 @@ class FaultRun:
     """Use as a context manager; ``finish()`` waits for the outcomes and returns the table."""
 
     def __init__(self, name: str, workdir: Path, broker: str, *, workers: Sequence[str] = ("a",),
-                 idle_timeout_s: float = 10.0, max_event_bytes: int = 1_000_000) -> None:
+                 idle_timeout_s: float = 10.0, max_event_bytes: int = 1_000_000, scrape_s: float = 1.0,
+                 **settings: Any) -> None:
         self.name = name
         self.workdir = workdir
         self.broker = broker
         unique = uuid.uuid4().hex[:8]
         self.settings = Settings(
             app_id=f"faults-{name}-{unique}", topic_prefix=f"f{unique}.", broker_url=f"kafka://{broker}",
-            sample_rate=0.0, idle_timeout_s=idle_timeout_s, registry_poll_s=1.0, data_dir=workdir,
+            sample_rate=settings.pop("sample_rate", 0.0), idle_timeout_s=idle_timeout_s, registry_poll_s=1.0,
+            data_dir=workdir,
             model_registry=workdir / "models", label_store_url=f"sqlite:///{workdir / 'labels.db'}",
-            max_event_bytes=max_event_bytes, metrics_port=0,
+            max_event_bytes=max_event_bytes, metrics_port=0, **settings,
         )
         publish_distilled_model(self.settings, load_rubric_set(self.settings.rubric_set, self.settings.prompts_dir))
         self.supervisor = Supervisor({w: WorkerProcess(self.settings, workdir / f"worker-{w}.log") for w in workers})
         self.prometheus = PrometheusServer(workdir / "prometheus",
-                                           [w.target for w in self.supervisor.workers.values()])
+                                           [w.target for w in self.supervisor.workers.values()], scrape_s=scrape_s)
         self.ledger = Ledger({})
         self.scores = TopicTail(broker, self.settings.topic("scores"))
         self.dead = TopicTail(broker, self.settings.topic("dead-letters"))

@@ -16,12 +16,12 @@ from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.judge.simulated import SimulatedJudge
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import PI, SAMPLED_BY, WEIGHT, HotPath
+from monitor.stages.hotpath import PI, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, HotPath
 from monitor.stages.judging import JudgeStage
 from monitor.stages.route import in_sample
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Limits, Sessionizer
-from monitor.stages.totals import PartitionTotals
+from monitor.stages.totals import PartitionTotals, TotalsCollector
 from tests.stages.memstore import MemStore
 from tests.stages.test_hotpath import RUBRIC
 
@@ -99,14 +99,15 @@ class _Failing:
         return None
 
 
-def _stage(judge: object) -> tuple[JudgeStage, Metrics]:
+def _stage(judge: object, owned: frozenset[int] = frozenset({0, 1, 2, 3})) -> tuple[JudgeStage, Metrics]:
     metrics = Metrics(CollectorRegistry())
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
     counts = MemStore()
     totals = PartitionTotals(counts, metrics.partition_families)
-    dedup_marks = totals.rebuild({0, 1, 2, 3})
+    metrics.registry.register(TotalsCollector(totals, metrics))
+    dedup_marks = totals.rebuild(set(owned))
     dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
-    dedup.rebuild({0, 1, 2, 3}, dedup_marks)
+    dedup.rebuild(set(owned), dedup_marks)
     return JudgeStage(judge, lambda s: s, dedup, totals,  # type: ignore[arg-type]
                       exporter, metrics, RUBRIC, sample_rate=0.05, max_request_bytes=1 << 20,
                       clock=lambda: 1.0), metrics
@@ -159,3 +160,39 @@ def test_codec_v3_only_for_records_with_pi_and_v2_still_reads() -> None:
     assert decode_score(encode_score(judged, RUBRIC), RUBRIC) == judged.model_copy(
         update={"items": decode_score(encode_score(judged, RUBRIC), RUBRIC).items,
                 "scored_at": round(judged.scored_at, 3)})
+
+
+def revoked(metrics: Metrics) -> float | None:
+    metrics.unscored.labels("partition_revoked")  # the series exists (at 0) even when nothing was revoked
+    return metrics.registry.get_sample_value("convmon_conversations_unscored_total", {"reason": "partition_revoked"})
+
+
+def test_a_verdict_is_counted_in_its_input_partition_whatever_judge_partition_carried_it() -> None:
+    """#31: the input topic had 12 partitions (or 1) and convmon's 4: the judge record names its source input
+    partition, and its verdict is counted there by that partition's owner, once, whatever judge partition
+    brought it; a worker that does not own the source partition leaves it to the owner."""
+    stage, metrics = _stage(SimulatedJudge(RUBRIC), owned=frozenset({11}))
+    raw = orjson.dumps(_conversation("s1").model_dump(mode="json"))
+    headers = [(WEIGHT, b"1.0"), (PI, b"1.0"), (SAMPLED_BY, b"hash"), (SOURCE_PARTITION, b"11")]
+    asyncio.run(stage.handle(raw, b"s1", 3, headers))
+    asyncio.run(stage.handle(raw, b"s1", 2, headers))  # redelivered through another judge partition: once
+    assert metrics.registry.get_sample_value("convmon_partition_conversations_scored_total",
+                                             {"partition": "11", "scorer": "llm"}) == 1
+    assert revoked(metrics) == 0
+    assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "llm"}) == 1
+    other, other_metrics = _stage(SimulatedJudge(RUBRIC), owned=frozenset({3}))
+    asyncio.run(other.handle(raw, b"s1", 3, headers))  # owns judge partition 3, not input partition 11
+    assert other_metrics.registry.get_sample_value("convmon_partition_conversations_scored_total",
+                                                   {"partition": "3", "scorer": "llm"}) is None
+    assert revoked(other_metrics) == 1
+
+
+def test_judge_records_name_their_input_partition_and_go_to_the_same_judge_partition() -> None:
+    metrics = Metrics(CollectorRegistry())
+    hot = HotPath(Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0,
+                              allowed_lateness_s=2.0),
+                  DedupWindow(MemStore(), window_s=1.0, max_keys=10), PartitionTotals(MemStore(), []),
+                  Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC), metrics, RUBRIC,
+                  max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=1.0)
+    sends = hot.judge_slice([(_conversation("a"), 7), (_conversation("b"), 0)], judge_accepting=True)
+    assert [(dict(s.headers)[SOURCE_PARTITION], s.partition) for s in sends] == [(b"7", 7), (b"0", 0)]
