@@ -44,6 +44,11 @@ class _Row:
     value: dict[str, Any]
 
 
+def one_line(exc: BaseException) -> str:
+    """A driver's multi-line error (psycopg adds hints on new lines) as one log line an operator can grep."""
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
 class LabelSink:
     def __init__(
         self,
@@ -83,7 +88,7 @@ class LabelSink:
                 self.metrics.label_store_errors.inc()
                 self.metrics.label_store_buffered.set(len(rows))
                 log.warning("label store write failed, %d labels wait (not acknowledged to Kafka), retry in "
-                            "%.1fs: %s", len(rows), backoff, exc)
+                            "%.1fs: %s", len(rows), backoff, one_line(exc))
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
         self.metrics.label_store_buffered.set(0)
