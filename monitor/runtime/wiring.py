@@ -23,7 +23,7 @@ from monitor.judge.build import build_judge
 from monitor.judge.redact import Redactor
 from monitor.runtime.allocator import export_heap
 from monitor.stages.export import Exporter
-from monitor.stages.labels import LabelSink
+from monitor.stages.labels import LabelSink, RejectedOnce
 from monitor.stages.sampler import InclusionPolicy
 
 if TYPE_CHECKING:
@@ -148,12 +148,13 @@ def build_pipeline(
     scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s,
                              embedding_backend=settings.embedding_backend,
                              model_cache_dir=str(settings.model_cache_dir) if settings.model_cache_dir else None)
-    labels = LabelSink(store.upsert_raw, metrics)
+    once = RejectedOnce()  # a conversation the stores refuse is dead-lettered once per reason, not per record
+    labels = LabelSink(store.upsert_raw, metrics, once=once)
     score_sink = None
     if settings.score_store:
         from distill.score_store import ScoreStore
 
-        score_sink = LabelSink(ScoreStore(store, rubric).upsert_raw, metrics)
+        score_sink = LabelSink(ScoreStore(store, rubric).upsert_raw, metrics, once=once)
     calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
                                     poll_s=settings.registry_poll_s)
     policy = InclusionPolicy(base_rate=settings.sample_rate, active_rate=settings.active_learning_rate,
