@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
 import socket
 import threading
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from prometheus_client.exposition import choose_encoder
 
 from monitor.runtime.health import Health
 
+log = logging.getLogger(__name__)
 MAX_CONNECTIONS = 128
 REQUEST_TIMEOUT_S = 5.0
 WRITE_TIMEOUT_S = 10.0
@@ -113,8 +115,12 @@ class Endpoint:
         if request is None:  # closed early, or not HTTP: a plain 400 (h11 refuses to answer a broken stream)
             writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         else:
-            status, headers, body = self.answer(request)
-            writer.write(_response(conn, status, headers, body))
+            try:
+                status, headers, body = self.answer(request)
+            except Exception:  # a collector that fails must not cost the probes their endpoint
+                log.exception("the metrics endpoint failed to answer %s", request.target[:100])
+                status, headers, body = 500, _TEXT, b"internal error: see the worker's log\n"
+            writer.write(_response(conn, status, headers, body, with_body=request.method != b"HEAD"))
         writer.close()  # flushes the answer, then closes; a client that does not read it times out
         await asyncio.wait_for(writer.wait_closed(), self.write_timeout_s)
 
@@ -155,11 +161,12 @@ async def _read_head(conn: h11.Connection, reader: asyncio.StreamReader) -> h11.
         conn.receive_data(data)
 
 
-def _response(conn: h11.Connection, status: int, headers: Headers, body: bytes) -> bytes:
+def _response(conn: h11.Connection, status: int, headers: Headers, body: bytes, *, with_body: bool) -> bytes:
+    """The answer's bytes; a HEAD request's carries the headers only (h11 refuses a body there)."""
     head = h11.Response(status_code=status,
                         headers=[*headers, ("Content-Length", str(len(body))), ("Connection", "close")])
-    return b"".join(b for b in (conn.send(head), conn.send(h11.Data(data=body)), conn.send(h11.EndOfMessage()))
-                    if b)
+    parts = [conn.send(head), conn.send(h11.Data(data=body)) if with_body else b"", conn.send(h11.EndOfMessage())]
+    return b"".join(part for part in parts if part)
 
 
 def _listen(host: str, port: int) -> socket.socket:

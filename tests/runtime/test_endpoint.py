@@ -70,6 +70,8 @@ def test_only_the_three_paths_are_answered(endpoint: Endpoint) -> None:
         assert response.status_code == 404 and "convmon_things" not in response.text, path
     post = httpx.post(f"http://127.0.0.1:{endpoint.port}/metrics", timeout=5.0)
     assert post.status_code == 405 and post.headers["allow"] == "GET"
+    for method, path, status in (("HEAD", "/metrics", 405), ("HEAD", "/nope", 404), ("OPTIONS", "/metrics", 405)):
+        assert httpx.request(method, f"http://127.0.0.1:{endpoint.port}{path}", timeout=5.0).status_code == status
 
 
 def test_metrics_query_accept_and_gzip(endpoint: Endpoint) -> None:
@@ -84,6 +86,17 @@ def test_metrics_query_accept_and_gzip(endpoint: Endpoint) -> None:
                       headers={"accept-encoding": "gzip"}, timeout=5.0) as response:
         assert response.headers["content-encoding"] == "gzip"
         assert gzip.decompress(b"".join(response.iter_raw())).decode() == plain
+
+
+def test_a_failing_collector_answers_500_and_the_probes_still_work(registry: CollectorRegistry,
+                                                                    endpoint: Endpoint) -> None:
+    class Broken:
+        def collect(self) -> list[object]:
+            raise RuntimeError("boom")
+
+    registry.register(Broken())  # type: ignore[arg-type]
+    assert get(endpoint.port, "/metrics").status_code == 500
+    assert get(endpoint.port, "/readyz").status_code == 503  # answered: not ready, not broken
 
 
 def test_garbage_and_oversized_heads_get_400(endpoint: Endpoint) -> None:
