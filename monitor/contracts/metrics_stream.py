@@ -183,6 +183,13 @@ class StreamMetrics:
             "read on every scrape: grows with a leak of Python objects, which the heap gauge does not count.",
             registry=r,
         )
+        self.anon_memory = Gauge(
+            "convmon_process_anon_memory_bytes",
+            "Anonymous resident memory (RssAnon in /proc/self/status), read on every scrape: the malloc heap and "
+            "Python's object arenas (which convmon_process_heap_allocated_bytes does not see), plus freed pages an "
+            "allocator still holds; without the shared libraries' file pages that RSS also counts.",
+            registry=r,
+        )
         self.partition_position = Gauge(
             "convmon_consumer_partition_position",
             "The next offset this worker reads, per partition it owns: flat while lag > 0 means a stalled partition.",

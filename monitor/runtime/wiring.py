@@ -21,7 +21,7 @@ from monitor.drift.monitor import DriftMonitor
 from monitor.judge.base import Judge
 from monitor.judge.build import build_judge
 from monitor.judge.redact import Redactor
-from monitor.runtime.allocator import export_heap
+from monitor.runtime.allocator import export_anon, export_heap
 from monitor.stages.export import Exporter
 from monitor.stages.labels import LabelSink, RejectedOnce
 from monitor.stages.sampler import InclusionPolicy
@@ -131,6 +131,7 @@ def build_pipeline(
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     metrics = Metrics(registry if registry is not None else REGISTRY, dimensions=tuple(settings.metric_dimensions))
     export_heap(metrics.heap_allocated, metrics.python_blocks)  # read on scrape: the live heap beside RSS
+    export_anon(metrics.anon_memory)  # and what the heap misses: Python's object arenas
     drift = DriftMonitor.from_settings(metrics, rubric, settings.drift)
     exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
                         rubric=rubric, drift=drift, allowed_values=settings.dimension_values,
