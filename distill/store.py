@@ -106,7 +106,7 @@ class LabelStore:
         try:  # a store that is down at start-up must not stop a worker: create the table on first use
             self._ensure_table()
         except StoreError as exc:
-            log.warning("label store not reachable yet; will retry on first write: %s", exc)
+            log.warning("label store not reachable yet; will retry on first write: %s", " ".join(str(exc).split()))
 
     def _ensure_table(self) -> None:
         if not self._created:

@@ -33,6 +33,13 @@ class ModelMetrics:
         self.label_store_buffered = Gauge(
             "convmon_label_store_buffered", "Label records waiting in the write buffer.", registry=r
         )
+        self.rejected_repeats = Counter(
+            "convmon_label_store_rejected_repeats",
+            "Records the label or score store refused for a conversation already dead-lettered for the same reason "
+            "(its label and its score records): counted here, not dead-lettered again.",
+            ["reason"],
+            registry=r,
+        )
         # --- drift (computed in the worker, see monitor/drift) ----------------------------------
         self.drift_psi = Gauge(
             "convmon_drift_psi",

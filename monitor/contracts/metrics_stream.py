@@ -27,7 +27,28 @@ class StreamMetrics:
         )
         self.truncated = Counter(
             "convmon_conversations_truncated",
-            "Conversations cut to the configured max turns / characters.",
+            "Conversations cut to the session caps, each once per cap that cut it (reason: max_turns, max_chars, "
+            "max_bytes, max_turn_chars, max_metadata_bytes); turn events and whole conversations alike.",
+            ["reason"],
+            registry=r,
+        )
+        self.turns_truncated = Counter(
+            "convmon_turns_truncated",
+            "Turns dropped by the session caps (max_turns, max_chars, max_bytes) or cut to max_turn_chars, by cap.",
+            ["reason"],
+            registry=r,
+        )
+        self.evicted = Counter(
+            "convmon_conversations_evicted",
+            "Conversations finished early to keep a partition's open conversations under max_open_conversations "
+            "(emitted as idle; their later events are late).",
+            ["reason"],
+            registry=r,
+        )
+        self.open_conversations = Gauge(
+            "convmon_open_conversations",
+            "Conversations open in this worker's sessionizer, over the partitions it owns (each holds memory "
+            "until it ends, idles out or is evicted).",
             registry=r,
         )
         self.late_events = Counter(
@@ -173,6 +194,13 @@ class StreamMetrics:
             "convmon_process_python_allocated_blocks",
             "Memory blocks the interpreter holds now (sys.getallocatedblocks: pymalloc's small objects and more), "
             "read on every scrape: grows with a leak of Python objects, which the heap gauge does not count.",
+            registry=r,
+        )
+        self.anon_memory = Gauge(
+            "convmon_process_anon_memory_bytes",
+            "Anonymous resident memory (RssAnon in /proc/self/status), read on every scrape: the malloc heap and "
+            "Python's object arenas (which convmon_process_heap_allocated_bytes does not see), plus freed pages an "
+            "allocator still holds; without the shared libraries' file pages that RSS also counts.",
             registry=r,
         )
         self.partition_position = Gauge(

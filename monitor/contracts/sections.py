@@ -102,6 +102,13 @@ class StreamSettings(BaseModel):
     max_metadata_bytes: int = Field(default=8192, ge=256)  # JSON bytes of a session's merged metadata
     max_request_bytes: int = Field(default=1_048_576, ge=65_536)  # the producer's max_request_size
     allowed_lateness_s: float = Field(default=5.0, ge=0)  # grace for turns after an end without turn_count
+    max_open_conversations: int = Field(
+        default=50_000, ge=1,
+        description="Open conversations kept per input partition. At the cap, a new conversation first finishes "
+                    "the partition's least recently active one early (end_reason idle, counted in "
+                    "convmon_conversations_evicted_total{reason=\"max_open_conversations\"}); its later turns "
+                    "are then late events. Bounds worker memory whatever the input (about 2.5 KB each, "
+                    "docs/deployment.md).")
     event_batch: int = Field(default=1000, ge=1)  # events per hot-path batch (stream.take_events)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
     # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py, issue #22): at least sample_rate,

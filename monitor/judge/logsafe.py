@@ -5,6 +5,12 @@ httpx logs every request URL at INFO, the openai client at DEBUG. :func:`install
 httpx/httpcore to WARNING (their INFO lines are one per request: noise at production rates) and
 installs a log-record factory that masks URL credentials in every record of every logger, whatever
 handlers faust or a user configure later.
+
+The factory formats a record's message first and, when scrubbing changed it, keeps the scrubbed
+text as a message with *no* arguments: ``args`` becomes ``()``, not ``None``. faust's formatter
+(mode's ``ExtensionFormatter``) turns ``None`` into ``(None,)`` and then ``msg % (None,)`` fails
+("not all arguments converted", or "unsupported format character" on a URL's ``%3D``), which
+printed every label-store retry warning as a long ``--- Logging error ---`` block.
 """
 
 from __future__ import annotations
@@ -40,8 +46,8 @@ def install_log_safety() -> None:
         except Exception:  # a malformed call: logging reports it when it formats the record
             return record
         scrubbed = scrub_credentials(message)
-        if scrubbed != message:
-            record.msg, record.args = scrubbed, None
+        if scrubbed != message:  # already formatted: nothing left to substitute, whatever % it holds
+            record.msg, record.args = scrubbed, ()
         return record
 
     make_record.convmon_scrubs = True  # type: ignore[attr-defined]

@@ -122,6 +122,24 @@ class HeapReader:
         return None
 
 
+def anon_resident_bytes(status: Path = Path("/proc/self/status")) -> float:
+    """RssAnon of this process in bytes: cheap (one small /proc read), and it sees pymalloc's arenas, which
+    CPython maps outside malloc (100,000 open conversations grew RSS by 225 MB and the heap by 18 MB). NaN
+    where /proc is absent."""
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return math.nan
+
+
+def export_anon(gauge: Gauge) -> None:
+    """Have ``gauge`` read :func:`anon_resident_bytes` on every scrape."""
+    gauge.set_function(anon_resident_bytes)
+
+
 def export_heap(heap: Gauge, blocks: Gauge, reader: HeapReader | None = None) -> str | None:
     """Have ``heap`` (labelled by allocator) and ``blocks`` read the live heap and the interpreter's allocated
     blocks on every scrape; returns the allocator read, None when the heap cannot be read (``heap`` stays

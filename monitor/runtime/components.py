@@ -71,7 +71,7 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline,
     # changelog, so a partition's marks, totals and commit records stay in order (stages/totals.py)
     scored = app.Table("scored", partitions=s.topic_partitions)
     limits = Limits(max_turns=s.max_turns, max_chars=s.max_chars, max_bytes=s.max_conversation_bytes,
-                    max_metadata_bytes=s.max_metadata_bytes)
+                    max_metadata_bytes=s.max_metadata_bytes, max_open=s.max_open_conversations)
     session_store = TableStore(sessions, guard)
     sessionizer = Sessionizer(session_store, limits, idle_timeout_s=s.idle_timeout_s,
                               closed_retention_s=s.closed_retention_s, allowed_lateness_s=s.allowed_lateness_s)

@@ -6,25 +6,18 @@ restarts the pod. Before the loop's first tick the worker is starting (503), whi
 startup probe waits for.
 
 Readiness: joined the consumer group (faust sent ``on_rebalance_complete`` at least once: an idle
-member that got no partitions is ready too) and not stalled. Served by the standard library's WSGI
-server around prometheus_client's app, on the metrics port: no extra port, no dependency.
+member that got no partitions is ready too) and not stalled. Served beside /metrics, on the metrics
+port, by runtime/endpoint.py (its own thread and loop, so a stalled app loop is still reported).
 """
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any, cast
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
-from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import faust
-    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 HEARTBEAT_S = 1.0
 
@@ -73,39 +66,3 @@ def register_health(app: faust.App, health: Health, input_topic: str) -> None:
 
     app.on_rebalance_complete.connect(joined)  # type: ignore[arg-type]  # as in ownership.py
     health.assigned = lambda: sum(1 for tp in app.consumer.assignment() if tp.topic == input_topic)
-
-
-def health_app(health: Health, registry: CollectorRegistry = REGISTRY) -> Callable[..., Iterable[bytes]]:
-    metrics = make_wsgi_app(registry)
-    probes = {"/healthz": health.live, "/readyz": health.ready}
-
-    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        probe = probes.get(environ.get("PATH_INFO", ""))
-        if probe is None:
-            return cast("Iterable[bytes]", metrics(environ, start_response))
-        ok, why = probe()
-        body = (why + "\n").encode()
-        start_response("200 OK" if ok else "503 Service Unavailable",
-                       [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
-        return [body]
-
-    return app
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
-        """Probes every few seconds must not fill the log."""
-
-
-def serve_health(health: Health, host: str, port: int) -> WSGIServer:
-    """Serve /metrics, /healthz and /readyz in a daemon thread; returns the server (``shutdown()`` stops it)."""
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-    server_class = type("Server", (_Server,), {"address_family": family})  # "::" binds IPv6, as /metrics did
-    server: WSGIServer = make_server(host, port, health_app(health), server_class=server_class,
-                                     handler_class=_QuietHandler)
-    threading.Thread(target=server.serve_forever, name="convmon-http", daemon=True).start()
-    return server

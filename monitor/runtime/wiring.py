@@ -21,9 +21,9 @@ from monitor.drift.monitor import DriftMonitor
 from monitor.judge.base import Judge
 from monitor.judge.build import build_judge
 from monitor.judge.redact import Redactor
-from monitor.runtime.allocator import export_heap
+from monitor.runtime.allocator import export_anon, export_heap
 from monitor.stages.export import Exporter
-from monitor.stages.labels import LabelSink
+from monitor.stages.labels import LabelSink, RejectedOnce
 from monitor.stages.sampler import InclusionPolicy
 
 if TYPE_CHECKING:
@@ -144,6 +144,7 @@ def build_pipeline(
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     metrics = Metrics(registry if registry is not None else REGISTRY, dimensions=tuple(settings.metric_dimensions))
     export_heap(metrics.heap_allocated, metrics.python_blocks)  # read on scrape: the live heap beside RSS
+    export_anon(metrics.anon_memory)  # and what the heap misses: Python's object arenas
     drift = DriftMonitor.from_settings(metrics, rubric, settings.drift)
     redactor = Redactor.from_settings(settings.judge)
     store = LabelStore.from_settings(settings.distill, redact=redactor.redact)
@@ -167,10 +168,11 @@ def build_pipeline(
     scorer = DistilledScorer(models, rubric, poll_s=settings.registry_poll_s,
                              embedding_backend=settings.embedding_backend,
                              model_cache_dir=str(settings.model_cache_dir) if settings.model_cache_dir else None)
-    labels = LabelSink(store.upsert_raw, metrics)
+    once = RejectedOnce()  # a conversation the stores refuse is dead-lettered once per reason, not per record
+    labels = LabelSink(store.upsert_raw, metrics, once=once)
     scores = ScoreStore(store, rubric, reference=reference, redact=redactor.redact,
                         retention_days=settings.score_retention_days)
-    score_sink = LabelSink(scores.upsert_raw, metrics) if settings.score_store else None
+    score_sink = LabelSink(scores.upsert_raw, metrics, once=once) if settings.score_store else None
     calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
                                     poll_s=settings.registry_poll_s)
     policy = InclusionPolicy(base_rate=settings.sample_rate, active_rate=settings.active_learning_rate,

@@ -26,6 +26,7 @@ from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.score_codec import encode_score, score_headers, score_id
 from monitor.contracts.scores import ScoreRecord
+from monitor.stages.bounds import REASONS, bound_conversation
 from monitor.stages.clock import PartitionClock
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
@@ -97,6 +98,12 @@ class HotPath:
             metrics.judge_sampled.labels(by)
         for kind in ("turn", "end"):  # series from zero, so increase() sees the first redelivery
             metrics.redelivered.labels(kind)
+        for reason in REASONS:
+            metrics.truncated.labels(reason)
+            if reason != "max_metadata_bytes":
+                metrics.turns_truncated.labels(reason)
+        metrics.evicted.labels("max_open_conversations")
+        metrics.open_conversations.set_function(lambda: float(len(sessions.open)))  # read on scrape
         self.decoder = decoder or JsonInput(max_event_bytes)
         # OTLP calls repeat the chat history (a redacting wrapper says what its decoder is: stages/boundary.py)
         self.repeating_input = bool(getattr(self.decoder, "repeating", not isinstance(self.decoder, JsonInput)))
@@ -140,7 +147,9 @@ class HotPath:
                     self.metrics.repeated_turns.inc()  # an OTLP call repeating the history
                     continue
                 kinds[event.type] += 1
-                if isinstance(event, Conversation):
+                if isinstance(event, Conversation):  # whole: the session caps apply here too
+                    event, cut = bound_conversation(event, self.sessions.limits)
+                    self._count_cuts(cut)
                     out.closed.append((event, item.partition))
                     continue
                 if isinstance(event, TurnEvent):
@@ -149,9 +158,7 @@ class HotPath:
                     outcome, closed = self.sessions.end(event, item.partition, at, rekeyed=item.rekeyed,
                                                         raw=raw)
                 out.closed.extend((c, item.partition) for c in closed)
-                if outcome == "truncated":
-                    self.metrics.truncated.inc()
-                elif outcome == "redelivered":  # its conversation closed with it: a batch delivered again
+                if outcome == "redelivered":  # its conversation closed with it: a batch delivered again
                     self.metrics.redelivered.labels("turn" if isinstance(event, TurnEvent) else "end").inc()
                 elif outcome in ("late", "unknown_conversation"):
                     kind = "turn" if isinstance(event, TurnEvent) else "end"
@@ -161,8 +168,34 @@ class HotPath:
                                               f"{kind} event: {outcome}", "sessionize"))
         for kind, n in kinds.items():
             self.metrics.events.labels(kind).inc(n)
+        self._take_tally(out)
         self._count_finished(out.closed)
         return out
+
+    def _count_cuts(self, cut: Counter[str]) -> None:
+        """A whole conversation's cuts: the conversation once per cap, and its turns."""
+        for reason, n in cut.items():
+            self.metrics.truncated.labels(reason).inc()
+            if reason != "max_metadata_bytes":
+                self.metrics.turns_truncated.labels(reason).inc(n)
+
+    def _take_tally(self, out: Outputs) -> None:
+        """The sessionizer's cuts and evictions of this batch: counted; evicted conversations go out."""
+        tally = self.sessions.take_tally()
+        for reason, n in tally.truncated.items():
+            self.metrics.truncated.labels(reason).inc(n)
+        for reason, n in tally.turns.items():
+            self.metrics.turns_truncated.labels(reason).inc(n)
+        evicted = tally.evicted
+        if evicted.conversations or evicted.unknown:
+            self.metrics.evicted.labels("max_open_conversations").inc(len(evicted.conversations) +
+                                                                      len(evicted.unknown))
+            out.closed.extend((c, self.sessions_partition(c)) for c in evicted.conversations)
+            for cid, raw in evicted.unknown:
+                self.metrics.late_events.labels("end").inc()
+                out.dead.append(self.dead(raw, cid.encode(), "unknown_conversation",
+                                          "end event: evicted by max_open_conversations before any turn came",
+                                          "sessionize"))
 
     def sweep(self, now: float, owned: set[int]) -> Outputs:
         closed: Closed = self.sessions.sweep(now, owned, clock=lambda p: self.clock.now(p, now))

@@ -12,12 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
-import orjson
-
 from monitor.contracts.events import Conversation, EndEvent, Feedback, Turn
-
-TRUNCATION_MARK = " [...truncated]"
-TURN_OVERHEAD = 64  # JSON bytes of a turn besides its text (index, role, timestamp, punctuation)
+from monitor.stages.bounds import TRUNCATION_MARK as TRUNCATION_MARK
+from monitor.stages.bounds import json_bytes, turn_size
 
 
 class Store(Protocol):
@@ -60,10 +57,6 @@ def end_key(cid: str) -> str:
     return f"e|{cid}"
 
 
-def json_bytes(obj: object) -> int:
-    return len(orjson.dumps(obj))
-
-
 @dataclass
 class Open:
     """What the hot path keeps in memory about one open conversation (rebuilt from the store)."""
@@ -75,6 +68,7 @@ class Open:
     meta: dict[str, str] = field(default_factory=dict)
     meta_bytes: int = 2
     truncated: bool = False
+    reasons: set[str] = field(default_factory=set)  # the caps that cut it (stored in the header's "tr")
     end: dict[str, Any] | None = None
     end_seen: float = 0.0
 
@@ -113,11 +107,6 @@ def held_turns(o: Open) -> int:
     return n
 
 
-def turn_size(text: str, span: str | None, response_id: str | None) -> tuple[int, int]:
-    """(chars, JSON bytes) a stored turn counts against the session's caps."""
-    return len(text), json_bytes(text) + TURN_OVERHEAD + len(span or "") + len(response_id or "")
-
-
 def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Open], dict[str, Tombstone]]:
     """The open sessions and tombstones of the ``owned`` partitions, as kept in ``store`` (a tombstone written
     before it recorded its turns holds none: every event of it is late, as it was then)."""
@@ -132,7 +121,9 @@ def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Ope
                 closed[rest] = Tombstone(float(value["c"]), int(value["p"]), int(value.get("n", 0)),
                                          bool(value.get("e")))
             else:
-                open_[rest] = Open(partition=int(value["p"]), last_seen=now, truncated=bool(value.get("tr")))
+                cut = value.get("tr")  # a list of reasons; 1 from releases before reasons were kept
+                open_[rest] = Open(partition=int(value["p"]), last_seen=now, truncated=bool(cut),
+                                   reasons=set(cut) if isinstance(cut, list) else set())
         elif kind == "t":
             cid, _, index = rest.rpartition("|")
             turns.setdefault(cid, []).append((int(index), value))

@@ -28,10 +28,16 @@ turns, ``max_metadata_bytes`` of merged metadata (plus simulated truth) per conv
 policy is *truncate and flag*: a turn longer than ``max_turn_chars`` is cut (with a mark); turns
 past the caps and metadata keys that do not fit are dropped; the conversation is emitted with
 ``truncated=True``. So a session, and the conversation it becomes, always fit one produce request.
+Each cut is tallied (:class:`Tally`) once per conversation and cap, and per turn, for the metrics.
+
+At most ``max_open`` conversations are open per partition: a new one first finishes the partition's
+least recently active conversation (as ``idle``; an end still waiting for its first turn becomes an
+``unknown`` dead letter, as in a sweep). Memory then stays bounded whoever writes to the input topic.
 """
 
 from __future__ import annotations
 
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -39,8 +45,9 @@ from typing import Any, Literal
 import orjson
 
 from monitor.contracts.events import Conversation, EndEvent, TurnEvent
+from monitor.stages.bounds import TRUNCATION_MARK, json_bytes, over_cap, turn_size
+from monitor.stages.bounds import Limits as Limits
 from monitor.stages.session_store import (
-    TRUNCATION_MARK,
     Open,
     Tombstone,
     assemble,
@@ -48,10 +55,8 @@ from monitor.stages.session_store import (
     end_key,
     header_key,
     held_turns,
-    json_bytes,
     read_index,
     turn_key,
-    turn_size,
 )
 from monitor.stages.session_store import Store as Store  # dedup keeps its marks in the same kind of store
 
@@ -59,22 +64,19 @@ Outcome = Literal["ok", "replaced", "truncated", "pending", "late", "redelivered
 RAW_END_MAX = 65_536  # an end that waits for its turns keeps its original bytes up to this size
 
 
-@dataclass(frozen=True)
-class Limits:
-    max_turns: int = 200
-    max_chars: int = 100_000
-    max_bytes: int = 262_144
-    max_metadata_bytes: int = 8192
-
-    @property
-    def max_turn_chars(self) -> int:
-        return max(self.max_chars // 4, 50)
-
-
 @dataclass
 class Closed:
     conversations: list[Conversation] = field(default_factory=list)
     unknown: list[tuple[str, bytes]] = field(default_factory=list)  # ends whose turns never came: (id, bytes)
+
+
+@dataclass
+class Tally:
+    """What the stage did that the metrics count (it holds no registry); the hot path takes it per batch."""
+
+    truncated: Counter[str] = field(default_factory=Counter)  # conversations newly cut, by cap
+    turns: Counter[str] = field(default_factory=Counter)  # turns dropped or cut, by cap
+    evicted: Closed = field(default_factory=Closed)  # finished early by max_open
 
 
 class Sessionizer:
@@ -87,6 +89,12 @@ class Sessionizer:
         self.allowed_lateness_s = allowed_lateness_s
         self.open: dict[str, Open] = {}
         self.closed: dict[str, Tombstone] = {}
+        self.recent: dict[int, OrderedDict[str, None]] = {}  # per partition: least recently active first
+        self.tally = Tally()
+
+    def take_tally(self) -> Tally:
+        tally, self.tally = self.tally, Tally()
+        return tally
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -95,7 +103,7 @@ class Sessionizer:
         if cid in self.closed:
             return self._after_close(cid, ev.turn_index), []
         o = self.open.get(cid) or self._create(cid, partition, now)
-        o.last_seen = now
+        self._touch(cid, o, now)
         outcome: Outcome = "ok"
         text = ev.text
         if len(text) > self.limits.max_turn_chars:
@@ -105,10 +113,11 @@ class Sessionizer:
         old = o.sizes.get(ev.turn_index)
         chars = sum(c for c, _ in o.sizes.values()) - (old[0] if old else 0) + size[0]
         nbytes = sum(b for _, b in o.sizes.values()) - (old[1] if old else 0) + size[1]
-        if (old is None and len(o.sizes) >= self.limits.max_turns) or chars > self.limits.max_chars \
-                or nbytes > self.limits.max_bytes:
+        over = over_cap(self.limits, len(o.sizes) if old is None else 0, chars, nbytes)
+        if over is not None:
             o.dropped.add(ev.turn_index)
-            self._flag(cid, o)
+            self.tally.turns[over] += 1
+            self._flag(cid, o, over)
             return "truncated", self._close_if_complete(cid, o, now)
         entry: dict[str, Any] = {"r": ev.role, "x": text, "ts": ev.timestamp}
         previous = self.store.get(turn_key(cid, ev.turn_index)) if old is not None else None
@@ -127,7 +136,8 @@ class Sessionizer:
         o.sizes[ev.turn_index] = size
         o.dropped.discard(ev.turn_index)
         if outcome == "truncated":
-            self._flag(cid, o)
+            self.tally.turns["max_turn_chars"] += 1
+            self._flag(cid, o, "max_turn_chars")
         elif old is not None:
             outcome = "replaced"
         return outcome, self._close_if_complete(cid, o, now)
@@ -159,11 +169,11 @@ class Sessionizer:
             return "unknown_conversation", []
         if o is None:
             o = self._create(cid, partition, now)
-        o.last_seen = now
+        self._touch(cid, o, now)
         truth = ev.simulated_truth
         if truth is not None and json_bytes(truth) + o.meta_bytes > self.limits.max_metadata_bytes:
             truth = None
-            self._flag(cid, o)
+            self._flag(cid, o, "max_metadata_bytes")
         o.end = {"ts": ev.timestamp, "n": ev.turn_count, "m": self._fit_metadata(cid, o, ev.metadata),
                  "f": ev.feedback.model_dump(exclude_none=True) if ev.feedback else {}, "st": truth}
         o.end_seen = now
@@ -185,14 +195,7 @@ class Sessionizer:
             now = times[o.partition]
             grace_over = o.end is not None and not o.end.get("n") and now - o.end_seen > self.allowed_lateness_s
             if grace_over or now - o.last_seen > self.idle_timeout_s:
-                if o.sizes:
-                    out.conversations.append(self._close(cid, o, "end" if o.end else "idle", now))
-                else:
-                    if o.end is not None:
-                        raw = o.end.get("raw")
-                        out.unknown.append((cid, raw.encode() if raw else orjson.dumps(end_event(cid, o.end)
-                                                                                      .model_dump(exclude_none=True))))
-                    self._drop(cid, o, now)
+                self._finish(cid, o, "end" if o.end else "idle", now, out)
         for cid, (closed_at, partition, *_) in list(self.closed.items()):
             if partition in owned and times[partition] - closed_at > self.closed_retention_s:
                 self.store.delete(header_key(cid), partition)
@@ -208,18 +211,44 @@ class Sessionizer:
         self.open.update(open_)
         self.closed.clear()
         self.closed.update(closed)
+        self.recent.clear()
+        for cid, o in open_.items():
+            self.recent.setdefault(o.partition, OrderedDict())[cid] = None
 
     # --- internals -------------------------------------------------------------------------------
 
     def _create(self, cid: str, partition: int, now: float) -> Open:
+        recent = self.recent.setdefault(partition, OrderedDict())
+        while len(recent) >= self.limits.max_open:  # make room: the least recently active finishes now
+            oldest = next(iter(recent))
+            self._finish(oldest, self.open[oldest], "idle", now, self.tally.evicted)
         o = self.open[cid] = Open(partition=partition, last_seen=now)
+        recent[cid] = None
         self.store.put(header_key(cid), {"p": partition}, partition)
         return o
 
-    def _flag(self, cid: str, o: Open) -> None:
-        if not o.truncated:
+    def _touch(self, cid: str, o: Open, now: float) -> None:
+        o.last_seen = now
+        self.recent[o.partition].move_to_end(cid)
+
+    def _finish(self, cid: str, o: Open, reason: Literal["end", "idle"], now: float, out: Closed) -> None:
+        """Emit it if it has turns; an end whose turns never came goes to ``out.unknown`` (its dead letter)."""
+        if o.sizes:
+            out.conversations.append(self._close(cid, o, reason, now))
+            return
+        if o.end is not None:
+            raw = o.end.get("raw")
+            out.unknown.append((cid, raw.encode() if raw else orjson.dumps(end_event(cid, o.end)
+                                                                          .model_dump(exclude_none=True))))
+        self._drop(cid, o, now)
+
+    def _flag(self, cid: str, o: Open, reason: str) -> None:
+        """Mark it truncated by ``reason``: counted once per conversation and cap (also across restarts)."""
+        if reason not in o.reasons:
             o.truncated = True
-            self.store.put(header_key(cid), {"p": o.partition, "tr": 1}, o.partition)
+            o.reasons.add(reason)
+            self.tally.truncated[reason] += 1
+            self.store.put(header_key(cid), {"p": o.partition, "tr": sorted(o.reasons)}, o.partition)
 
     def _fit_metadata(self, cid: str, o: Open, metadata: dict[str, str]) -> dict[str, str]:
         """The keys of ``metadata`` that change the merged metadata and fit its cap (the rest: flagged)."""
@@ -229,7 +258,7 @@ class Sessionizer:
                 continue
             grown = o.meta_bytes + json_bytes({k: v}) - 1 - (json_bytes({k: o.meta[k]}) - 1 if k in o.meta else 0)
             if grown > self.limits.max_metadata_bytes:
-                self._flag(cid, o)
+                self._flag(cid, o, "max_metadata_bytes")
                 continue
             o.meta[k], o.meta_bytes, kept[k] = v, grown, v
         return kept
@@ -255,3 +284,4 @@ class Sessionizer:
         self.store.put(header_key(cid), tombstone.header(), o.partition)
         self.closed[cid] = tombstone
         del self.open[cid]
+        self.recent[o.partition].pop(cid, None)

@@ -80,7 +80,8 @@ def _sample(url: str, started: float, produced: int) -> Sample:
                   llm=exported.get("llm", 0.0), lag=total(s, "convmon_consumer_lag_messages"),
                   rss_mb=total(s, "process_resident_memory_bytes") / MB, load1=round(os.getloadavg()[0], 2),
                   heap_mb=_maybe(s, "convmon_process_heap_allocated_bytes", MB),
-                  py_blocks=_maybe(s, "convmon_process_python_allocated_blocks", 1))
+                  py_blocks=_maybe(s, "convmon_process_python_allocated_blocks", 1),
+                  anon_mb=_maybe(s, "convmon_process_anon_memory_bytes", MB))
 
 
 def _maybe(samples: list[tuple[str, dict[str, str], float]], name: str, unit: float) -> float | None:

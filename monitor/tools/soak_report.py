@@ -33,6 +33,7 @@ class Sample:
     load1: float = 0.0  # the machine's 1-minute load average: other work's backlog moves memory too
     heap_mb: float | None = None  # live malloc heap (None: the worker's allocator exports none)
     py_blocks: float | None = None  # the interpreter's allocated blocks (pymalloc's small objects, not in heap_mb)
+    anon_mb: float | None = None  # anonymous resident memory: the heap and pymalloc's arenas (heap_mb misses those)
 
 
 def warmup_for(retention_s: float | None, *, idle_timeout_s: float = 10.0, margin_s: float = 60.0) -> float:
@@ -118,6 +119,9 @@ def summarize(samples: list[Sample], *, rate: float, warmup_s: float | None = No
         heap_ok = _bounded(heap_slope, [s.heap_mb or 0.0 for s in measured], [s.heap_mb or 0.0 for s in warm])
     if enough and all(s.py_blocks is not None for s in measured):
         blocks_slope = theil_sen(measured, lambda s: s.py_blocks or 0.0)
+    anon_slope = None  # reported, not judged: it steps with the allocator's retained pages as RSS does
+    if enough and all(s.anon_mb is not None for s in measured):
+        anon_slope = theil_sen(measured, lambda s: s.anon_mb or 0.0)
     return {
         "duration_s": round(last.t, 1),
         "target_rate_per_s": rate,
@@ -143,6 +147,8 @@ def summarize(samples: list[Sample], *, rate: float, warmup_s: float | None = No
         "heap_slope_mb_per_min_after_warmup": None if heap_slope is None else round(heap_slope, 3),
         "heap_theil_sen_mb_per_min_after_warmup": None if heap_theil_sen is None else round(heap_theil_sen, 3),
         "python_blocks_slope_per_min_after_warmup": None if blocks_slope is None else round(blocks_slope),
+        "anon_mb_end": round(last.anon_mb, 1) if last.anon_mb is not None else None,
+        "anon_slope_mb_per_min_after_warmup": None if anon_slope is None else round(anon_slope, 2),
         "memory_judged_on": "heap" if has_heap else "rss",
         "memory_bounded": heap_ok if has_heap else rss_ok,
         "kept_up": last.finished >= 0.95 * last.produced - rate * 15,

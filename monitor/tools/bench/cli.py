@@ -152,6 +152,29 @@ def throughput(
           throughput_table)
 
 
+@app.command("open-conversations")
+def open_conversations(
+    conversations: Annotated[int, typer.Option(min=1, help="One-turn conversations that never end.")] = 100_000,
+    max_open: Annotated[int, typer.Option(min=1, help="CONVMON_MAX_OPEN_CONVERSATIONS (per partition).")]
+    = 50_000,
+    partitions: Annotated[int, typer.Option(min=1, help="Topic partitions.")] = 4,
+    as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
+) -> None:
+    """Memory of N open conversations on one worker, /metrics latency while it ingests, restore time (#34)."""
+    from rich.table import Table
+
+    from monitor.tools.bench.open_conversations import run_open_conversations
+
+    def table(result: dict[str, Any]) -> Table:
+        t = Table("measure", "value", title="open conversations on one worker")
+        for key, value in result.items():
+            t.add_row(key, str(value))
+        return t
+
+    _emit(_run(lambda: run_open_conversations(conversations, max_open, partitions, progress=_progress(quiet))),
+          as_json, out, table)
+
+
 @app.command("otlp-throughput")
 def otlp_throughput(
     conversations: Annotated[int, typer.Option(min=1, help="Conversations to trace.")] = 2000,
