@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ def test_spread_is_the_median_and_range_of_the_rounds() -> None:
         run_cpu_rounds(ThroughputConfig(), 0)
 
 
-def _result() -> dict:
+def _result() -> dict[str, Any]:
     cpu = {"turns": {"raw_consume": spread([100.0, 120.0, 95.0]), "framework_floor": spread([3000.0, 3500.0, 2900.0]),
                      "monitor": spread([5000.0, 6000.0, 5500.0])},
            "conversations": {p: spread([10.0, 20.0, 30.0]) for p in PATHS}}
