@@ -130,7 +130,8 @@ class SeekingConsumer(faust_aiokafka.Consumer):
             return max(0, offset_to - offset_from), 0  # not read again: nothing shows the offsets were empty
         start = jumped[0]
         try:
-            log_start = (await self.log_starts(tp)).get(tp, 0)
+            starts = {(k.topic, k.partition): v for k, v in (await self.log_starts(tp)).items()}
+            log_start = starts[(tp.topic, tp.partition)]
         except Exception:  # noqa: BLE001 - unknown log start: page rather than hide a loss
             log.warning("log start of %s[%d] unknown: counting its gap as skipped", tp.topic, tp.partition,
                         exc_info=True)
