@@ -97,8 +97,8 @@ class SeekingConsumer(faust_aiokafka.Consumer):
                 rewound.add(tp)
                 await self._rewind(tp, expected, offset)
                 continue
-            if expected is not None and offset > expected:  # the re-read from ``expected`` jumped again
-                self._jumped[tp] = (expected, offset)
+            if expected is not None and offset > expected and self._rewound_at.get(tp) == expected:
+                self._jumped[tp] = (expected, offset)  # the re-read from ``expected`` jumped again
             if expected is None or offset >= expected:
                 self._next[tp] = offset + 1
             yield tp, message
