@@ -81,12 +81,24 @@ def _logging(verbose: bool) -> None:
 
 @app.command()
 def broker(port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 9092,
-           host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1") -> None:
+           host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+           storage_engine: Annotated[str, typer.Option(
+               help="Where Tansu keeps the topics. memory://tansu/ (the default) loses every record, "
+                    "acknowledged or not, when the broker stops or crashes; s3://BUCKET/ (an S3 server named by "
+                    "AWS_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION, AWS_ALLOW_HTTP in "
+                    "the environment) or postgres://USER:PASSWORD@HOST/DB keeps them across a restart or a "
+                    "kill -9.")] = "memory://tansu/") -> None:
     """Run the embedded Tansu broker until Ctrl-C or SIGTERM, which stop it too (development and demos only)."""
     from monitor.runtime.broker import EmbeddedBroker, serve_until_signalled
 
-    signum = serve_until_signalled(EmbeddedBroker(host=host, port=port), on_ready=lambda b: console.print(
-        f"broker ready on [bold]{b.url}[/bold] (pid {b.pid}); Ctrl-C to stop"))
+    if storage_engine.split("://", 1)[0] not in ("memory", "s3", "postgres") or "://" not in storage_engine:
+        console.print(f"[red]error:[/red] --storage-engine {storage_engine!r}: use memory://NAME/, s3://BUCKET/ "
+                      "or postgres://USER:PASSWORD@HOST/DB")
+        raise typer.Exit(code=2)
+    durable = "" if storage_engine.startswith("memory://") else f", topics kept in {storage_engine.split('@')[-1]}"
+    signum = serve_until_signalled(EmbeddedBroker(host=host, port=port, storage_engine=storage_engine),
+                                   on_ready=lambda b: console.print(
+        f"broker ready on [bold]{b.url}[/bold] (pid {b.pid}{durable}); Ctrl-C to stop"))
     console.print(f"broker stopped ({signal.Signals(signum).name})")
 
 

@@ -144,8 +144,15 @@ class StreamMetrics:
         )
         self.gap_offsets = Counter(
             "convmon_consumer_gap_offsets",
-            "Input offsets committed without a record, by topic: faust took them for a gap (a transactional "
-            "producer's markers). On a topic no transactional producer writes, records skipped: a loss.",
+            "Input offsets committed without being processed, by topic: a gap faust recorded that no re-read "
+            "showed empty, or records below the log start when read (deleted or lost unread). A loss.",
+            ["topic"],
+            registry=r,
+        )
+        self.empty_offsets = Counter(
+            "convmon_consumer_empty_offsets",
+            "Input offsets committed over that held no record when read again, by topic: a transactional "
+            "producer's markers, or offsets a restarted or restored log has no record at. Nothing skipped.",
             ["topic"],
             registry=r,
         )

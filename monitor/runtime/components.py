@@ -64,7 +64,8 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline,
     lock = asyncio.Lock()
     install(app, guard)  # the consumer asks it before every offset commit (runtime/delivery.py)
     on_gap(app, lambda topic, n: pipeline.metrics.gap_offsets.labels(topic).inc(n),  # runtime/seeks.py
-           lambda topic, _: pipeline.metrics.rewinds.labels(topic).inc())
+           lambda topic, _: pipeline.metrics.rewinds.labels(topic).inc(),
+           lambda topic, n: pipeline.metrics.empty_offsets.labels(topic).inc(n))
     # Table names are part of the changelog topics' names (<app_id>-sessions-changelog, -scored-changelog).
     sessions = app.Table("sessions", partitions=s.topic_partitions)
     # the dedup window ("scorer:id" -> [t, partition, batch]) and the per-partition running totals: one

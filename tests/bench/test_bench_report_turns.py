@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from monitor.tools.bench import cost, distill_fidelity, doc, otlp_throughput, sampler_gain, throughput, use
+from monitor.tools.bench import (
+    cost,
+    distill_fidelity,
+    doc,
+    otlp_throughput,
+    sampler_gain,
+    throughput,
+    throughput_cpu,
+    use,
+)
 from monitor.tools.bench.doc import COMMANDS, regenerate, render
 from monitor.tools.bench.doc_use import TURNS_MISSING, paired
 from monitor.tools.bench.use import TURN_MODELS, UseConfig
@@ -121,7 +130,7 @@ def test_report_run_measures_the_turn_models_at_5_percent_in_the_same_command(tm
 
     monkeypatch.setattr(use, "run_use", fake_use)
     for module, name in ((distill_fidelity, "run_fidelity"), (throughput, "run_throughput"),
-                         (sampler_gain, "run_sampler"), (cost, "run_cost")):
+                         (sampler_gain, "run_sampler"), (cost, "run_cost"), (throughput_cpu, "run_cpu_rounds")):
         monkeypatch.setattr(module, name, lambda *a, **k: {})
     monkeypatch.setattr(otlp_throughput, "with_otlp_row", lambda result, *a: result)
     for section in ("throughput_markdown", "distill_markdown", "sampler_markdown", "cost_markdown"):

@@ -12,9 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from monitor.cli import app
 from monitor.contracts.settings import REPO_ROOT
 from monitor.runtime.broker import free_port
+from tests.s3_server import S3Server
+from tests.topic_io import TopicTail, produce
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +32,9 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _start_broker(port: int) -> tuple[subprocess.Popen[str], int]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "broker", "--port", str(port)], env=env,
+def _start_broker(port: int, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], int]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "broker", "--port", str(port), *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT)
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
@@ -38,7 +42,7 @@ def _start_broker(port: int) -> tuple[subprocess.Popen[str], int]:
     while time.monotonic() < deadline and proc.poll() is None:
         line = proc.stdout.readline()
         lines.append(line)
-        if match := re.search(r"\(pid (\d+)\)", line):
+        if match := re.search(r"\(pid (\d+)", line):
             child = int(match.group(1))
             ppid = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[1]
             if _alive(child) and ppid == str(proc.pid):
@@ -82,3 +86,34 @@ def test_control_sigkill_of_the_cli_orphans_the_child() -> None:
     finally:
         if _alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_s3_storage_engine_keeps_the_topics_through_a_broker_kill_9(tmp_path: Path) -> None:
+    """#31: `convmon broker --storage-engine s3://BUCKET/` on a local moto S3 server keeps acknowledged records
+    when its Tansu child is SIGKILLed; a new `convmon broker` on the same bucket serves them all."""
+    records = [(f"k{i}".encode(), f"record-{i}".encode()) for i in range(100)]
+    with S3Server(tmp_path / "s3.log") as s3:
+        port = free_port()
+        proc, child = _start_broker(port, "--storage-engine", "s3://tansu/", env=s3.broker_env())
+        try:
+            produce(f"127.0.0.1:{port}", "kept", records)  # returns once every record is acknowledged
+            os.kill(child, signal.SIGKILL)  # the broker crashes; the CLI sees its child die and exits
+            out, _ = proc.communicate(timeout=30)
+            assert proc.returncode != 0 and "exited by itself" in out, out
+            proc, child = _start_broker(port, "--storage-engine", "s3://tansu/", env=s3.broker_env())
+            tail = TopicTail(f"127.0.0.1:{port}", "kept")
+            for _ in range(3):  # a poll reads until the broker has nothing more; retry while it comes up
+                tail.poll()
+                if len(tail.records) >= len(records):
+                    break
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            if _alive(child):
+                os.kill(child, signal.SIGKILL)
+    assert sorted(r.value for r in tail.records) == sorted(v for _, v in records)
+
+
+def test_an_unknown_storage_engine_is_refused() -> None:
+    result = CliRunner().invoke(app, ["broker", "--storage-engine", "file:///tmp/x"])
+    assert result.exit_code == 2 and "use memory://NAME/, s3://BUCKET/" in result.output

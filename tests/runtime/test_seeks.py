@@ -42,9 +42,11 @@ def test_every_gap_is_counted_and_logged(make_settings, caplog: pytest.LogCaptur
     on_gap(app, lambda topic, n: metrics.gap_offsets.labels(topic).inc(n))
     tp = TP("t.events", 2)
     with caplog.at_level(logging.WARNING, logger="monitor.runtime.seeks"):
-        asyncio.run(app.consumer._add_gap(tp, 68, 384))
-    assert sample(metrics, "convmon_consumer_gap_offsets_total", topic="t.events") == 317
-    assert "offsets 68-384 of t.events[2] will be committed without a record" in caplog.text
+        asyncio.run(app.consumer._add_gap(tp, 68, 384))  # faust's range ends at the record delivered, 384
+    # not read again: nothing shows 68-383 were empty, so they count as skipped input
+    assert sample(metrics, "convmon_consumer_gap_offsets_total", topic="t.events") == 316
+    assert "offsets 68-383 of t.events[2] will be committed without a record" in caplog.text
+    assert "316 skipped" in caplog.text and "0 empty" in caplog.text
     assert app.consumer._gap[tp]  # faust still records it (a transactional producer's markers are real gaps)
 
 
@@ -100,3 +102,37 @@ def test_the_seek_to_the_committed_offsets_sets_where_each_stream_partition_must
     consumer._next[EVENTS] = 300  # where the partition was before the rebalance
     asyncio.run(consumer.perform_seek())
     assert consumer._next[EVENTS] == 7 and consumer._get_active_partitions() == {EVENTS}
+
+
+@pytest.mark.parametrize(("log_start", "skipped", "empty"), [(0, None, 6), (117, 3, 3), (500, 6, None),
+                                                            (None, 6, None)])
+def test_a_gap_confirmed_by_the_re_read_counts_as_empty_inside_the_log(
+        make_settings, monkeypatch, caplog: pytest.LogCaptureFixture, log_start: int | None, skipped: float | None,
+    empty: float | None) -> None:
+    """#31: a durable broker restart that lost nothing counted gap offsets and paged ConvmonInputSkipped. The
+    offsets the re-read from the same offset jumped over again hold no record: empty, not skipped, unless
+    they lie below the partition's log start (records deleted or lost before they were read); a log start
+    the broker does not answer counts them skipped (page rather than hide a loss)."""
+    consumer, sought = rewinding(make_settings, monkeypatch, [[(EVENTS, 120)], [(EVENTS, 120)]])
+    metrics = Metrics(CollectorRegistry())
+    on_gap(consumer.app, lambda topic, n: metrics.gap_offsets.labels(topic).inc(n),
+           empty=lambda topic, n: metrics.empty_offsets.labels(topic).inc(n))
+
+    async def log_starts(*partitions: TP) -> Mapping[TP, int]:
+        return {} if log_start is None else {TP(tp.topic, tp.partition): log_start for tp in partitions}
+
+    consumer.log_starts = log_starts
+    consumer._expect(EVENTS, 114)
+
+    async def run() -> list[list[tuple[int, int]]]:
+        delivered = [await read(consumer) for _ in range(2)]
+        await consumer._add_gap(EVENTS, 114, 120)  # what faust's drain loop does with the record at 120
+        return delivered
+
+    with caplog.at_level(logging.WARNING, logger="monitor.runtime.seeks"):
+        assert asyncio.run(run()) == [[], [(0, 120)]] and sought == [(EVENTS, 114)]
+    # the fault suite counts only the line of a gap that skipped records (tests/reliability/fault_run.py)
+    assert ("will be committed without a record" in caplog.text) == (skipped is not None)
+    assert ("offsets 114-119 of t.events[0] held no record when read again" in caplog.text) == (skipped is None)
+    assert sample(metrics, "convmon_consumer_gap_offsets_total", topic=EVENTS.topic) == skipped
+    assert sample(metrics, "convmon_consumer_empty_offsets_total", topic=EVENTS.topic) == empty

@@ -135,10 +135,14 @@ def throughput(
     partitions: Annotated[int, typer.Option(min=1, help="Topic partitions.")] = 4,
     otlp: Annotated[bool, typer.Option("--otlp/--no-otlp", help="Also the OTLP-input row (otlp_proto traces, "
                                                                 "as `bench otlp-throughput`).")] = True,
+    rounds: Annotated[int, typer.Option(min=0, help="Alternated rounds of the CPU-per-conversation measurement "
+                                                    "(raw consume, framework floor, monitor on both inputs, with "
+                                                    "the first featurizer); 0 skips it.")] = 3,
     seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
-    """Distilled path vs raw aiokafka consume on the embedded broker; judge path vs a fixed-latency server."""
+    """Distilled path vs raw aiokafka consume on the embedded broker; judge path vs a fixed-latency server;
+    the CPU time per conversation of each path on both inputs (``cpu_us_per_conversation``)."""
     from monitor.tools.bench.doc_tables import throughput_table
     from monitor.tools.bench.otlp_throughput import with_otlp_row
     from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
@@ -147,9 +151,15 @@ def throughput(
                               featurizers=_csv(featurizers),
                               judge_conversations=judge_conversations, concurrency=concurrency,
                               judge_latency_s=judge_latency_ms / 1000, partitions=partitions, seed=seed)
+    from monitor.tools.bench.throughput_cpu import run_cpu_rounds
+
     progress = _progress(quiet)
-    _emit(_run(lambda: with_otlp_row(run_throughput(config, progress), otlp, progress)), as_json, out,
-          throughput_table)
+
+    def measure() -> dict[str, Any]:
+        result = with_otlp_row(run_throughput(config, progress), otlp, progress)
+        return result | (run_cpu_rounds(config, rounds, progress) if rounds else {})
+
+    _emit(_run(measure), as_json, out, throughput_table)
 
 
 @app.command("open-conversations")

@@ -117,6 +117,7 @@ def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str],
     from monitor.tools.bench.otlp_throughput import with_otlp_row
     from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
     from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
+    from monitor.tools.bench.throughput_cpu import run_cpu_rounds
     from monitor.tools.bench.use import TURN_MODELS, UseConfig, run_use
 
     jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
@@ -125,7 +126,8 @@ def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str],
                                       progress)),
         ("distill", lambda: run_fidelity(FidelityConfig(), progress)),
         ("throughput", lambda: with_otlp_row(run_throughput(ThroughputConfig(data_dir=data_dir or SHARED_DATA),
-                                                            progress), True, progress)),
+                                                            progress), True, progress)
+         | run_cpu_rounds(ThroughputConfig(data_dir=data_dir or SHARED_DATA), 3, progress)),
         ("throughput-conversations", lambda: run_throughput(
             ThroughputConfig(data_dir=data_dir or SHARED_DATA, mode="conversations"), progress)),
         ("sampler", lambda: run_sampler(SamplerConfig(data_dir=data_dir or SHARED_DATA), progress)),

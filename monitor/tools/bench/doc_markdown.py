@@ -154,6 +154,9 @@ def throughput_markdown(result: dict[str, Any]) -> str:
     rss = result.get("peak_rss_mb_by_featurizer") or {}
     if rss:
         out += ["", "Peak RSS per worker: " + ", ".join(f"`{k}` {fmt(v)} MB" for k, v in rss.items()) + "."]
+    if result.get("cpu_rounds"):
+        from monitor.tools.bench.throughput_cpu import cpu_markdown
+        out += ["", cpu_markdown(result)]
     return "\n".join(out)
 
 

@@ -72,21 +72,25 @@ async def produce_timed(bootstrap: str, topic: str, messages: Sequence[tuple[byt
 
 
 async def raw_consume_rate(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes]],
-                           decode: Callable[[bytes], object] = orjson.loads) -> float:
-    """Messages per second for a bare consumer decoding each pre-produced message (orjson by default)."""
+                           decode: Callable[[bytes], object] = orjson.loads,
+                           timing: dict[str, float] | None = None) -> float:
+    """Messages per second for a bare consumer decoding each pre-produced message (orjson by default).
+    ``timing["cpu_s"]`` gets the CPU time this process spent consuming (the producing before excluded)."""
     await produce_timed(bootstrap, topic, messages)
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
                                 enable_auto_commit=False, max_partition_fetch_bytes=16 << 20)
     await consumer.start()
     seen = 0
     try:
-        started = time.perf_counter()
+        started, cpu0 = time.perf_counter(), time.process_time()
         while seen < len(messages):
             for records in (await consumer.getmany(timeout_ms=1000, max_records=10_000)).values():
                 for record in records:
                     decode(record.value or b"")
                     seen += 1
         elapsed = time.perf_counter() - started
+        if timing is not None:
+            timing["cpu_s"] = time.process_time() - cpu0
     finally:
         await consumer.stop()
     return len(messages) / elapsed
@@ -146,6 +150,7 @@ async def _drive_worker(kafka: KafkaSettings, bootstrap: str, warmup: list[tuple
         elapsed = time.perf_counter() - started
         if cpu0 is not None and cpu1 is not None:  # >= 1.0 means the workers used a whole core or more
             timing["worker_cpu_cores"] = (cpu1 - cpu0) / elapsed
+            timing["worker_cpu_s"] = cpu1 - cpu0
         # what else ran on the same cores: the broker, and this process (it produces the input, reads the scores)
         broker1 = _cpu([broker_pid]) if broker_pid else None
         if broker0 is not None and broker1 is not None:
