@@ -3,6 +3,7 @@ and that no test conversation's turn ratings are read."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, Turn
 from monitor.tools.bench.doc_use_dsat import dsat_markdown
 from monitor.tools.bench.use import quick_config, run_use
-from monitor.tools.bench.use_whole import DsatConfig, _turn_classes, dsat_rows
+from monitor.tools.bench.use_whole import TURN_MODEL, DsatConfig, _turn_classes, dsat_rows
 
 SMALL = HashingFeaturizer(n_word_features=2**10, n_char_features=2**10, n_context_features=2**8,
                           n_last_features=2**8)
@@ -75,12 +76,12 @@ def test_test_conversations_turn_ratings_are_never_read(mwoz: list) -> None:  # 
 def test_dsat_rows_measure_both_inputs_and_select_inside_the_training_split(mwoz: list) -> None:  # type: ignore[type-arg]
     rows = dsat_rows(mwoz, "MWOZ", DsatConfig(splits=2))
     got = {(r["input"], r["model"]): r for r in rows}
-    assert set(got) == {("cut", "served"), ("whole", "served"), ("whole", "turns"), ("whole", "selected")}
+    assert set(got) == {("cut", "served"), ("whole", "served"), ("whole", TURN_MODEL), ("whole", "selected")}
     for r in rows:
         assert 0 <= r["roc_auc"] <= 1 and len(r["roc_auc_per_split"]) == 2 and r["positives"] == sum(
             d.label == "DSAT" for d in mwoz)
         assert 0 <= r["rate_error"] <= r["rate_error_max"] <= 100
-    selected, served, turns = got[("whole", "selected")], got[("whole", "served")], got[("whole", "turns")]
+    selected, served, turns = got[("whole", "selected")], got[("whole", "served")], got[("whole", "turn-aggregate")]
     for k, pick in enumerate(selected["chosen"]):  # each split's pick is the model the training-split CV preferred
         assert selected["roc_auc_per_split"][k] == got[("whole", pick["model"])]["roc_auc_per_split"][k]
     assert served["score_cpu_ms_per_conversation"] > 0 and turns["score_cpu_ms_per_conversation"] > 0
@@ -90,7 +91,13 @@ def test_dsat_rows_measure_both_inputs_and_select_inside_the_training_split(mwoz
 
 @pytest.mark.long
 def test_quick_config_runs_both_protocols(shared_data: Path) -> None:
-    out = run_use(quick_config(shared_data, datasets=["CCPE"], models=["majority"], splits=2, limit=100))
+    """Two data sets in two processes (n_jobs=2, the CLI's default) give the rows one process would."""
+    config = quick_config(shared_data, datasets=["CCPE", "MWOZ"], models=["majority"], splits=2, limit=80, n_jobs=2)
+    out = run_use(config)
     assert {r["protocol"] for r in out["results"]} == {"table1"} and out["results"][0]["splits"] == 2
-    assert {(r["input"], r["model"]) for r in out["dsat"]} >= {("cut", "served"), ("whole", "served")}
+    assert [(r["dataset"], r["input"], r["model"]) for r in out["dsat"]] == [
+        (d, i, m) for d in ("CCPE", "MWOZ") for i, m in (("cut", "served"), ("whole", "served"), ("whole", TURN_MODEL),
+                                                          ("whole", "selected"))]
+    serial = run_use(replace(config, datasets=["MWOZ"], n_jobs=1))["dsat"]
+    assert [r["roc_auc_per_split"] for r in serial] == [r["roc_auc_per_split"] for r in out["dsat"][4:]]
     assert "SPUR Appendix B" in out["dsat_label_rule"]

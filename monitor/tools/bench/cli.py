@@ -71,7 +71,7 @@ def use(
     models: Annotated[str | None, typer.Option(
         help="Table 1 models: featurizer specs, a spec with +turns (trained on the turn ratings too, e.g. "
              "hashing+turns), appendix-d and/or the baselines majority, stratified. Default: "
-             f"{USE_MODELS} ({USE_FULL_MODELS} with --full).")] = None,
+             f"{USE_MODELS}; with --full every featurizer: {USE_FULL_MODELS}.")] = None,
     splits: Annotated[int, typer.Option(min=1, help="Random splits of both protocols (SPUR: 5).")] = 10,
     curve: Annotated[str | None, typer.Option(help="Learning-curve training fractions ('' for none; default: none, "
                                                    f"{USE_CURVE} with --full).")] = None,
@@ -81,7 +81,8 @@ def use(
                                        "curve, the turn model on cut input as well (over an hour on 2 cores).")]
     = False,
     limit: Annotated[int | None, typer.Option(min=1, help="Use the first N dialogues per file (smoke runs).")] = None,
-    n_jobs: Annotated[int, typer.Option(min=1, help="Parallel CV fits.")] = 1,
+    n_jobs: Annotated[int, typer.Option(min=1, help="Processes: the DSAT protocol runs one data set per process, "
+                                              "Table 1's CV fits in parallel.")] = 2,
     seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:

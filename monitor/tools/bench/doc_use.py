@@ -43,7 +43,7 @@ def use_markdown(result: dict[str, Any], turns: dict[str, Any] | None = None) ->
            _md(["dataset", "model", "precision", "recall", "weighted F1", "source"], body)]
     curve = [r for r in result["results"] if r.get("protocol") == "curve"]
     if not curve:
-        out += ["", "Learning curve: not in these results (run without `--curve ''` to measure it)."]
+        out += ["", "Learning curve: not in these results (`--full`, or `--curve 0.05,0.1,0.2,0.4,0.8`, measures it)."]
     if curve:
         fractions = sorted({r["train_fraction"] for r in curve})
         grid: dict[tuple[str, str], dict[float, float]] = defaultdict(dict)

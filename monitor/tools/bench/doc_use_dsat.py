@@ -10,13 +10,19 @@ from monitor.tools.bench.doc_markdown import _md, fmt
 
 BAR, GOAL = 0.70, 0.75  # issue #36: whole-conversation ROC-AUC for dissatisfaction, each of MWOZ, SGD, CCPE
 RATE_BAR = 2.0  # points of mean absolute rate error
+TURN_MODEL = "turn-aggregate"  # monitor.tools.bench.use_whole.TURN_MODEL (not imported: rendering needs no sklearn)
 
 
 def _chosen(row: dict[str, Any]) -> str:
-    picks = [c.get("model", "turns") for c in row.get("chosen", [])]
-    aggregations = [c["aggregation"] for c in row.get("chosen", []) if c.get("model", "turns") == "turns"]
-    parts = [f"{m} {picks.count(m)}/{len(picks)}" for m in dict.fromkeys(picks)] if row["model"] == "selected" else []
-    parts += [f"{a} {aggregations.count(a)}" for a in dict.fromkeys(aggregations)] if aggregations else []
+    """What CV chose on the training splits: the model (``selected``) and the turn model's aggregation."""
+    chosen = row.get("chosen", [])
+    picks = [c.get("model", TURN_MODEL) for c in chosen]
+    if row["model"] == "selected":
+        aggregations = [c["aggregation"] for c in chosen if c.get("model", TURN_MODEL) == TURN_MODEL]
+        parts = [f"{m} {picks.count(m)}/{len(picks)}" for m in dict.fromkeys(picks)]
+    else:
+        aggregations, parts = [c["aggregation"] for c in chosen if "aggregation" in c], []
+    parts += [f"{a} {aggregations.count(a)}" for a in dict.fromkeys(aggregations)]
     return ", ".join(parts) or "-"
 
 
@@ -28,16 +34,20 @@ def dsat_markdown(result: dict[str, Any]) -> list[str]:
     first = rows[0]
     body = [[r["dataset"], r["input"], r["model"], f"{fmt(r['roc_auc'], 3)} ± {fmt(r['roc_auc_std'], 3)}",
              fmt(r["cv_auc"], 3), f"{fmt(r['rate_error'], 2)} (max {fmt(r['rate_error_max'], 2)})", _chosen(r),
-             fmt(r["seconds"] / max(r["splits"], 1), 1)] for r in rows]
+             fmt(r["seconds"] / max(r["splits"], 1), 1), fmt(r.get("score_cpu_ms_per_conversation"), 2)]
+            for r in rows]
     out = ["", "### DSAT protocol: the served recipe on cut and whole conversations", "",
            f"Label: {result.get('dsat_label_rule', 'DSAT dialogue label')}. Input `cut`: the conversation cut as in "
            "Table 1 (the paper's input); `whole`: the whole conversation, what a worker receives (same label). "
            f"{first['splits']} random splits holding out {int(100 * first['test_fraction'])} % of the dialogues "
            "(grouped by dialogue); ROC-AUC of P(DSAT) on the held-out dialogues, mean ± std over splits; CV AUC: "
            "the cross-validated AUC on the training split the model was chosen by; rate error: |mean P(DSAT) − "
-           "DSAT share| of the held-out dialogues in points, mean (max) over splits; CPU s: training and scoring "
-           "per split.", "",
-           _md(["dataset", "input", "model", "ROC-AUC", "CV AUC", "rate error", "chosen", "CPU s"], body)]
+           "DSAT share| of the held-out dialogues in points, mean (max) over splits (a held-out share itself "
+           "varies by about sqrt(p(1-p)/n), 3-4 points on 125-250 dialogues); train CPU s: training and scoring per "
+           "split; score CPU: in-process CPU ms per conversation to featurize and score held-out conversations "
+           "(best of 3 passes over split 1's).", "",
+           _md(["dataset", "input", "model", "ROC-AUC", "CV AUC", "rate error", "chosen", "train CPU s",
+                "score CPU ms/conv"], body)]
     verdicts = []
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         pick = next((r for r in rows if r["dataset"] == dataset and r["input"] == "whole" and r["model"] == "selected"),

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -211,15 +212,29 @@ def _protocol(X: Any, y: np.ndarray, factory: Callable[[], BaseEstimator], *, tr
             "weighted_f1_per_split": [round(s[2], 2) for s in scores]}  # for paired comparisons of models
 
 
+def _dsat(config: UseConfig, progress: Callable[[str], None] | None) -> list[dict[str, Any]]:
+    """The DSAT protocol on every data set; in ``n_jobs`` processes (their progress lines are not relayed)."""
+    assert config.dsat is not None
+    dsat = replace(config.dsat, splits=config.splits, seed=config.seed)
+    if config.n_jobs == 1 or len(config.datasets) == 1:
+        return [row for d in config.datasets
+                for row in dsat_rows(load_dialogues(config.data_dir, d, config.limit), d, dsat, progress)]
+    if progress:
+        progress(f"DSAT protocol on {', '.join(config.datasets)} in {min(config.n_jobs, len(config.datasets))} "
+                 "processes")
+    with ProcessPoolExecutor(max_workers=min(config.n_jobs, len(config.datasets))) as pool:
+        futures = [pool.submit(dsat_rows, load_dialogues(config.data_dir, d, config.limit), d, dsat)
+                   for d in config.datasets]
+        return [row for future in futures for row in future.result()]
+
+
 def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Table 1 rows (``protocol: "table1"``) and learning-curve rows (``protocol: "curve"``)."""
+    """Table 1 rows (``protocol: "table1"``), learning-curve rows (``protocol: "curve"``) and, with
+    ``config.dsat``, the DSAT protocol's rows (``dsat``; one process per data set when ``n_jobs`` > 1)."""
     results: list[dict[str, Any]] = []
-    dsat: list[dict[str, Any]] = []
+    dsat = _dsat(config, progress) if config.dsat is not None else []
     for dataset in config.datasets:
         dialogues = load_dialogues(config.data_dir, dataset, config.limit)
-        if config.dsat is not None:
-            dsat += dsat_rows(dialogues, dataset, replace(config.dsat, splits=config.splits, seed=config.seed),
-                              progress)
         conversations, y = _labelled(dialogues)
         cache: dict[str, Any] = {}
         for model in config.models:

@@ -12,7 +12,7 @@ Models:
 * ``served``: exactly what ``convmon distill train`` builds (:func:`distill.train.train_items`: the
   ``hashing`` featurizer, one class-balanced liblinear LR per item with C by grouped 3-fold CV ROC-AUC, Platt
   scaling on cross-fitted decisions), one item ``dsat.conversation`` trained on the dialogue labels;
-* ``turns``: :class:`distill.turn_level.TurnAggregateClassifier`, supervised by the turn ratings of the
+* ``turn-aggregate``: :class:`distill.turn_level.TurnAggregateClassifier`, supervised by the turn ratings of the
   training conversations (never of the test ones), C and aggregation chosen by CV on the training split;
 * ``selected``: per split, whichever of the two has the higher cross-validated ROC-AUC *on the training
   split* (its test AUC is reported, never the best of rows on the test split).
@@ -20,7 +20,8 @@ Models:
 Each split holds out ``test_fraction`` of the dialogues (one row per dialogue, so grouped by dialogue). Per
 row: ROC-AUC mean / std over splits and per split, and the rate error: |mean predicted P(DSAT) - DSAT share|
 of the test dialogues, in points, mean over splits; the in-process CPU milliseconds per conversation to
-featurize and score the first split's held-out conversations (best of 3 passes), for ``served`` and ``turns``.
+featurize and score the first split's held-out conversations (best of 3 passes), for ``served`` and
+``turn-aggregate``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from distill.turn_level import POLARITIES, TurnAggregateClassifier, TurnRows, tu
 from monitor.contracts.rubric_set import RubricItem, RubricSet
 
 INPUTS = ("cut", "whole")
-DSAT_MODELS = ("served", "turns", "selected")
+TURN_MODEL = "turn-aggregate"
+DSAT_MODELS = ("served", TURN_MODEL, "selected")
 SERVED_FEATURIZER = "hashing"  # Settings.featurizer's default: what `distill train` builds unless told otherwise
 DSAT_RUBRIC = RubricSet(id="uss-dsat", version="1", name="USS dialogue label", items=[RubricItem(
     id="dsat.conversation", name="DSAT conversation", polarity="dsat",
@@ -54,11 +56,11 @@ DSAT_NOTES = {
     "served": f"what `convmon distill train` builds: `{SERVED_FEATURIZER}` featurizer, distill.train.train_items "
               "(class-balanced liblinear LR, C in (0.1, 1, 10) by grouped 3-fold CV ROC-AUC, Platt scaling), one item "
               "trained on the dialogue labels",
-    "turns": "distill.turn_level.TurnAggregateClassifier: a multinomial LR on each user turn (hashing features of "
-             "the turn and the assistant text it answers, its position) trained on the training dialogues' turn "
+    TURN_MODEL: "distill.turn_level.TurnAggregateClassifier: a multinomial LR on each user turn (hashing features "
+                "of the turn and the assistant text it answers, its position) trained on the training dialogues' turn "
              "polarities, aggregated per conversation (P(first non-neutral turn is DSAT), max, noisy-OR, top-3 mean "
              "or mean) and Platt-calibrated; C and aggregation by 3-fold CV ROC-AUC on the training split",
-    "selected": "per split, `served` or `turns`, whichever has the higher CV ROC-AUC on the training split",
+    "selected": "per split, `served` or `turn-aggregate`, whichever has the higher CV ROC-AUC on the training split",
 }
 
 
@@ -136,8 +138,8 @@ def dsat_rows(dialogues: Sequence[UssDialogue], dataset: str, config: DsatConfig
     for source in config.inputs:
         conversations, rows = _rows(dialogues, cut=source == "cut")
         X = HashingFeaturizer().transform(conversations)
-        models = [m for m in config.models if m != "turns" or source in config.turn_inputs]
-        if "turns" not in models:
+        models = [m for m in config.models if m != TURN_MODEL or source in config.turn_inputs]
+        if TURN_MODEL not in models:
             models = [m for m in models if m != "selected"]
         got: dict[str, dict[str, list[Any]]] = {m: {"auc": [], "rate_error": [], "cv_auc": [], "seconds": [],
                                                     "score_ms": []} for m in models}
@@ -154,16 +156,16 @@ def dsat_rows(dialogues: Sequence[UssDialogue], dataset: str, config: DsatConfig
                 got["served"]["seconds"].append(time.process_time() - started)
                 if k == 0:
                     got["served"]["score_ms"].append(scoring_cpu_ms(score, held))
-            if "turns" in models:
+            if TURN_MODEL in models:
                 started = time.process_time()
                 p, cv, score, detail = _turns(rows, y, train, test, config, config.seed + k)
-                predictions["turns"] = (p, cv)
-                got["turns"]["seconds"].append(time.process_time() - started)
+                predictions[TURN_MODEL] = (p, cv)
+                got[TURN_MODEL]["seconds"].append(time.process_time() - started)
                 if k == 0:
-                    got["turns"]["score_ms"].append(scoring_cpu_ms(score, held))
+                    got[TURN_MODEL]["score_ms"].append(scoring_cpu_ms(score, held))
                 if "selected" in models:
-                    pick = max(("served", "turns"), key=lambda m: predictions[m][1]) if "served" in predictions \
-                        else "turns"
+                    candidates = [m for m in ("served", TURN_MODEL) if m in predictions]
+                    pick = max(candidates, key=lambda m: predictions[m][1])
                     predictions["selected"] = predictions[pick]
                     got["selected"]["seconds"].append(0.0)
                     chosen.append({"model": pick, **detail})
@@ -177,7 +179,7 @@ def dsat_rows(dialogues: Sequence[UssDialogue], dataset: str, config: DsatConfig
             row = {"dataset": dataset, "protocol": "dsat", "input": source, "model": m, "n": len(y),
                    "positives": int(y.sum()), "splits": len(splits), "test_fraction": config.test_fraction,
                    **_summary(got[m])}
-            if m in ("turns", "selected") and chosen:
+            if m in (TURN_MODEL, "selected") and chosen:
                 row["chosen"] = chosen
             out.append(row)
     return out
