@@ -92,7 +92,7 @@ def test_dsat_rows_measure_both_inputs_and_select_inside_the_training_split(mwoz
 @pytest.mark.long
 def test_quick_config_runs_both_protocols(shared_data: Path) -> None:
     """Two data sets in two processes (n_jobs=2, the CLI's default) give the rows one process would."""
-    config = quick_config(shared_data, datasets=["CCPE", "MWOZ"], models=["majority"], splits=2, limit=80, n_jobs=2)
+    config = quick_config(shared_data, datasets=["CCPE", "MWOZ"], models=["majority"], splits=2, limit=120, n_jobs=2)
     out = run_use(config)
     assert {r["protocol"] for r in out["results"]} == {"table1"} and out["results"][0]["splits"] == 2
     assert [(r["dataset"], r["input"], r["model"]) for r in out["dsat"]] == [
