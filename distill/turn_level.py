@@ -49,7 +49,7 @@ class TurnRows:
 
     def take(self, conversations: np.ndarray) -> TurnRows:
         """The rows of these conversations, re-owned by their position in ``conversations``."""
-        position = np.full(int(self.owner.max(initial=-1)) + 1, -1)
+        position = np.full(max(int(self.owner.max(initial=-1)), int(np.max(conversations, initial=-1))) + 1, -1)
         position[conversations] = np.arange(len(conversations))
         rows = np.flatnonzero(np.isin(self.owner, conversations))
         return TurnRows(self.X[rows], position[self.owner[rows]], self.polarity[rows])

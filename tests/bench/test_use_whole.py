@@ -44,6 +44,9 @@ def test_turn_rows_pair_each_user_turn_with_the_assistant_text_it_answers() -> N
     rows = turn_rows([c, c], [[1, 2], [0, 1]])
     assert rows.X.shape[0] == 4 and rows.owner.tolist() == [0, 0, 1, 1] and rows.polarity.tolist() == [1, 2, 0, 1]
     assert turn_rows([c]).polarity.tolist() == [-1, -1]  # unlabelled: what scoring sees
+    silent = Conversation(conversation_id="a", turns=[Turn(index=0, role="assistant", text="hello?")])
+    held = turn_rows([c, silent]).take(np.array([1, 0]))  # a conversation without user turns has no rows
+    assert held.owner.tolist() == [1, 1]
     with pytest.raises(ConfigError, match="2 user turns"):
         turn_rows([c], [[1]])
 
