@@ -25,9 +25,11 @@ runner = CliRunner()
 
 def test_use_cli_json_shape(shared_data: Path) -> None:
     result = runner.invoke(app, ["use", "--data", str(shared_data), "--datasets", "MWOZ", "--models", "hashing",
-                                 "--splits", "2", "--curve", "0.4", "--limit", "120", "--json", "--quiet"])
+                                 "--splits", "2", "--curve", "0.4", "--limit", "120", "--no-dsat", "--json",
+                                 "--quiet"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
+    assert out["dsat"] == []  # --no-dsat: Table 1 rows only (tests/bench/test_use_whole.py runs the DSAT protocol)
     table1 = [r for r in out["results"] if r["protocol"] == "table1"]
     assert table1[0] | {"dataset": "MWOZ", "model": "hashing", "train_fraction": 0.05, "splits": 2} == table1[0]
     for row in out["results"]:
@@ -194,8 +196,7 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
     text = doc.read_text()
     assert "49.5" in text and "**paper** (SPUR Table 1)" in text and "72.6" in text
     assert "| MWOZ | majority | 30.0 | 54.0 | 33.1 ± 5.5 | baseline (measured) |" in text
-    assert ("MWOZ best `hashing@char3-5` 49.8 ± 1.0 (ASAP 52.5: not met, -2.7; SPUR 59.0: not met, -9.2; "
-            "next `hashing` 49.5)") in text
+    assert "MWOZ `hashing` 49.5 ± 1.0 (ASAP 52.5: not met, -3.0; SPUR 59.0: not met, -9.5)" in text  # served row
     assert "MWOZ 49.8 / 49.5; largest loss 0.3 points (bar: <= 0.5)" in text
     assert ("MWOZ `minilm` 45.8 / 46.3, MWOZ `hashing+minilm` 47.0 / 45.5; largest loss 1.5 points (bar: <= 1; "
             "not met: keep CONVMON_EMBEDDING_BACKEND=torch)") in text
@@ -251,10 +252,11 @@ def test_distill_fidelity_with_the_uss_human_teacher(shared_data: Path) -> None:
 
 
 def test_cli_default_models_are_the_benchmark_defaults() -> None:
-    from monitor.tools.bench.cli import USE_MODELS
-    from monitor.tools.bench.use import DEFAULT_MODELS
+    from monitor.tools.bench.cli import USE_CURVE, USE_FULL_MODELS, USE_MODELS
+    from monitor.tools.bench.use import CURVE_FRACTIONS, FULL_MODELS, QUICK_MODELS
 
-    assert USE_MODELS.split(",") == list(DEFAULT_MODELS)
+    assert USE_MODELS.split(",") == list(QUICK_MODELS) and USE_FULL_MODELS.split(",") == list(FULL_MODELS)
+    assert [float(f) for f in USE_CURVE.split(",")] == list(CURVE_FRACTIONS)
 
 
 def test_issue_bars_render_as_sentences_with_their_measured_values() -> None:

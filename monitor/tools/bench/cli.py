@@ -22,9 +22,11 @@ app = typer.Typer(help="Benchmarks: USE accuracy (SPUR Table 1), throughput, dis
                   no_args_is_help=True)
 console = Console(stderr=True)
 
-# monitor.tools.bench.use.DEFAULT_MODELS, spelled out so `convmon --help` does not import scikit-learn
-USE_MODELS = ("majority,stratified,hashing@char3-5,hashing,minilm@torch,minilm,hashing+minilm@torch,hashing+minilm,"
-              "hashing+shape,hashing+minilm+shape,appendix-d")
+# monitor.tools.bench.use.QUICK_MODELS / FULL_MODELS, spelled out so `convmon --help` does not import scikit-learn
+USE_MODELS = "majority,stratified,hashing"
+USE_FULL_MODELS = ("majority,stratified,hashing@char3-5,hashing,minilm@torch,minilm,hashing+minilm@torch,"
+                   "hashing+minilm,hashing+shape,hashing+minilm+shape,appendix-d")
+USE_CURVE = "0.05,0.1,0.2,0.4,0.8"  # monitor.tools.bench.use.CURVE_FRACTIONS: --full's learning curve
 AsJson = Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout.")]
 Out = Annotated[Path | None, typer.Option(help="Also write the JSON results to this file.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.")]
@@ -66,23 +68,39 @@ Seed = Annotated[int, typer.Option(min=0, help="Random seed (data splits, simula
 def use(
     data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/) or the uss/ folder.")] = DEFAULT_DATA,
     datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD,CCPE",
-    models: Annotated[str, typer.Option(help="Featurizer specs, a spec with +turns (trained on the turn ratings "
-                                             "too, e.g. hashing+turns), appendix-d and/or the baselines majority, "
-                                             "stratified.")] = USE_MODELS,
-    splits: Annotated[int, typer.Option(min=1, help="Random splits (SPUR: 5).")] = 5,
-    curve: Annotated[str, typer.Option(help="Learning-curve training fractions ('' for none).")]
-    = "0.05,0.1,0.2,0.4,0.8",
+    models: Annotated[str | None, typer.Option(
+        help="Table 1 models: featurizer specs, a spec with +turns (trained on the turn ratings too, e.g. "
+             "hashing+turns), appendix-d and/or the baselines majority, stratified. Default: "
+             f"{USE_MODELS}; with --full every featurizer: {USE_FULL_MODELS}.")] = None,
+    splits: Annotated[int, typer.Option(min=1, help="Random splits of both protocols (SPUR: 5).")] = 10,
+    curve: Annotated[str | None, typer.Option(help="Learning-curve training fractions ('' for none; default: none, "
+                                                   f"{USE_CURVE} with --full).")] = None,
+    dsat: Annotated[bool, typer.Option("--dsat/--no-dsat", help="Also the DSAT protocol: the served recipe's "
+                                       "ROC-AUC and rate error on cut and whole conversations.")] = True,
+    full: Annotated[bool, typer.Option("--full", help="Everything: every featurizer (MiniLM too), the learning "
+                                       "curve, the turn model on cut input as well (over an hour on 2 cores).")]
+    = False,
     limit: Annotated[int | None, typer.Option(min=1, help="Use the first N dialogues per file (smoke runs).")] = None,
-    n_jobs: Annotated[int, typer.Option(min=1, help="Parallel CV fits.")] = 1,
+    n_jobs: Annotated[int, typer.Option(min=1, help="Processes: the DSAT protocol runs one data set per process, "
+                                              "Table 1's CV fits in parallel.")] = 2,
     seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
-    """SPUR Table 1 protocol on USS (5 % train / 80 % test, weighted P/R/F1) plus a learning curve."""
+    """USS accuracy, two protocols: SPUR Table 1 (cut conversations, 5 % train, weighted P/R/F1) and DSAT
+    ROC-AUC of the served recipe on cut and whole conversations (what a worker sees). Default: minutes."""
     from monitor.tools.bench.doc_tables import use_table
-    from monitor.tools.bench.use import UseConfig, run_use
+    from monitor.tools.bench.use import full_config, quick_config, run_use
 
-    config = UseConfig(data_dir=data, datasets=_csv(datasets), models=_csv(models), splits=splits,
-                       curve=_floats(curve), limit=limit, seed=seed, n_jobs=n_jobs)
+    make = full_config if full else quick_config
+    overrides: dict[str, Any] = {"datasets": _csv(datasets), "splits": splits, "limit": limit, "seed": seed,
+                                 "n_jobs": n_jobs}
+    if models is not None:
+        overrides["models"] = _csv(models)
+    if curve is not None:
+        overrides["curve"] = _floats(curve)
+    if not dsat:
+        overrides["dsat"] = None
+    config = make(data, **overrides)
     _emit(_run(lambda: run_use(config, _progress(quiet))), as_json, out, use_table)
 
 

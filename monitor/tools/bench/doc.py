@@ -26,7 +26,7 @@ from monitor.tools.bench.doc_use import TURNS_COMMAND, use_markdown
 
 CALIBRATION_DOC = "benchmarks-calibration.md"
 COMMANDS = {
-    "use": "convmon bench use --json --out var/bench/use.json",
+    "use": "convmon bench use --full --json --out var/bench/use.json",
     "use-turns": TURNS_COMMAND,
     "distill": "convmon bench distill --json --out var/bench/distill.json",
     "throughput": "convmon bench throughput --json --out var/bench/throughput.json",
@@ -118,10 +118,10 @@ def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str],
     from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
     from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
     from monitor.tools.bench.throughput_cpu import run_cpu_rounds
-    from monitor.tools.bench.use import TURN_MODELS, UseConfig, run_use
+    from monitor.tools.bench.use import TURN_MODELS, UseConfig, full_config, run_use
 
     jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("use", lambda: run_use(UseConfig(data_dir=data_dir or SHARED_DATA), progress)),
+        ("use", lambda: run_use(full_config(data_dir or SHARED_DATA), progress)),
         ("use-turns", lambda: run_use(UseConfig(data_dir=data_dir or SHARED_DATA, models=TURN_MODELS, curve=()),
                                       progress)),
         ("distill", lambda: run_fidelity(FidelityConfig(), progress)),

@@ -17,13 +17,20 @@ the training conversations, its configuration chosen by CV grouped by conversati
 Baselines on the same splits, so a reader sees what the models add: ``majority`` (always the
 training split's most frequent label) and ``stratified`` (a label drawn at random with the
 training split's label frequencies).
+
+Beside Table 1, ``bench use`` measures the DSAT protocol of :mod:`monitor.tools.bench.use_whole` (``dsat`` in
+the result): the served recipe's ROC-AUC and rate error on cut *and* whole conversations. The default run is
+the quick one (baselines and ``hashing`` at 5 %, the DSAT protocol, 10 splits: minutes on 2 cores);
+:func:`full_config` (``bench use --full``, ``make bench``) adds every featurizer, the learning curve and the
+turn model on cut input (over an hour).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +52,7 @@ from distill.featurizers.spec import make_featurizer
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
 from monitor.tools.bench.use_turns import TURNS, TurnModelFactory, turn_model
+from monitor.tools.bench.use_whole import DSAT_LABEL_RULE, DSAT_NOTES, DsatConfig, dsat_rows
 
 LABELS = ("SAT", "DSAT", "NEUTRAL")
 CURVE_FRACTIONS = (0.05, 0.1, 0.2, 0.4, 0.8)
@@ -56,8 +64,10 @@ PAPER_ROWS: tuple[dict[str, Any], ...] = tuple(
     for dataset, f1 in zip(("MWOZ", "SGD"), scores, strict=True)
 )
 BASELINES = {"majority": "most_frequent", "stratified": "stratified"}  # model name -> DummyClassifier strategy
-DEFAULT_MODELS = ("majority", "stratified", "hashing@char3-5", "hashing", "minilm@torch", "minilm",
-                  "hashing+minilm@torch", "hashing+minilm", "hashing+shape", "hashing+minilm+shape", "appendix-d")
+FULL_MODELS = ("majority", "stratified", "hashing@char3-5", "hashing", "minilm@torch", "minilm",
+               "hashing+minilm@torch", "hashing+minilm", "hashing+shape", "hashing+minilm+shape", "appendix-d")
+QUICK_MODELS = ("majority", "stratified", "hashing")  # the default run: the served featurizer and the baselines
+DEFAULT_MODELS = FULL_MODELS  # the name `make bench` and older callers know: the full list
 DEFAULT_DATASETS = ("MWOZ", "SGD", "CCPE")
 # The turn-supervised models `make bench` measures in a run of their own at 5 % only (``use-turns.json``): the
 # default run's learning curve up to 80 % training would multiply their turn examples 16-fold.
@@ -76,17 +86,30 @@ _APPENDIX_D_FEATURES = "minilm"
 class UseConfig:
     data_dir: Path
     datasets: Sequence[str] = DEFAULT_DATASETS
-    models: Sequence[str] = DEFAULT_MODELS
-    splits: int = 5
+    models: Sequence[str] = QUICK_MODELS
+    splits: int = 10
     train_fraction: float = 0.05
     test_fraction: float = 0.8
-    curve: Sequence[float] = CURVE_FRACTIONS
+    curve: Sequence[float] = ()
     curve_test_fraction: float = 0.2
     limit: int | None = None  # first N dialogues per file (smoke tests)
     seed: int = 0
     Cs: Sequence[float] = (0.1, 1.0, 10.0)
     n_jobs: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    dsat: DsatConfig | None = None  # the DSAT protocol's settings; None: Table 1 rows only
+
+
+def quick_config(data_dir: Path, **overrides: Any) -> UseConfig:
+    """``bench use``'s default run: baselines and the served featurizer at 5 %, and the DSAT protocol."""
+    return UseConfig(**{"data_dir": data_dir, "dsat": DsatConfig(), **overrides})
+
+
+def full_config(data_dir: Path, **overrides: Any) -> UseConfig:
+    """Everything (``bench use --full``): every featurizer, the learning curve, the turn model on cut input."""
+    dsat = DsatConfig(turn_inputs=("cut", "whole"), turn_Cs=(0.1, 0.3))
+    return UseConfig(**{"data_dir": data_dir, "models": FULL_MODELS, "curve": CURVE_FRACTIONS, "dsat": dsat,
+                        **overrides})
 
 
 def load_dialogues(data_dir: Path, name: str, limit: int | None = None) -> list[UssDialogue]:
@@ -189,9 +212,27 @@ def _protocol(X: Any, y: np.ndarray, factory: Callable[[], BaseEstimator], *, tr
             "weighted_f1_per_split": [round(s[2], 2) for s in scores]}  # for paired comparisons of models
 
 
+def _dsat(config: UseConfig, progress: Callable[[str], None] | None) -> list[dict[str, Any]]:
+    """The DSAT protocol on every data set; in ``n_jobs`` processes (their progress lines are not relayed)."""
+    assert config.dsat is not None
+    dsat = replace(config.dsat, splits=config.splits, seed=config.seed)
+    if config.n_jobs == 1 or len(config.datasets) == 1:
+        return [row for d in config.datasets
+                for row in dsat_rows(load_dialogues(config.data_dir, d, config.limit), d, dsat, progress)]
+    if progress:
+        progress(f"DSAT protocol on {', '.join(config.datasets)} in {min(config.n_jobs, len(config.datasets))} "
+                 "processes")
+    with ProcessPoolExecutor(max_workers=min(config.n_jobs, len(config.datasets))) as pool:
+        futures = [pool.submit(dsat_rows, load_dialogues(config.data_dir, d, config.limit), d, dsat)
+                   for d in config.datasets]
+        return [row for future in futures for row in future.result()]
+
+
 def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Table 1 rows (``protocol: "table1"``) and learning-curve rows (``protocol: "curve"``)."""
+    """Table 1 rows (``protocol: "table1"``), learning-curve rows (``protocol: "curve"``) and, with
+    ``config.dsat``, the DSAT protocol's rows (``dsat``; one process per data set when ``n_jobs`` > 1)."""
     results: list[dict[str, Any]] = []
+    dsat = _dsat(config, progress) if config.dsat is not None else []
     for dataset in config.datasets:
         dialogues = load_dialogues(config.data_dir, dataset, config.limit)
         conversations, y = _labelled(dialogues)
@@ -218,7 +259,7 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
                                 "n": len(y), **row})
     return {"results": results, "paper": [dict(r) for r in PAPER_ROWS if r["dataset"] in config.datasets],
             "labels": list(LABELS), "label_rule": "SPUR Appendix B (annotator means, cut at first contradiction)",
-            "models": MODEL_NOTES}
+            "models": MODEL_NOTES, "dsat": dsat, "dsat_label_rule": DSAT_LABEL_RULE, "dsat_models": DSAT_NOTES}
 
 
 MODEL_NOTES: dict[str, str] = {
