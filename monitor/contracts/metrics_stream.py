@@ -19,6 +19,13 @@ class StreamMetrics:
         r = registry
         # --- flow ---------------------------------------------------------------------------
         self.events = Counter("convmon_events", "Input records consumed, by kind.", ["kind"], registry=r)
+        self.input_unknown_fields = Counter(
+            "convmon_input_unknown_fields",
+            "Top-level input fields the event contract does not know, by field name (never value): ignored, the "
+            "event kept (docs/input.md). At most 32 names per worker; later ones are counted as other.",
+            ["field"],
+            registry=r,
+        )
         self.conversations = Counter(
             "convmon_conversations_finished",
             "Conversations finished by the sessionizer, by how they ended (end event, idle, producer).",

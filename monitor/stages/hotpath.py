@@ -27,7 +27,7 @@ from monitor.stages.clock import PartitionClock
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.inputs import InputDecoder, JsonInput
+from monitor.stages.inputs import InputDecoder, JsonInput, UnknownFields
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Closed, Sessionizer
 from monitor.stages.totals import PartitionTotals
@@ -83,6 +83,7 @@ class HotPath:
         for kind in ("turn", "end"):  # series from zero, so increase() sees the first redelivery
             metrics.redelivered.labels(kind)
         self.decoder = decoder or JsonInput(max_event_bytes)
+        self.unknown_fields = UnknownFields(metrics)
         self.repeating_input = not isinstance(self.decoder, JsonInput)  # OTLP calls repeat the chat history
 
     def assign(self, owned: set[int], now: float) -> None:
@@ -94,8 +95,11 @@ class HotPath:
         self.totals.revoke(partitions)
         self.clock.forget(partitions)
 
-    def dead(self, raw: bytes | None, key: bytes | None, reason: str, detail: str, stage: str) -> DeadLetter:
-        return dead_letter(raw, key, reason=reason, detail=detail, stage=stage, max_bytes=self.max_request_bytes)
+    def dead(self, raw: bytes | None, key: bytes | None, reason: str, detail: str, stage: str, *,
+             problem: InvalidEvent | None = None) -> DeadLetter:
+        return dead_letter(raw, key, reason=reason, detail=detail, stage=stage, max_bytes=self.max_request_bytes,
+                           field=problem.field if problem else None,
+                           conversation_id=problem.conversation_id if problem else None)
 
     def ingest(self, batch: Sequence[Input], now: float) -> Outputs:
         out = Outputs()
@@ -104,13 +108,15 @@ class HotPath:
             self.clock.observe(item.partition, item.timestamp, now, caught_up=item.caught_up)
             at = self.clock.now(item.partition, now)  # the sessions' time: this partition's clock, not processing time
             try:
-                decoded = self.decoder.decode(item.value, rekeyed=item.rekeyed)
+                decoded = self.decoder.decode(item.value, rekeyed=item.rekeyed,
+                                              timestamp=item.timestamp if item.timestamp is not None else now)
             except InvalidEvent as exc:
-                out.dead.append(self.dead(item.value, item.key, exc.reason, exc.detail, "sessionize"))
+                out.dead.append(self.dead(item.value, item.key, exc.reason, exc.detail, "sessionize", problem=exc))
                 continue
             if decoded.problem is not None:
                 out.dead.append(self.dead(item.value, item.key, decoded.problem.reason, decoded.problem.detail,
-                                          "sessionize"))
+                                          "sessionize", problem=decoded.problem))
+            self.unknown_fields.count(decoded.unknown_fields)
             for event, raw in decoded.events:
                 cid = event.conversation_id
                 if item.key != cid.encode():  # one partition must own each conversation

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import orjson
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import decode_score
 from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import Settings
+from monitor.stages.deadletter import conversation_ref
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.hotpath import WEIGHT, HotPath, Input
@@ -96,3 +97,32 @@ def test_a_batch_re_delivered_after_it_closed_its_conversations_is_counted_not_d
                    for k in ("turn", "end")}
     assert redelivered == {"turn": 2, "end": 1}
     assert metrics.registry.get_sample_value("convmon_late_events_total", {"kind": "turn"}) == 1
+
+
+def test_unknown_fields_are_counted_by_a_bounded_name_and_the_event_kept() -> None:
+    hot, metrics = hot_path()
+    hot.unknown_fields.cap = 2
+    extra = {"user_id": "u-1", "content": "private words", "trace": "t", "bad name!": 1}
+    raw = orjson.dumps({"conversation_id": "k", "turn_index": 0, "role": "user", "text": "hi", **extra})
+    out = hot.ingest([Input(b"k", raw, 0), Input(b"k", end("k"), 0), Input(None, raw, 1)], now=1.0)
+    [(conversation, _)] = out.closed
+    assert conversation.metadata == {} and conversation.turns[0].timestamp == 1.0  # broker time fills in
+    value = metrics.registry.get_sample_value
+    assert value("convmon_input_unknown_fields_total", {"field": "user_id"}) == 2
+    assert value("convmon_input_unknown_fields_total", {"field": "content"}) == 2
+    assert value("convmon_input_unknown_fields_total", {"field": "other"}) == 4  # over the cap, or not a name
+    [(key, copy)] = out.rekey  # the re-keyed copy drops the ignored values and keeps the record's time
+    assert key == b"k" and b"private words" not in copy and orjson.loads(copy)["timestamp"] == 1.0
+    exposition = generate_latest(metrics.registry)
+    assert b"private words" not in exposition and b"u-1" not in exposition
+
+
+def test_a_schema_dead_letter_names_its_field_and_an_opaque_conversation_ref() -> None:
+    hot, _ = hot_path()
+    raw = orjson.dumps({"conversation_id": "secret-id", "turn_index": "0", "role": "user", "text": "hi"})
+    [letter] = hot.ingest([Input(None, raw, 0)], now=1.0).dead
+    headers = dict(letter.headers)
+    assert letter.reason == "invalid_schema" and letter.field == "turn_index"
+    assert headers["convmon-field"] == b"turn_index"
+    assert letter.ref.startswith("c:") and "secret" not in letter.ref
+    assert letter.ref == conversation_ref("secret-id")
