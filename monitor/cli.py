@@ -26,6 +26,7 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "distill": ("distill.cli", "Train, evaluate and publish distilled classifiers."),
     "bench": ("monitor.tools.bench.cli", "Accuracy and throughput benchmarks (JSON output)."),
     "models": ("distill.models_cli", "Prebuild local model files (the int8 ONNX MiniLM)."),
+    "dead-letters": ("monitor.tools.dead_letters", "Read the dead-letter topic: reason, field and detail of each."),
 }
 
 
