@@ -69,6 +69,16 @@ def _quiet_connect_errors(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith("Unable connect to")
 
 
+def _warn_unknown_environment() -> None:
+    """A misspelt CONVMON_* variable is otherwise ignored without a word."""
+    import os
+
+    from monitor.contracts.env_check import check_environment
+
+    for line in check_environment(os.environ):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
 def _logging(verbose: bool) -> None:
     from monitor.judge.logsafe import install_log_safety
 
@@ -101,6 +111,7 @@ def worker(verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE
     CONVMON_METRICS_HOST:CONVMON_METRICS_PORT. Workers never retrain: run one `convmon retrain`.
     """
     _logging(verbose)
+    _warn_unknown_environment()
     from monitor.runtime.worker import run_worker
 
     run_worker(load_settings(), loglevel="info" if verbose else "warn")
@@ -125,6 +136,7 @@ def retrain(
     if not verbose:
         logging.getLogger().setLevel(logging.WARNING)
         logging.getLogger("convmon").setLevel(logging.INFO)
+    _warn_unknown_environment()
     from monitor.runtime.retrainer import run_retrainer
 
     raise typer.Exit(run_retrainer(load_settings(), once=once))

@@ -26,6 +26,12 @@ class StreamMetrics:
             ["field"],
             registry=r,
         )
+        self.input_idle = Gauge(
+            "convmon_input_idle_seconds",
+            "Seconds since this worker last consumed an input record (or since its start): past "
+            "input_idle_warn_s it logs a warning naming the topic.",
+            registry=r,
+        )
         self.conversations = Counter(
             "convmon_conversations_finished",
             "Conversations finished by the sessionizer, by how they ended (end event, idle, producer).",
@@ -52,7 +58,8 @@ class StreamMetrics:
         )
         self.routed = Counter(
             "convmon_conversations_routed",
-            "Routing decisions: the judge slice (uniform or active learning) or distilled only.",
+            "Routing decisions, by route: sample (sent to the judge), not_sampled (distilled only), budget_exhausted, "
+            "unjudged (in the slice, but no judge endpoint is configured and it has no simulated truth).",
             ["route"],
             registry=r,
         )

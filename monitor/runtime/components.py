@@ -75,7 +75,8 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
     hot = HotPath(sessionizer, dedup, totals, pipeline.exporter, pipeline.metrics, pipeline.rubric,
                   max_event_bytes=s.max_event_bytes, max_request_bytes=s.max_request_bytes,
                   sample_rate=s.sample_rate, policy=pipeline.policy,
-                  decoder=build_input(s.otel, s.metrics, pipeline.metrics, max_event_bytes=s.max_event_bytes))
+                  decoder=build_input(s.otel, s.metrics, pipeline.metrics, max_event_bytes=s.max_event_bytes),
+                  judge_configured=s.judge_configured)
     judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, totals, pipeline.exporter, pipeline.metrics,
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
                        clock=time.time)

@@ -66,7 +66,8 @@ class HotPath:
     def __init__(self, sessions: Sessionizer, dedup: DedupWindow, totals: PartitionTotals, exporter: Exporter,
                  metrics: Metrics, rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int,
                  sample_rate: float, policy: InclusionPolicy | None = None,
-                 decoder: InputDecoder | None = None, clock: PartitionClock | None = None) -> None:
+                 decoder: InputDecoder | None = None, clock: PartitionClock | None = None,
+                 judge_configured: bool = True) -> None:
         self.sessions = sessions
         self.clock = clock or PartitionClock()  # idle expiry and lateness in each partition's time (stages/clock.py)
         self.dedup = dedup
@@ -84,6 +85,10 @@ class HotPath:
             metrics.redelivered.labels(kind)
         self.decoder = decoder or JsonInput(max_event_bytes)
         self.unknown_fields = UnknownFields(metrics)
+        # Without a judge endpoint only `convmon simulate`'s conversations can be judged (their simulated truth):
+        # the rest of the slice is counted as route="unjudged", not sent to die as judge dead letters.
+        self.judge_configured = judge_configured
+        metrics.judge_configured.set(1 if judge_configured else 0)
         self.repeating_input = not isinstance(self.decoder, JsonInput)  # OTLP calls repeat the chat history
 
     def assign(self, owned: set[int], now: float) -> None:
@@ -173,6 +178,9 @@ class HotPath:
                     records: Sequence[ScoreRecord] = ()) -> list[Send]:
         """The conversations whose draw falls under their pi(x), as judge-topic records carrying pi and 1/pi.
 
+        With no judge endpoint configured, a sampled conversation without simulated truth is counted as
+        ``unjudged`` (``convmon_conversations_routed_total{route="unjudged"}``) and not sent.
+
         ``records`` are the distilled scores of this batch (none while no model is live): their
         uncertainty raises pi. ``boost=False`` (budget pacing) keeps pi at the hash rate, and that is the
         pi recorded. An exhausted budget sends nothing (counted as ``budget_exhausted``).
@@ -190,6 +198,9 @@ class HotPath:
                                           model_version=record.model_version if record else None)
             if not decision.judge:
                 decisions["not_sampled"] += 1
+                continue
+            if not self.judge_configured and conversation.simulated_truth is None:
+                decisions["unjudged"] += 1
                 continue
             if not judge_accepting:
                 decisions["budget_exhausted"] += 1

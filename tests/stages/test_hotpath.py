@@ -20,7 +20,7 @@ from tests.stages.memstore import MemStore
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
 
 
-def hot_path(sample_rate: float = 0.5) -> tuple[HotPath, Metrics]:
+def hot_path(sample_rate: float = 0.5, *, judge_configured: bool = True) -> tuple[HotPath, Metrics]:
     metrics = Metrics(CollectorRegistry())
     sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
@@ -28,7 +28,8 @@ def hot_path(sample_rate: float = 0.5) -> tuple[HotPath, Metrics]:
     totals = PartitionTotals(counts, metrics.partition_families)
     dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
     hot = HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
-                  max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=sample_rate)
+                  max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=sample_rate,
+                  judge_configured=judge_configured)
     hot.assign({0, 1, 2, 3}, now=0.0)
     return hot, metrics
 
