@@ -1,14 +1,18 @@
-"""The ``convmon`` command line. Settings are built here, once, and passed down."""
+"""The ``convmon`` command line. Settings are built here, once, and passed down.
+
+`convmon --help` must answer in well under 0.2 s of CPU: this module imports only typer and rich at the
+top; settings (pydantic-settings), asyncio and every command's code are imported inside the command
+(tests/cli/test_cli_surface.py checks what `import monitor.cli` loads).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import logging
-import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
@@ -16,7 +20,18 @@ from typer._click.core import Command, Context  # typer vendors click; its own t
 from typer.core import TyperGroup
 
 from monitor.contracts.errors import ConfigError, ConvmonError
-from monitor.contracts.settings import load_settings
+
+if TYPE_CHECKING:
+    from monitor.contracts.settings import Settings
+
+T = TypeVar("T")
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """The settings, imported on first use: pydantic-settings alone is a third of a second of CPU."""
+    from monitor.contracts.settings import load_settings as load
+
+    return load(**overrides)
 
 # Sub-apps are imported only when named on the command line: they pull in torch, scikit-learn and
 # the judge client, and `convmon --help` or a one-line error must not wait seconds for that.
@@ -47,6 +62,12 @@ class LazyGroup(TyperGroup):
         if args and args[0] in LAZY_SUBCOMMANDS:
             return args[0], load_subcommand(args[0]), args[1:]
         return super().resolve_command(ctx, args)
+
+
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    import asyncio
+
+    return asyncio.run(coroutine)
 
 
 def load_subcommand(name: str) -> Command:
@@ -93,6 +114,8 @@ def _logging(verbose: bool) -> None:
 def broker(port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 9092,
            host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1") -> None:
     """Run the embedded Tansu broker until Ctrl-C or SIGTERM, which stop it too (development and demos only)."""
+    import signal
+
     from monitor.runtime.broker import EmbeddedBroker, serve_until_signalled
 
     signum = serve_until_signalled(EmbeddedBroker(host=host, port=port), on_ready=lambda b: console.print(
@@ -166,7 +189,7 @@ def simulate(
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     plan = SimulationPlan(rate=rate, duration_s=duration, turn_gap_s=turn_gap, dsat_spike_at_s=dsat_spike_at,
                           spike_factor=spike_factor, idle_fraction=idle_fraction, seed=seed)
-    stats = asyncio.run(run(settings, rubric, plan))
+    stats = _run(run(settings, rubric, plan))
     console.print(f"produced {stats.events} events for {stats.conversations} conversations "
                   f"({stats.spiked_conversations} during the DSAT spike) to {settings.topic('events')}")
 
@@ -179,7 +202,7 @@ def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL
 
     settings = load_settings()
     replayed = read_dataset(path)
-    asyncio.run(produce_events(settings.kafka, replayed.events))
+    _run(produce_events(settings.kafka, replayed.events))
     skipped = f" (left out {replayed.empty_utterances} empty utterances)" if replayed.empty_utterances else ""
     console.print(f"replayed {len(replayed.events)} events from {path} to {settings.topic('events')}{skipped}")
 
@@ -246,7 +269,7 @@ def topics_create() -> None:
     from monitor.runtime.topics import convmon_topics, create_topics
 
     settings = load_settings()
-    created = asyncio.run(create_topics(settings.kafka))
+    created = _run(create_topics(settings.kafka))
     for name in created:
         print(f"created {name}")
     print(f"{len(created)} created, {len(convmon_topics(settings.kafka)) - len(created)} already existed "
@@ -259,7 +282,7 @@ def topics_check() -> None:
     from monitor.runtime.topics import check_topics, convmon_topics
 
     settings = load_settings()
-    problems = asyncio.run(check_topics(settings.kafka))
+    problems = _run(check_topics(settings.kafka))
     for line in problems:
         print(line)
     if problems:

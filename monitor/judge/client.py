@@ -17,10 +17,9 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import openai
 
 from monitor.contracts.errors import JudgeError, JudgeUnavailable
 from monitor.contracts.metrics import Metrics
@@ -38,6 +37,9 @@ from monitor.judge.completion import (
 )
 from monitor.judge.ledger import BudgetLedger
 from monitor.judge.ratelimit import RateLimiter
+
+if TYPE_CHECKING:  # the openai package (its types: ~1 s of CPU) is imported when a client is made
+    import openai
 
 log = logging.getLogger(__name__)
 _MAX_RETRY_AFTER_S = 300.0
@@ -75,6 +77,8 @@ class JudgeClient:
 
     @staticmethod
     def _make_openai(settings: JudgeSettings, http_client: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
+        import openai
+
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unused"
         common: dict[str, Any] = {
             "api_key": key, "max_retries": 0, "timeout": settings.judge_timeout_s, "http_client": http_client
@@ -125,6 +129,8 @@ class JudgeClient:
         return await self._with_retries(request, prompt_bound(messages, request.get("response_format")))
 
     async def _with_retries(self, request: dict[str, Any], bound: int) -> Completion:
+        import openai  # loaded by _make_openai already: a dictionary look-up
+
         model = request["model"]
         tokens = bound + request["max_tokens"]
         attempts = self.settings.judge_max_retries + 1
