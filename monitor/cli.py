@@ -195,13 +195,18 @@ def simulate(
 
 
 @app.command()
-def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL event file.")]) -> None:
+def replay(
+    path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL event file.")],
+    relative_time: Annotated[bool, typer.Option(
+        "--relative-time", help="Drop the file's own event times: each event takes the time it is produced, so "
+                                "an old data set is scored as live traffic (score delay, idle timeouts).")] = False,
+) -> None:
     """Produce a dataset file as events, in original turn order, to CONVMON_BROKER_URL."""
     from monitor.runtime.produce import produce_events
     from monitor.tools.replay import read_dataset
 
     settings = load_settings()
-    replayed = read_dataset(path)
+    replayed = read_dataset(path, relative_time=relative_time)
     _run(produce_events(settings.kafka, replayed.events))
     skipped = f" (left out {replayed.empty_utterances} empty utterances)" if replayed.empty_utterances else ""
     console.print(f"replayed {len(replayed.events)} events from {path} to {settings.topic('events')}{skipped}")
