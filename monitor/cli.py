@@ -128,7 +128,7 @@ def worker(verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE
     """Run all agents (sessionize, route, judge, classify, export, label sink) and serve /metrics.
 
     Settings come from CONVMON_* environment variables or convmon.toml in the working directory
-    (every one is listed in the README): CONVMON_BROKER_URL and the CONVMON_KAFKA_* SASL/TLS settings,
+    (every one is listed in docs/settings.md): CONVMON_BROKER_URL and the CONVMON_KAFKA_* SASL/TLS settings,
     OPENAI_API_KEY / OPENAI_BASE_URL for the judge, CONVMON_LABEL_STORE_URL, CONVMON_MODEL_REGISTRY.
     Serves /metrics, /healthz (liveness) and /readyz (joined the consumer group) on
     CONVMON_METRICS_HOST:CONVMON_METRICS_PORT. Workers never retrain: run one `convmon retrain`.

@@ -16,7 +16,7 @@ from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import KafkaSettings, Settings
 from monitor.runtime.delivery import GuardedTransport
 
-# `conversations` and `sessions-control` are gone since the hot path runs in one agent (see the README).
+# `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md, issue #18).
 TOPIC_NAMES = ("events", "judge", "scores", "labels", "dead-letters")
 
 

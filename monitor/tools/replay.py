@@ -8,7 +8,7 @@ Formats:
   becomes the end event's CSAT feedback. Empty utterances are left out of the events (an event needs
   text) and counted in :attr:`Replay.empty_utterances`.
 * **JSONL** (``*.jsonl``): one JSON object per line, each a turn event, an end event or a whole
-  conversation, exactly as on the input topic (see the README, "Input events").
+  conversation, exactly as on the input topic (docs/input.md).
 
 Every line is validated before anything is produced; errors name the file, line and field.
 
