@@ -115,6 +115,10 @@ def test_the_quickstart_blocks_parse_as_expected() -> None:
 def test_the_readme_quickstart_ends_with_rates_and_distilled_scores(session: Session) -> None:
     metrics = f"http://127.0.0.1:{session.ports['9100']}/metrics"
     outputs: list[str] = []
+
+    def scored(scorer: str) -> float:
+        return total(scrape(metrics), "convmon_conversations_scored_total", scorer=scorer)
+
     for lang, code in quickstart_blocks():
         first = code.splitlines()[0]
         if lang == "python":
@@ -132,20 +136,19 @@ def test_the_readme_quickstart_ends_with_rates_and_distilled_scores(session: Ses
                 wait_until(lambda p=proc: p.poll() is None and httpx.get(metrics, timeout=1).status_code == 200, 120,
                            message=f"the worker's /metrics\n{session.log(name)}")
         else:
-            if "curl" in code and "retrain" not in code:  # the reader looks once the judge has scored
-                wait_until(lambda: total(scrape(metrics), "convmon_conversations_scored_total", scorer="llm") >= 151,
-                           120, interval=2, message=f"151 judged conversations\n{session.log('the-worker')}")
+            if "curl" in code and "distilled" not in code:  # the reader looks once the judge has scored
+                wait_until(lambda: scored("llm") >= 151, 120, interval=2,
+                           message=f"151 judged conversations\n{session.log('the-worker')}")
+            if "curl" in code and "distilled" in code:  # ... and once the second send.py has been classified
+                wait_until(lambda: scored("distilled") >= 150 and scored("llm") >= SENT, 120, interval=2,
+                           message=f"the second send.py scored by both scorers\n{session.log('the-worker')}")
             if "convmon retrain --once" in code:  # ... and retrains once the labels are stored
                 wait_until(lambda: _labels(session.cwd) >= 151, 60, interval=2, message="151 stored labels")
             outputs.append(session.run(code))
 
     joined = "\n".join(outputs)
     assert 'convmon_rubric_verdicts_total{' in joined and 'scorer="llm"' in joined
-    def scored(scorer: str) -> float:
-        return total(scrape(metrics), "convmon_conversations_scored_total", scorer=scorer)
-
-    wait_until(lambda: scored("distilled") >= 150 and scored("llm") >= SENT, 120, interval=2,
-               message=f"the second send.py scored by both scorers\n{session.log('the-worker')}")
+    assert 'scorer="distilled"' in outputs[-1]  # the last block, as the reader sees it
     samples = scrape(metrics)
     judged = by_label(samples, "convmon_rubric_verdicts_total", "rubric", scorer="llm", verdict="yes")
     assert judged.get("sat.gratitude", 0) >= 10 and judged.get("dsat.negative_feedback", 0) >= 10

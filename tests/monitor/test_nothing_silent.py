@@ -3,12 +3,18 @@ each said in one line and exported."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import orjson
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.env_check import check_environment, known_variables, unknown_variables
 from monitor.contracts.metrics import Metrics
-from monitor.contracts.settings import Settings
+from monitor.contracts.settings import REPO_ROOT, Settings
+from monitor.runtime.broker import free_port
 from monitor.runtime.input_watch import InputWatch
 from monitor.runtime.worker import NO_JUDGE, start_lines
 from monitor.stages.hotpath import Input
@@ -64,3 +70,16 @@ def test_an_empty_input_is_reported_once_and_its_return_too() -> None:
     now[0] = 210.0
     metrics.events.labels("turn").inc()
     assert watch.check() is None and metrics.registry.get_sample_value("convmon_input_idle_seconds") == 0.0
+
+
+def test_the_worker_command_reports_a_misspelt_variable_before_anything_else(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
+    env |= {"PYTHONPATH": str(REPO_ROOT), "CONVMON_SAMPLE_RATIO": "0.5", "COLUMNS": "200",
+            "CONVMON_BROKER_URL": f"kafka://127.0.0.1:{free_port()}"}  # nothing listens: it stops right after
+    result = subprocess.run([sys.executable, "-m", "monitor.cli", "worker"], capture_output=True, text=True,
+                            timeout=120, env=env, cwd=tmp_path)
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2
+    assert lines[0] == ("warning: CONVMON_SAMPLE_RATIO is not a convmon setting and is ignored; did you mean "
+                        "CONVMON_SAMPLE_RATE?")
+    assert lines[1].startswith("error: cannot reach Kafka at")
