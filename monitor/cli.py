@@ -42,6 +42,7 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("monitor.tools.bench.cli", "Accuracy and throughput benchmarks (JSON output)."),
     "models": ("distill.models_cli", "Prebuild local model files (the int8 ONNX MiniLM)."),
     "dead-letters": ("monitor.tools.dead_letters", "Read the dead-letter topic: reason, field and detail of each."),
+    "judge": ("monitor.judge.check_cli", "Check the configured judge endpoint (`judge check`)."),
 }
 
 

@@ -120,6 +120,7 @@ class CachingClient:
         *,
         model: str | None = None,
         response_format: dict[str, Any] | None = None,
+        plain_format: dict[str, Any] | None = None,
         logprobs: bool = False,
         top_logprobs: int | None = None,
         max_tokens: int | None = None,
@@ -131,18 +132,22 @@ class CachingClient:
         if hit is not None:
             self.stats.hits += 1
             return Completion(text=hit["text"], model=model, finish_reason=hit.get("finish_reason"), usage=Usage(),
-                              cost_usd=0.0, latency_s=0.0, structured=bool(hit.get("structured")))
+                              cost_usd=0.0, latency_s=0.0, structured=bool(hit.get("structured")),
+                              top_logprobs=[[(str(t), float(p)) for t, p in token]
+                                            for token in hit.get("top_logprobs") or []])
         if self.client is None:
             raise ConfigError("an LLM call is not in the cache and no judge endpoint is configured: set "
                               "OPENAI_API_KEY / OPENAI_BASE_URL (or CONVMON_OPENAI_*)")
         completion = await self.client.complete(messages, model=model, response_format=response_format,
-                                                logprobs=logprobs, top_logprobs=top_logprobs, max_tokens=max_tokens)
+                                                plain_format=plain_format, logprobs=logprobs,
+                                                top_logprobs=top_logprobs, max_tokens=max_tokens)
         self.stats.calls += 1
         self.stats.cost_usd += completion.cost_usd
         self.stats.usage += completion.usage
         if not completion.cut_off:  # a cut-off answer is not worth replaying
             self.cache.put(key, {"text": completion.text, "finish_reason": completion.finish_reason,
                                  "structured": completion.structured, "usage": completion.usage.as_dict(),
+                                 "top_logprobs": [[list(alt) for alt in token] for token in completion.top_logprobs],
                                  "cost_usd": completion.cost_usd, "model": completion.response_model or model})
         return completion
 

@@ -153,7 +153,8 @@ def _check_scorable(rubric: RubricSet) -> None:
 def evaluate(
     labeled: Labeled,
     sets: Annotated[list[str], typer.Option("--set", help="Rubric set name or YAML path; repeat to compare.")],
-    mode: Annotated[str, typer.Option(help="Judge mode for scoring: spur or likert.")] = "spur",
+    mode: Annotated[str, typer.Option(help="Judge mode for scoring: spur, likert or logprobs (an item scores "
+                                             "10 x P(yes) from the first token's top logprobs).")] = "spur",
     model: Model = None,
     positive: Annotated[str, typer.Option(help="Positive class for precision/recall/F1: sat or dsat.")] = "sat",
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for 95% CIs (0: none).")] = 1000,
@@ -170,8 +171,9 @@ def evaluate(
     import numpy as np
 
     with errors():
-        if mode not in ("spur", "likert") or positive not in ("sat", "dsat"):
-            raise RubricError(f"--mode must be spur or likert and --positive sat or dsat; got {mode!r}, {positive!r}")
+        if mode not in ("spur", "likert", "logprobs") or positive not in ("sat", "dsat"):
+            raise RubricError(f"--mode must be spur, likert or logprobs and --positive sat or dsat; got {mode!r}, "
+                              f"{positive!r}")
         settings = _settings()
         data, _ = load_labeled(labeled, limit=limit)
         rubrics = [load_rubric_set(s, settings.prompts_dir) for s in sets]

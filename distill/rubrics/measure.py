@@ -31,13 +31,15 @@ from monitor.contracts.errors import JudgeResponseError
 from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricItem, RubricSet
+from monitor.contracts.scores import ItemResult
 from monitor.contracts.sections import JudgeSettings, RubricSettings
 from monitor.judge.gather import gather_or_cancel
 from monitor.judge.likert import LikertScorer
+from monitor.judge.logprobs import LogprobsScorer
 from monitor.judge.redact import Redactor
 from monitor.judge.spur import SpurScorer
 
-Mode = Literal["spur", "likert"]
+Mode = Literal["spur", "likert", "logprobs"]
 METRICS = ("accuracy", "precision", "recall", "f1", "delta_netsat", "yield_at_0.9")
 
 
@@ -50,7 +52,9 @@ async def score_matrix(
 
     ``failures`` counts why rows are NaN (the judge's error, e.g. "missing items ..."), for the summary.
     """
-    scorer_cls = {"spur": SpurScorer, "likert": LikertScorer}[mode]
+    scorers: dict[str, type[SpurScorer | LikertScorer | LogprobsScorer]] = {
+        "spur": SpurScorer, "likert": LikertScorer, "logprobs": LogprobsScorer}
+    scorer_cls = scorers[mode]
     scorer = scorer_cls(judge, rubrics, llm, Metrics(CollectorRegistry()), items,  # type: ignore[arg-type]
                         model=model)
     redactor = Redactor.from_settings(judge)
@@ -66,12 +70,20 @@ async def score_matrix(
         else:
             out[row] = 0.0
             for result in scored.items:
-                out[row, column[result.item_id]] = result.score or 0.0
+                out[row, column[result.item_id]] = item_score(result)
         if on_done is not None:
             on_done()
 
     await gather_or_cancel(one(i, c) for i, c in enumerate(conversations))
     return out
+
+
+def item_score(result: ItemResult) -> float:
+    """An item's score on the 0-10 scale the metrics use: the judge's score (SPUR, Likert), or ten times
+    P(yes) in logprobs mode, which gives a probability and no score."""
+    if result.score is None and result.probability is not None:
+        return 10.0 * result.probability
+    return result.score or 0.0
 
 
 def signs_of(items: list[RubricItem]) -> np.ndarray:

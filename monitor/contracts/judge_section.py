@@ -6,11 +6,14 @@ Part of :class:`monitor.contracts.settings.Settings` like the others in :mod:`mo
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from monitor.contracts.setting_values import DEFAULT_PRICES, StringList
+
+# What judge_profile=local changes (docs/judge.md): one request at a time, long calls, no retry of a timeout.
+LOCAL_PROFILE: dict[str, Any] = {"judge_concurrency": 1, "judge_timeout_s": 600.0, "judge_retry_timeouts": False}
 
 
 class JudgeSettings(BaseModel):
@@ -42,7 +45,8 @@ class JudgeSettings(BaseModel):
     # in order); international +CC numbers are redacted whatever this says.
     pii_phone_regions: StringList = Field(default_factory=lambda: ["US"])
     # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
-    # to free text by itself on a 400), answer length cap, sampling temperature, retry backoff.
+    # down to a plain schema, then free text, when the endpoint refuses it: monitor/judge/formats.py), answer length
+    # cap, sampling temperature, retry backoff.
     judge_structured_output: bool = True
     judge_max_output_tokens: int = Field(default=1500, ge=16)
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
@@ -56,6 +60,39 @@ class JudgeSettings(BaseModel):
     # monitor.judge.strict.MAX_EXPLANATION characters), sent out as gen_ai.evaluation.explanation and kept in the
     # label store, both redacted. Off by default: it adds output tokens to every judge call.
     judge_explanations: bool = False
+    # Issue #37: real and local OpenAI-compatible servers (docs/judge.md).
+    judge_profile: Literal["hosted", "local"] = Field(
+        default="hosted",
+        description="Defaults for the kind of endpoint: 'local' (llama.cpp llama-server, Ollama, vLLM on one box) "
+        "means judge_concurrency=1, judge_timeout_s=600, judge_retry_timeouts=false; settings given explicitly "
+        "still win.",
+    )
+    judge_retry_timeouts: bool = Field(
+        default=True,
+        description="Retry a judge call that timed out. Off for single-stream local servers, which keep computing "
+        "an abandoned request while the retry queues behind it.",
+    )
+    judge_repair_prompt: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="Send one repair prompt after an unusable answer: 'auto' only when judge_temperature > 0 (at "
+        "temperature 0 a model mostly repeats itself, so the prompt is pure cost), 'always', or 'never'.",
+    )
+    # Issue #34: judge answers padded to 60 MB were read and parsed whole.
+    judge_max_answer_bytes: int = Field(
+        default=1_048_576, ge=4096,
+        description="Largest judge HTTP answer read, in bytes (checked on Content-Length and while reading); a "
+        "larger one is dropped unread and the conversation dead-lettered judge_answer_too_large. Tokens are capped "
+        "by judge_max_output_tokens: an answer reporting more completion tokens than asked for is refused too.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_profile(cls, data: Any) -> Any:
+        """The profile's defaults for the settings not given explicitly."""
+        if isinstance(data, dict) and data.get("judge_profile") == "local":
+            for name, value in LOCAL_PROFILE.items():
+                data.setdefault(name, value)
+        return data
 
     @model_validator(mode="after")
     def _check_explanations(self) -> Self:

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from monitor.contracts.metrics_judge import JudgeMetrics
 from monitor.contracts.metrics_models import ModelMetrics
+from monitor.contracts.metrics_otel import OtelMetrics
 from monitor.contracts.metrics_scores import ScoreMetrics
 from monitor.contracts.metrics_stream import StreamMetrics
 from monitor.contracts.rubric_set import RubricSet
@@ -53,9 +54,9 @@ def partition_families(dimensions: tuple[str, ...]) -> dict[str, PartitionFamily
     }
 
 
-class Metrics(StreamMetrics, ScoreMetrics, JudgeMetrics, ModelMetrics):
+class Metrics(StreamMetrics, ScoreMetrics, JudgeMetrics, ModelMetrics, OtelMetrics):
     """Every metric a worker exports, as attributes (``metrics.scored``, ``metrics.judge_spend``, ...); declared
-    by area in the four base classes, on one registry."""
+    by area in the base classes, on one registry."""
 
     def __init__(self, registry: CollectorRegistry, *, dimensions: tuple[str, ...] = ()) -> None:
         self.registry = registry
@@ -66,6 +67,7 @@ class Metrics(StreamMetrics, ScoreMetrics, JudgeMetrics, ModelMetrics):
         ScoreMetrics.__init__(self, registry, dims)
         JudgeMetrics.__init__(self, registry)
         ModelMetrics.__init__(self, registry)
+        OtelMetrics.__init__(self, registry)
 
     def init_rubric(self, rubric: RubricSet, scorers: tuple[str, ...] = ("llm", "distilled")) -> None:
         """Create every item's series at zero so rates exist before the first verdict."""

@@ -93,3 +93,20 @@ class JudgeMetrics:
             "conversations can be judged and the rest of the judge slice is routed as unjudged.",
             registry=r,
         )
+        # --- real servers (issue #37) and answer size (issue #34) ---------------------------------------------
+        self.judge_structured_fallback = Gauge(
+            "convmon_judge_structured_fallback",
+            "The answer format this worker uses with an endpoint (host:port) and model, as learned from its "
+            "refusals: 0 = JSON schema with the answer rules, 1 = plain JSON schema, 2 = free text (the endpoint "
+            "refused response_format, or judge_structured_output is off).",
+            ["endpoint", "model"],
+            registry=r,
+        )
+        self.judge_answers_too_large = Counter(
+            "convmon_judge_answers_too_large",
+            "Judge answers refused unread for their size, by limit (bytes: judge_max_answer_bytes; tokens: more "
+            "completion tokens than the request's max_tokens); the conversation is dead-lettered "
+            "judge_answer_too_large.",
+            ["limit"],
+            registry=r,
+        )

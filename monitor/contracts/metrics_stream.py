@@ -155,6 +155,19 @@ class StreamMetrics:
         self.consumer_lag = Gauge(
             "convmon_consumer_lag_messages", "Messages behind the log end, per topic.", ["topic"], registry=r
         )
+        # --- partition layout (runtime/layout.py): read once at start ---------------------------------------
+        self.input_partitions = Gauge(
+            "convmon_input_partitions",
+            "Partitions of the input topic (CONVMON_INPUT_TOPIC), read at start. When it differs from "
+            "convmon_internal_topic_partitions every input event is forwarded through the re-keyed topic.",
+            registry=r,
+        )
+        self.internal_partitions = Gauge(
+            "convmon_internal_topic_partitions",
+            "Partitions of convmon's own topics (CONVMON_TOPIC_PARTITIONS): re-keyed events, judge, scores, "
+            "labels, dead letters and the state changelogs.",
+            registry=r,
+        )
         self.partition_lag = Gauge(
             "convmon_consumer_partition_lag_messages",
             "Messages behind the log end, per partition this worker owns (removed when it loses the partition).",

@@ -7,6 +7,7 @@ lives in :mod:`monitor.contracts.judge_section` and is importable from here too.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal, Self
 
@@ -14,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from monitor.contracts.judge_section import JudgeSettings
 from monitor.contracts.setting_values import REPO_ROOT, RETRAIN_OFF, SCORERS, ScorerList, StringList
+
+KAFKA_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's own rule (clients/.../internals/Topic.java)
 
 __all__ = ["DistillSettings", "DriftSettings", "JudgeSettings", "KafkaSettings", "MetricsSettings", "OtelSettings",
            "RubricSettings", "StreamSettings"]
@@ -35,12 +38,24 @@ class KafkaSettings(BaseModel):
     app_id: str = "convmon"
     topic_prefix: str = "convmon."
     topic_partitions: int = Field(default=4, ge=1)
+    input_topic: str | None = Field(default=None, description=(
+        "The topic convmon reads its input from (any partition count); convmon only reads it. Unset: "
+        "<topic_prefix>events, which convmon creates if missing, as before. Any other topic must exist "
+        "(created by its producer, e.g. the OpenTelemetry Collector's otlp_spans)."))
     # Topics created by workers or `convmon topics create` (monitor/runtime/topics.py): replication, and how
     # long the input, the scores and the dead letters are kept (changelogs are compacted instead).
     topic_replication: int = Field(default=1, ge=1)
     retention_events_s: float = Field(default=7 * 86400.0, ge=1)
     retention_scores_s: float = Field(default=30 * 86400.0, ge=1)
     retention_dead_letters_s: float = Field(default=30 * 86400.0, ge=1)
+
+    @field_validator("input_topic")
+    @classmethod
+    def _kafka_topic_name(cls, value: str | None) -> str | None:
+        if value is not None and (not KAFKA_TOPIC_NAME.fullmatch(value) or value in (".", "..")):
+            raise ValueError(f"{value!r} is not a Kafka topic name: 1-249 characters of a-z, A-Z, 0-9, '.', "
+                             "'_' and '-', not '.' or '..'")
+        return value
 
     @model_validator(mode="after")
     def _check_security(self) -> Self:
@@ -56,6 +71,16 @@ class KafkaSettings(BaseModel):
     def topic(self, name: str) -> str:
         """Full topic name for a stage (``events``, ``scores``, ``dead-letters``, ...)."""
         return f"{self.topic_prefix}{name}"
+
+    @property
+    def input_topic_name(self) -> str:
+        """The topic read as input: ``input_topic``, or convmon's own ``<prefix>events``."""
+        return self.input_topic or self.topic("events")
+
+    @property
+    def owns_input_topic(self) -> bool:
+        """Whether the input is convmon's own ``<prefix>events`` (created by convmon), not a producer's topic."""
+        return self.input_topic_name == self.topic("events")
 
 
 class StreamSettings(BaseModel):
@@ -235,9 +260,43 @@ class OtelSettings(BaseModel):
     # Verdicts as OTLP log events through the OpenTelemetry SDK (endpoint etc. from the standard OTEL_* variables).
     otel_evaluation_events: bool = False
     otel_evaluation_scorers: ScorerList = Field(default_factory=lambda: list(SCORERS))
+    otel_evaluation_queue_size: int = Field(
+        default=8192, ge=1, le=1_000_000,
+        description="Evaluation events held while the OTLP endpoint is slow or down (in place of "
+                    "OTEL_BLRP_MAX_QUEUE_SIZE); further events are dropped and counted in "
+                    "convmon_evaluation_events_total{outcome=\"queue_full\"}. About 400 conversations of 20 items.")
+
+    # Content by reference (gen_ai.input.messages_ref / gen_ai.output.messages_ref; monitor/stages/content_refs.py)
+    otlp_content_resolver: str | None = Field(
+        default=None,
+        description="Fetch messages that spans carry by reference: unset (off), 'http' (the URL template below) or "
+                    "'package.module:factory' (a resolver of your own, called with these settings).")
+    otlp_content_url_template: str | None = Field(
+        default=None,
+        description="URL to GET a reference's messages from, with {ref} (the whole reference, percent-encoded), "
+                    "{bucket} (its host part) and {key} (its path), e.g. https://content.internal/{bucket}/{key}.")
+    otlp_content_allowed_hosts: StringList = Field(
+        default_factory=list, description="Hosts the content URLs may name (exact names); required with 'http'.")
+    otlp_content_authorization: SecretStr | None = Field(
+        default=None, description="Authorization header value sent to the content store (never taken from spans).")
+    otlp_content_timeout_s: float = Field(default=5.0, gt=0, le=60,
+                                          description="Timeout of one content fetch, seconds.")
+    otlp_content_max_bytes: int = Field(default=1 << 20, ge=1024, le=64 << 20,
+                                        description="Largest content fetched for one reference, bytes.")
+    otlp_content_cache_size: int = Field(default=1024, ge=0, le=1_000_000,
+                                         description="References whose content is kept (least recently used out).")
 
     @model_validator(mode="after")
     def _check_otel(self) -> Self:
         if any(not a.strip() for a in self.otlp_conversation_attributes):
             raise ValueError("otlp_conversation_attributes: empty attribute name")
+        name = self.otlp_content_resolver
+        if name == "http":
+            template = self.otlp_content_url_template or ""
+            if not any(p in template for p in ("{ref}", "{key}")):
+                raise ValueError("otlp_content_resolver=http needs otlp_content_url_template with {ref} or {key}")
+            if not self.otlp_content_allowed_hosts:
+                raise ValueError("otlp_content_resolver=http needs otlp_content_allowed_hosts (the content store)")
+        elif name is not None and not (":" in name and all(name.partition(":")[::2])):
+            raise ValueError(f"otlp_content_resolver={name!r}: expected 'http' or 'package.module:factory'")
         return self

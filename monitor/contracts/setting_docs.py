@@ -95,7 +95,9 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
       'sampling temperature')),
     (('CONVMON_JUDGE_STRUCTURED_OUTPUT',),
      '`true`',
-     'ask for JSON-schema answers; an endpoint that refuses (HTTP 400) is asked in free text from then on'),
+     ('ask for JSON-schema answers (with the Y ⇒ 1–10 / N ⇒ 0 rule); an endpoint that refuses (400, 422, or a 5xx '
+      'naming `response_format`) is asked with the plain schema, then in free text, remembered per model '
+      '(`convmon_judge_structured_fallback`) ([judge.md](judge.md))')),
     (('CONVMON_JUDGE_PRICES',),
      'gpt-4o-mini, gpt-4o, gpt-4.1(-mini)',
      ('USD per million tokens, JSON `{"model": [input, output]}`, replacing the defaults; a model matches '

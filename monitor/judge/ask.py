@@ -60,13 +60,19 @@ async def ask_with_repair(
     scored: Scored,
     model: str | None = None,
     response_format: dict[str, Any] | None = None,
+    plain_format: dict[str, Any] | None = None,
+    repair_prompt: bool = True,
 ) -> list[ItemResult]:
-    completion = await client.complete(messages, model=model, response_format=response_format)
+    completion = await client.complete(messages, model=model, response_format=response_format,
+                                       plain_format=plain_format)
     scored.add(completion)
     try:
         return _parse(completion, items, parse)
     except JudgeResponseError as err:
         metrics.judge_parse_failures.inc()
+        if not repair_prompt:
+            metrics.judge_repairs.labels("skipped").inc()
+            raise
         problems = list(getattr(err, "problems", [str(err)]))
     repair = render(
         prompts_dir,
@@ -81,7 +87,7 @@ async def ask_with_repair(
         {"role": "assistant", "content": completion.text[:_MAX_ECHO_CHARS]},
         {"role": "user", "content": repair},
     ]
-    completion = await client.complete(retry, model=model, response_format=response_format)
+    completion = await client.complete(retry, model=model, response_format=response_format, plain_format=plain_format)
     scored.add(completion)
     scored.repaired = True
     try:
@@ -115,7 +121,7 @@ class ModeScorer(ABC):
     async def ask(
         self, system: str, user: str, scored: Scored, *, items: list[RubricItem],
         parse: Callable[[str, list[RubricItem]], list[ItemResult]], answer_format: str,
-        response_format: dict[str, Any] | None,
+        response_format: dict[str, Any] | None, plain_format: dict[str, Any] | None = None,
     ) -> list[ItemResult]:
         """One system + user question about ``items``, through :func:`ask_with_repair`."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -123,9 +129,13 @@ class ModeScorer(ABC):
             self.client, messages, items=items, parse=self.reader(parse, response_format),
             answer_format=answer_format,
             prompts_dir=self.rubrics.prompts_dir, metrics=self.metrics, scored=scored, model=self.model,
-            response_format=response_format,
+            response_format=response_format, plain_format=plain_format, repair_prompt=self.repairs(),
         )
 
+    def repairs(self) -> bool:
+        """Whether an unusable answer gets a repair prompt (``judge_repair_prompt``; 'auto': not at temperature 0)."""
+        mode = self.judge.judge_repair_prompt
+        return mode == "always" or mode == "auto" and self.judge.judge_temperature > 0
 
     def reader(self, parse: Parse, response_format: dict[str, Any] | None) -> Parse:
         """How answers are read (``judge_answer_repair``): strictly against the mode's schema, with prose

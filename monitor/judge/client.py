@@ -6,9 +6,9 @@ is sent: prompt bytes plus ``max_tokens`` at the model's price, a bound no token
 for; reported usage may lower the booking, never raise it), metered (requests by status,
 latency, tokens, spend) and retried here rather than inside the openai client (its
 ``max_retries=0``): 429, 408/409, 5xx, timeouts and connection errors back off exponentially with
-jitter, honouring ``Retry-After``, and end in :class:`JudgeUnavailable`. A 400 to a request with
-``response_format`` switches this client to free-text answers for good. Secrets and conversation
-text never reach logs or exception messages.
+jitter, honouring ``Retry-After``, and end in :class:`JudgeUnavailable`. A refused ``response_format``
+steps down :class:`monitor.judge.formats.FormatLadder` (rules schema, plain schema, free text), remembered
+per model once a lower level works. Secrets and conversation text never reach logs or exception messages.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import httpx
 from monitor.contracts.errors import JudgeError, JudgeUnavailable
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.sections import JudgeSettings
+from monitor.judge.answer_cap import AnswerTooLarge, cap_answers
 from monitor.judge.budget import DailyBudget
 from monitor.judge.completion import (
     BadResponse,
@@ -33,10 +34,11 @@ from monitor.judge.completion import (
     price_for,
     prompt_bound,
     reported_usage,
-    retry_after,
 )
+from monitor.judge.formats import TEXT, FormatLadder, Rung, endpoint_label
 from monitor.judge.ledger import BudgetLedger
 from monitor.judge.ratelimit import RateLimiter
+from monitor.judge.statuses import classify
 
 if TYPE_CHECKING:  # the openai package (its types: ~1 s of CPU) is imported when a client is made
     import openai
@@ -60,7 +62,8 @@ class JudgeClient:
         self.settings = settings
         self.metrics = metrics
         self.provider = "azure" if settings.azure_api_version else "openai"
-        self.structured_ok = settings.judge_structured_output
+        self.endpoint = endpoint_label(settings.openai_base_url)
+        self.formats = FormatLadder(metrics, self.endpoint, enabled=settings.judge_structured_output)
         self._rng = rng or random.Random()
         self._sem = asyncio.Semaphore(settings.judge_concurrency)
         self._limiter = RateLimiter(
@@ -76,10 +79,12 @@ class JudgeClient:
                 )
 
     @staticmethod
-    def _make_openai(settings: JudgeSettings, http_client: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
+    def _make_openai(settings: JudgeSettings, given: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
         import openai
 
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unused"
+        http_client = given if given is not None else openai.DefaultAsyncHttpxClient()  # openai's defaults
+        cap_answers(http_client, settings.judge_max_answer_bytes)
         common: dict[str, Any] = {
             "api_key": key, "max_retries": 0, "timeout": settings.judge_timeout_s, "http_client": http_client
         }
@@ -88,6 +93,11 @@ class JudgeClient:
                 azure_endpoint=settings.openai_base_url, api_version=settings.azure_api_version, **common
             )
         return openai.AsyncOpenAI(base_url=settings.openai_base_url, **common)
+
+    @property
+    def structured_ok(self) -> bool:
+        """Whether the configured model still gets a JSON-schema ``response_format``."""
+        return self.formats.level(self.settings.judge_model) < TEXT
 
     def accepting(self) -> bool:
         return self.budget.accepting()
@@ -111,32 +121,37 @@ class JudgeClient:
         *,
         model: str | None = None,
         response_format: dict[str, Any] | None = None,
+        plain_format: dict[str, Any] | None = None,
         logprobs: bool = False,
         top_logprobs: int | None = None,
         max_tokens: int | None = None,
     ) -> Completion:
-        """One chat completion; raises ``BudgetExhausted``, ``JudgeUnavailable`` or ``JudgeError``."""
+        """One chat completion; raises ``BudgetExhausted``, ``JudgeUnavailable`` or ``JudgeError``.
+
+        ``response_format`` is the preferred schema; ``plain_format`` a simpler one to try when the endpoint
+        refuses it, before free text (see :mod:`monitor.judge.formats`)."""
         model = model or self.settings.judge_model
         max_tokens = max_tokens or self.settings.judge_max_output_tokens
         request: dict[str, Any] = {
             "model": model, "messages": messages, "max_tokens": max_tokens,
             "temperature": self.settings.judge_temperature,
         }
-        if response_format is not None and self.structured_ok:
-            request["response_format"] = response_format
         if logprobs:
             request.update(logprobs=True, top_logprobs=top_logprobs or 20)
-        return await self._with_retries(request, prompt_bound(messages, request.get("response_format")))
+        return await self._with_retries(request, self.formats.tries(model, response_format, plain_format))
 
-    async def _with_retries(self, request: dict[str, Any], bound: int) -> Completion:
+    async def _with_retries(self, request: dict[str, Any], tries: list[Rung]) -> Completion:
         import openai  # loaded by _make_openai already: a dictionary look-up
 
         model = request["model"]
-        tokens = bound + request["max_tokens"]
+        rung = 0
+        level, bound = self._use_format(request, tries[rung])
         attempts = self.settings.judge_max_retries + 1
         last = "none"
         attempt = 0
+        all_formatted = True  # every failed attempt carried response_format: the give-up message says so
         while attempt < attempts:
+            tokens = bound + request["max_tokens"]
             await self._limiter.acquire(tokens)
             async with self._sem:
                 # the worst case is booked before the request leaves; only a usable answer lowers it, and
@@ -150,12 +165,17 @@ class JudgeClient:
                     response = await self._openai.chat.completions.create(**request)
                 except openai.APIStatusError as exc:
                     billed = 0.0  # the server answered with an error: nothing to pay for
-                    status, cause, wait = self._classify(exc, request)
-                    if status == "format_rejected":
-                        request.pop("response_format", None)
-                        bound = prompt_bound(request["messages"])
-                        continue  # not a retry: the same request without response_format, once
+                    status, cause, wait = classify(exc, request, self.metrics)
+                    if status == "format_rejected" and rung + 1 < len(tries):
+                        self.metrics.judge_requests.labels(model, status).inc()
+                        rung += 1
+                        level, bound = self._use_format(request, tries[rung])
+                        continue  # not a retry: the same request one level down, at most twice
                     last = cause or status
+                except AnswerTooLarge as exc:  # never retried: the same server would pad the next answer too
+                    self.metrics.judge_answers_too_large.labels(exc.limit).inc()
+                    self.metrics.judge_requests.labels(model, "too_large").inc()
+                    raise
                 except openai.APITimeoutError:
                     status, cause, wait, last = "timeout", "timeout", None, "timeout"
                 except openai.APIConnectionError:
@@ -166,7 +186,13 @@ class JudgeClient:
                     try:
                         completion = self._record(request, response, time.perf_counter() - started, bound)
                         billed = completion.cost_usd
+                        if tries[0][1] is not None:  # only a request that offered a format says what works
+                            self.formats.remember(model, level)
                         return completion
+                    except AnswerTooLarge as exc:
+                        self.metrics.judge_answers_too_large.labels(exc.limit).inc()
+                        self.metrics.judge_requests.labels(model, "too_large").inc()
+                        raise
                     except BadResponse:
                         status, cause, wait, last = "bad_response", "bad_response", None, "bad response body"
                 finally:
@@ -175,7 +201,13 @@ class JudgeClient:
                     booked = await self.budget.settle(reservation, reservation.usd if billed is None else billed)
                     self.metrics.judge_spend.labels(model).inc(booked)
             self.metrics.judge_requests.labels(model, status).inc()
+            all_formatted = all_formatted and "response_format" in request
             attempt += 1
+            if status == "timeout" and not self.settings.judge_retry_timeouts:
+                raise JudgeUnavailable(
+                    f"the judge endpoint did not answer within judge_timeout_s={self.settings.judge_timeout_s:g}s "
+                    f"for model {model!r}; not retried (judge_retry_timeouts=false: a single-stream server would "
+                    "still be computing the abandoned request)")
             if attempt >= attempts:
                 break
             delay = self._delay(attempt, wait)
@@ -185,37 +217,18 @@ class JudgeClient:
         message = f"the judge endpoint failed {attempts} times for model {model!r} (last: {last}); giving up"
         if last == "bad response body":
             raise JudgeError(message + ": is openai_base_url an OpenAI-compatible API?", reason="judge_bad_response")
+        if all_formatted:
+            message += ("; every attempt carried a JSON-schema response_format: if this endpoint cannot answer "
+                        "with one, set CONVMON_JUDGE_STRUCTURED_OUTPUT=false")
         raise JudgeUnavailable(message + " (judge_max_retries)")
 
-    def _classify(self, exc: openai.APIStatusError, request: dict[str, Any]) -> tuple[str, str, float | None]:
-        """(status label, retry cause, server-requested wait); raises for errors a retry cannot fix."""
-        code = exc.status_code
-        model = request["model"]
-        if code == 429:
-            return "rate_limited", "429", retry_after(exc.response.headers)
-        if code >= 500 or code in (408, 409):
-            return "server_error", "5xx", retry_after(exc.response.headers)
-        self.metrics.judge_requests.labels(model, "client_error").inc()
-        if code == 400 and "response_format" in request:
-            self.structured_ok = False
-            log.warning("judge %s: the endpoint rejected response_format (HTTP 400); using free-text answers", model)
-            return "format_rejected", "", None
-        if code == 400 and request.get("logprobs"):
-            raise JudgeError(
-                f"the judge endpoint rejected a logprobs request (HTTP 400) for model {model!r}; use "
-                "judge_mode=spur or likert with this endpoint", reason="judge_logprobs_unsupported"
-            ) from None
-        if code in (401, 403):
-            raise JudgeError(
-                f"the judge endpoint refused the credentials (HTTP {code}); check OPENAI_API_KEY / "
-                "CONVMON_OPENAI_API_KEY", reason="judge_auth"
-            ) from None
-        if code == 404:
-            raise JudgeError(
-                f"the judge endpoint has no model {model!r} (HTTP 404); check judge_model and openai_base_url",
-                reason="judge_not_found",
-            ) from None
-        raise JudgeError(f"the judge endpoint rejected the request (HTTP {code})", reason="judge_bad_request") from None
+    def _use_format(self, request: dict[str, Any], rung: Rung) -> tuple[int, int]:
+        """Put one rung's response_format on the request; returns (level, prompt token bound)."""
+        level, fmt = rung
+        request.pop("response_format", None)
+        if fmt is not None:
+            request["response_format"] = fmt
+        return level, prompt_bound(request["messages"], fmt)
 
     def _delay(self, attempt: int, server_wait: float | None) -> float:
         """Retry-After when the server gives one, else exponential backoff with equal jitter."""
@@ -242,7 +255,12 @@ class JudgeClient:
             raise BadResponse(type(exc).__name__) from None
         ceiling = Usage(prompt=bound, completion=request["max_tokens"])
         reported = reported_usage(response)
-        if reported is not None and (reported.prompt > ceiling.prompt or reported.completion > ceiling.completion):
+        if reported is not None and reported.completion > ceiling.completion:
+            raise AnswerTooLarge(
+                f"the judge endpoint reported {reported.completion} completion tokens for max_tokens="
+                f"{ceiling.completion}: it did not honour the limit, so its answer is not read "
+                "(judge_max_output_tokens)", limit="tokens")
+        if reported is not None and reported.prompt > ceiling.prompt:
             self.metrics.judge_usage_capped.labels(model).inc()
             log.warning("judge %s reported more tokens than the request can use (%d prompt, %d completion > "
                         "bound %d, %d); booked at the bound", model, reported.prompt, reported.completion,
@@ -266,3 +284,4 @@ class JudgeClient:
             structured="response_format" in request,
             top_logprobs=top,
         )
+

@@ -21,29 +21,36 @@ from monitor.judge.strict import EXPLANATION, MAX_EXPLANATION
 _MAXIM_RULES = "- For the conversational maxims, judge the assistant's turns: S, V or NA, with score 0.\n"
 
 
-def spur_schema(items: list[RubricItem], *, explanations: bool = False) -> dict[str, Any]:
+def spur_schema(items: list[RubricItem], *, explanations: bool = False, rules: bool = True) -> dict[str, Any]:
     """Strict JSON schema: one ``{"answer", "score"}`` object per item id (plus ``"why"`` with
-    ``explanations``), all required. The length bound of ``why`` is checked by monitor.judge.strict, not
-    sent: strict structured outputs do not take ``maxLength`` everywhere, and a 400 would switch the
-    client to free text for good."""
-    fields: dict[str, Any] = {"score": {"type": "integer"}}
-    if explanations:
-        fields[EXPLANATION] = {"type": "string"}
-    properties = {
-        item.id: {
+    ``explanations``), all required. With ``rules`` the schema also says which scores go with which
+    answer (``anyOf``: Y with an integer 1-10, N with 0; maxims S/V/NA with 0), so grammar-constrained
+    decoding cannot produce ``{"answer": "Y", "score": 0}``; without, it is the plain shape some
+    endpoints need (the client steps down to it when the rules schema is refused, see
+    monitor.judge.formats). Either way monitor.judge.strict checks the rules locally. The length bound
+    of ``why`` is checked there too, not sent: strict structured outputs do not take ``maxLength`` everywhere."""
+    extra: dict[str, Any] = {EXPLANATION: {"type": "string"}} if explanations else {}
+
+    def shape(answers: list[str], score: dict[str, Any]) -> dict[str, Any]:
+        return {
             "type": "object",
-            "properties": {
-                "answer": {"type": "string", "enum": ["S", "V", "NA"] if item.polarity == "maxim" else ["Y", "N"]},
-                **fields,
-            },
-            "required": ["answer", *fields],
+            "properties": {"answer": {"type": "string", "enum": answers}, "score": {"type": "integer", **score},
+                           **extra},
+            "required": ["answer", "score", *extra],
             "additionalProperties": False,
         }
-        for item in items
-    }
-    schema = {"type": "object", "properties": properties, "required": [i.id for i in items],
-              "additionalProperties": False}
-    return {"type": "json_schema", "json_schema": {"name": "rubric_answers", "strict": True, "schema": schema}}
+
+    def item_schema(item: RubricItem) -> dict[str, Any]:
+        if item.polarity == "maxim":
+            return shape(["S", "V", "NA"], {"minimum": 0, "maximum": 0} if rules else {})
+        if not rules:
+            return shape(["Y", "N"], {})
+        return {"anyOf": [shape(["Y"], {"minimum": 1, "maximum": 10}), shape(["N"], {"minimum": 0, "maximum": 0})]}
+
+    schema = {"type": "object", "properties": {item.id: item_schema(item) for item in items},
+              "required": [i.id for i in items], "additionalProperties": False}
+    name = "rubric_answers" if rules else "rubric_answers_plain"
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
 
 
 class SpurScorer(ModeScorer):
@@ -65,10 +72,12 @@ class SpurScorer(ModeScorer):
         )
         self.max_chars = conversation_budget(judge.judge_max_prompt_chars, self.system)
         self.response_format = spur_schema(items, explanations=explanations)
+        self.plain_format = spur_schema(items, explanations=explanations, rules=False)
 
     async def score_items(self, conversation: Conversation) -> Scored:
         user, truncated = conversation_message(self.rubrics.prompts_dir, conversation, max_chars=self.max_chars)
         scored = Scored(items=[], truncated=truncated)
         scored.items = await self.ask(self.system, user, scored, items=self.items, parse=parse_spur,
-                                      answer_format=self.answer_format, response_format=self.response_format)
+                                      answer_format=self.answer_format, response_format=self.response_format,
+                                      plain_format=self.plain_format)
         return scored

@@ -37,6 +37,8 @@ def _key(name: object) -> str:
 
 def validate(value: Any, schema: dict[str, Any], path: str = "answer") -> list[tuple[str, str]]:
     """(problem code, message) pairs for the JSON-schema subset convmon sends; empty when valid."""
+    if "anyOf" in schema:
+        return _any_of(value, schema["anyOf"], path)
     kind = schema.get("type")
     if kind == "object":
         if not isinstance(value, dict):
@@ -64,7 +66,20 @@ def validate(value: Any, schema: dict[str, Any], path: str = "answer") -> list[t
         return [("bad_value", f"{path} is not an integer")]
     if "enum" in schema and value not in schema["enum"]:
         return [("bad_value", f"{path} is {str(value)[:20]!r}, not one of {schema['enum']}")]
+    if kind == "integer" and "minimum" in schema and value < schema["minimum"]:
+        return [("bad_value", f"{path} is {value}, below the minimum {schema['minimum']}")]
+    if kind == "integer" and "maximum" in schema and value > schema["maximum"]:
+        return [("bad_value", f"{path} is {value}, above the maximum {schema['maximum']}")]
     return []
+
+
+def _any_of(value: Any, branches: list[dict[str, Any]], path: str) -> list[tuple[str, str]]:
+    """Valid when one branch is; else the problems of the closest branch, preferring one whose answer matched
+    (so ``{"answer": "Y", "score": 0}`` is told its score is below 1, not that Y is not N)."""
+    found = [validate(value, branch, path) for branch in branches]
+    if any(not problems for problems in found):
+        return []
+    return min(found, key=lambda problems: (len(problems), any(".answer " in m for _, m in problems)))
 
 
 def _objects(text: str) -> list[Any]:

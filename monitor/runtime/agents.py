@@ -18,12 +18,13 @@ from typing import Any
 import faust
 from faust.exceptions import ConsumerNotStarted
 
+from monitor.runtime.abandon import unless_stopping
 from monitor.runtime.app import Topics
 from monitor.runtime.batches import event_batches, unacked_event_batches
 from monitor.runtime.components import Components
 from monitor.runtime.topics import create_topics
 from monitor.stages.export import update_partition_progress
-from monitor.stages.hotpath import REKEYED, Input, Outputs, Send, is_rekeyed
+from monitor.stages.hotpath import Input, Outputs, Send, is_rekeyed
 from monitor.stages.lag import lag_by_topic, partition_progress
 
 log = logging.getLogger(__name__)
@@ -38,10 +39,11 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         """Each record's delivery is watched: a failure stops offset commits (runtime/delivery.py)."""
         name = topic.get_topic_name()
         for send in sends:
-            c.guard.watch(await topic.send(key=send.key, value=send.value, headers=send.headers), name)
+            c.guard.watch(await topic.send(key=send.key, value=send.value, headers=send.headers,
+                                           timestamp=send.timestamp), name)
 
     async def emit(out: Outputs) -> None:
-        await send_all(topics.events, [Send(key, raw, [(REKEYED, b"1")]) for key, raw in out.rekey])
+        await send_all(topics.rekeyed, out.rekey)  # never to the input topic: it is the producer's
         for letter in out.dead:
             await c.dead_letters.send_letter(letter)
         accepting = p.judge.accepting()
@@ -74,14 +76,21 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         except ConsumerNotStarted:
             return {}
 
-    @app.agent(topics.events)
+    rekeyed_topic = topics.rekeyed.get_topic_name()
+
+    def rekeyed(event: Any) -> bool:
+        """Read from convmon's re-keyed topic; or, in the input, re-keyed there by a worker of before
+        ``<prefix>rekeyed`` (its header), which only a direct layout reads where its state is."""
+        return bool(event.message.topic == rekeyed_topic or (not c.layout.forward and is_rekeyed(event.headers)))
+
+    @app.agent(topics.hot)  # the input topic and convmon's re-keyed topic
     async def hot_path(stream: faust.StreamT[Any]) -> None:
         async for events in event_batches(stream, s.event_batch, within=s.classify_within_s):
             async with lock:
                 now = c.ownership.refresh(hot)
                 c.sessions.hold()
                 high = highwaters(events)
-                batch = [Input(e.key, e.value, e.message.partition, is_rekeyed(e.headers), e.message.timestamp,
+                batch = [Input(e.key, e.value, e.message.partition, rekeyed(e), e.message.timestamp,
                                (h := high.get(e.message.tp)) is None or e.message.offset + 1 >= h) for e in events]
                 await emit_then_release(hot.ingest(batch, now))
 
@@ -106,8 +115,18 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
             if c.ownership.dirty:  # the dedup window must be rebuilt before it answers
                 async with lock:
                     c.ownership.refresh(hot)
-            out = await c.judge.handle(event.value, event.key, event.message.partition, _headers(event.headers),
-                                       before_count=refresh_unless_busy)
+            headers = _headers(event.headers)
+
+            async def requeue(key: bytes = event.key, value: bytes = event.value,
+                              headers: list[tuple[str, bytes]] = headers) -> None:
+                await send_all(topics.judge, [Send(key, value, headers)])
+                await app.producer.flush()  # on the broker before the event's offset can be committed
+
+            # a stopping worker does not wait for the call (minutes with a local model): monitor/runtime/abandon.py
+            out = await unless_stopping(app, c.judge.handle(event.value, event.key, event.message.partition, headers,
+                                                            before_count=refresh_unless_busy), requeue)
+            if out is None:
+                continue
             await c.counts.flush()  # its dedup marks and totals
             await send_all(topics.scores, out.scores)
             await send_all(topics.labels, out.labels)
@@ -141,14 +160,15 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
                 for event in events:
                     await stream.ack(event)
 
-    @app.timer(TOPIC_CHECK_INTERVAL_S)
-    async def recreate_topics() -> None:
-        """Give a broker that lost its topics (a memory-only dev broker restarted) them back, with our
-        partition counts; on a real cluster this is a no-op. Without it offsets never commit again."""
-        try:
-            await create_topics(s)
-        except Exception as exc:  # broker still down: try again at the next tick
-            log.warning("topic check failed: %s", type(exc).__name__)
+    if c.layout.tansu:  # a Tansu workaround (runtime/layout.py): a Kafka cluster does not lose its topics
+        @app.timer(TOPIC_CHECK_INTERVAL_S)
+        async def recreate_topics() -> None:
+            """Give a broker that lost its topics (a memory-only dev broker restarted) them back, with our
+            partition counts. Without it offsets never commit again."""
+            try:
+                await create_topics(s)
+            except Exception as exc:  # broker still down: try again at the next tick
+                log.warning("topic check failed: %s", type(exc).__name__)
 
 
 def _headers(headers: object) -> list[tuple[str, bytes]]:
@@ -158,7 +178,7 @@ def _headers(headers: object) -> list[tuple[str, bytes]]:
 
 
 def register_lag_timer(app: faust.App, topics: Topics, c: Components, interval_s: float = 5.0) -> None:
-    names = [t.get_topic_name() for t in (topics.events, topics.judge, topics.labels)]
+    names = [t.get_topic_name() for t in (topics.events, topics.rekeyed, topics.judge, topics.labels)]
 
     reported: set[tuple[str, int]] = set()
 

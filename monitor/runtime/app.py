@@ -15,14 +15,19 @@ import faust
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import KafkaSettings, Settings
 from monitor.runtime.delivery import GuardedTransport
+from monitor.runtime.log_ends import TansuTransport
 
 # `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md, issue #18).
-TOPIC_NAMES = ("events", "judge", "scores", "labels", "dead-letters")
+# The input topic is not among them: it is the producer's (``CONVMON_INPUT_TOPIC``), or convmon's own
+# ``<prefix>events`` when unset. ``rekeyed`` carries input events re-produced under their conversation id.
+TOPIC_NAMES = ("rekeyed", "judge", "scores", "labels", "dead-letters")
 
 
 @dataclass(frozen=True)
 class Topics:
-    events: faust.TopicT
+    events: faust.TopicT  # the input topic (read only)
+    rekeyed: faust.TopicT  # convmon's: input events re-keyed by conversation id
+    hot: faust.TopicT  # what the hot path reads: the input and the re-keyed events
     judge: faust.TopicT
     scores: faust.TopicT
     labels: faust.TopicT
@@ -30,7 +35,9 @@ class Topics:
 
 
 def topic_names(kafka: KafkaSettings) -> list[str]:
-    return [kafka.topic(name) for name in TOPIC_NAMES]
+    """The topics convmon creates: its own, and the input when that is its default ``<prefix>events``."""
+    own = [kafka.topic(name) for name in TOPIC_NAMES]
+    return [kafka.input_topic_name, *own] if kafka.owns_input_topic else own
 
 
 def credentials(kafka: KafkaSettings) -> faust.types.auth.CredentialsT | None:
@@ -84,7 +91,8 @@ def bootstrap(kafka: KafkaSettings) -> str:
     return kafka.broker_url.split("://", 1)[-1]
 
 
-def create_app(settings: Settings) -> tuple[faust.App, Topics]:
+def create_app(settings: Settings, *, tansu: bool = False) -> tuple[faust.App, Topics]:
+    """``tansu``: the broker is Tansu (runtime/layout.py): its consumer also checks table restore ends."""
     app = faust.App(
         settings.app_id,
         broker=settings.broker_url,
@@ -107,7 +115,8 @@ def create_app(settings: Settings) -> tuple[faust.App, Topics]:
     )
 
     # faust's aiokafka transport with a consumer that commits no offsets after a failed delivery
-    app.transport = GuardedTransport(app.conf.broker_consumer, app)
+    transport = TansuTransport if tansu else GuardedTransport
+    app.transport = transport(app.conf.broker_consumer, app)
 
     def topic(name: str) -> faust.TopicT:
         return app.topic(
@@ -117,8 +126,11 @@ def create_app(settings: Settings) -> tuple[faust.App, Topics]:
             partitions=settings.topic_partitions,
         )
 
+    input_name, rekeyed_name = settings.input_topic_name, settings.topic("rekeyed")
     topics = Topics(
-        events=topic("events"),
+        events=app.topic(input_name, key_serializer="raw", value_serializer="raw"),
+        rekeyed=topic("rekeyed"),
+        hot=app.topic(input_name, rekeyed_name, key_serializer="raw", value_serializer="raw"),
         judge=topic("judge"),
         scores=topic("scores"),
         labels=topic("labels"),

@@ -16,6 +16,7 @@ from monitor.contracts.settings import Settings
 from monitor.runtime.app import Topics
 from monitor.runtime.deadletter import DeadLetters
 from monitor.runtime.delivery import DeliveryGuard, install
+from monitor.runtime.layout import BrokerLayout, report_layout
 from monitor.runtime.ownership import Ownership
 from monitor.runtime.seeks import on_gap
 from monitor.runtime.tablestore import TableStore
@@ -41,6 +42,7 @@ class Components:
     sessions: TableStore  # held per hot-path batch until its counts are on the broker (runtime/agents.py)
     lock: asyncio.Lock  # one hot-path batch (or sweep) at a time; a revocation waits for it
     counts: TableStore  # the scored table: dedup marks, totals, commit records
+    layout: BrokerLayout  # the input's partitions against convmon's, and whether the broker is Tansu
 
 
 def exit_for_replay(error: BaseException) -> None:
@@ -50,8 +52,12 @@ def exit_for_replay(error: BaseException) -> None:
     os._exit(70)  # EX_SOFTWARE; a supervisor (Kubernetes, compose restart policy) starts the successor
 
 
-def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Components:
+def build_components(app: faust.App, topics: Topics, pipeline: Pipeline,
+                     layout: BrokerLayout | None = None) -> Components:
+    """``layout``: the input's partitions read at start (runtime/layout.py); None: as many as convmon's."""
     s = pipeline.settings
+    layout = layout or BrokerLayout.matching(s.kafka)
+    report_layout(layout, pipeline.metrics)
     guard = DeliveryGuard(pipeline.metrics, on_fatal=exit_for_replay)
     lock = asyncio.Lock()
     install(app, guard)  # the consumer asks it before every offset commit (runtime/delivery.py)
@@ -76,7 +82,7 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
                   max_event_bytes=s.max_event_bytes, max_request_bytes=s.max_request_bytes,
                   sample_rate=s.sample_rate, policy=pipeline.policy,
                   decoder=build_input(s.otel, s.metrics, pipeline.metrics, max_event_bytes=s.max_event_bytes),
-                  judge_configured=s.judge_configured)
+                  forward_input=layout.forward, judge_configured=s.judge_configured)
     judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, totals, pipeline.exporter, pipeline.metrics,
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
                        clock=time.time)
@@ -84,6 +90,7 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline) -> Comp
                       dead_letters=DeadLetters(topics.dead_letters, pipeline.metrics, max_bytes=s.max_request_bytes,
                                                redactor=pipeline.redactor, keep_raw=s.dead_letter_raw,
                                                guard=guard),
-                      ownership=Ownership(app, topics.events.get_topic_name(), hot, lock), tables=(sessions, scored),
+                      # the state's partitions are the re-keyed topic's (the input's too, when it is not forwarded)
+                      ownership=Ownership(app, topics.rekeyed.get_topic_name(), hot, lock), tables=(sessions, scored),
                       guard=guard, sessions=session_store, lock=lock,
-                      counts=counts)
+                      counts=counts, layout=layout)

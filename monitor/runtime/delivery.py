@@ -26,7 +26,6 @@ from faust.types import TP, AppT
 
 from monitor.contracts.metrics import Metrics
 from monitor.runtime.batchsend import BatchingProducer
-from monitor.runtime.log_ends import EndCheckingConsumer
 from monitor.runtime.seeks import SeekingConsumer
 
 log = logging.getLogger(__name__)
@@ -95,10 +94,10 @@ def install(app: AppT, guard: DeliveryGuard) -> None:
     _GUARDS[app] = guard
 
 
-class GuardedConsumer(EndCheckingConsumer, SeekingConsumer):
-    """faust's aiokafka consumer that commits nothing once the app's delivery guard saw a failure (whose table
-    restores read to the end a fetch reports: runtime/log_ends.py; and which reads a stream partition again
-    where its records jump instead of committing over them: runtime/seeks.py)."""
+class GuardedConsumer(SeekingConsumer):
+    """faust's aiokafka consumer that commits nothing once the app's delivery guard saw a failure (and which reads
+    a stream partition again where its records jump instead of committing over them: runtime/seeks.py). Against
+    Tansu its subclass in runtime/log_ends.py also checks table restore ends."""
 
     async def _commit(self, offsets: Mapping[TP, int]) -> bool:
         guard = _GUARDS.get(self.app)

@@ -37,7 +37,7 @@ class Health:
         self.clock = clock
         self.last_tick: float | None = None
         self.joined = False
-        self.assigned: Callable[[], int] | None = None  # partitions this member owns, for the probe's text
+        self.assigned: Callable[[], int] | None = None  # input partitions this member owns, for the probe's text
 
     def tick(self) -> None:
         self.last_tick = self.clock()
@@ -56,12 +56,13 @@ class Health:
             return False, why
         if not self.joined:
             return False, "not ready: has not joined the consumer group yet"
-        owned = f" (partitions assigned: {self.assigned()})" if self.assigned is not None else ""
+        owned = f" (input partitions assigned: {self.assigned()})" if self.assigned is not None else ""
         return True, f"ok: joined the consumer group{owned}; event loop ticking"
 
 
-def register_health(app: faust.App, health: Health) -> None:
-    """The heartbeat timer, and the group join, on the app's own loop."""
+def register_health(app: faust.App, health: Health, input_topic: str) -> None:
+    """The heartbeat timer, and the group join, on the app's own loop; the probe counts partitions of
+    ``input_topic`` only (not convmon's own topics or changelogs)."""
 
     @app.timer(HEARTBEAT_S)
     async def heartbeat() -> None:
@@ -71,7 +72,7 @@ def register_health(app: faust.App, health: Health) -> None:
         health.joined = True
 
     app.on_rebalance_complete.connect(joined)  # type: ignore[arg-type]  # as in ownership.py
-    health.assigned = lambda: len(app.consumer.assignment())
+    health.assigned = lambda: sum(1 for tp in app.consumer.assignment() if tp.topic == input_topic)
 
 
 def health_app(health: Health, registry: CollectorRegistry = REGISTRY) -> Callable[..., Iterable[bytes]]:

@@ -50,8 +50,8 @@ class InputWatch:
         if idle >= self.warn_after_s and not self.warned:
             self.warned = True
             return (f"no input record on {self.topic} for {idle / 60:.0f} min: is the producer sending to this "
-                    "topic (CONVMON_TOPIC_PREFIX, CONVMON_BROKER_URL)? With more workers than partitions an idle "
-                    "worker sees this too (CONVMON_INPUT_IDLE_WARN_S)")
+                    "topic (CONVMON_INPUT_TOPIC, CONVMON_TOPIC_PREFIX, CONVMON_BROKER_URL)? With more workers than "
+                    "partitions an idle worker sees this too (CONVMON_INPUT_IDLE_WARN_S)")
         return None
 
 

@@ -12,10 +12,10 @@ counted again (and a sessions changelog cut the same way turned re-read turns in
 The rest of the batch reached the table only at the next rebalance.
 
 Every fetch response carries the partition's high watermark, and Tansu reports that one correctly,
-so :class:`EndCheckingConsumer` (faust's aiokafka consumer, installed through the transport) checks
-each listed end with one fetch from it and uses the larger. On a broker whose ListOffsets is right
-(Kafka) the two agree; the cost is one short-lived client and one fetch per changelog partition per
-rebalance, and none when the rebalance left this worker no changelog partition with a listed end.
+so :class:`EndCheckingConsumer` (faust's aiokafka consumer, installed through :class:`TansuTransport`)
+checks each listed end with one fetch from it and uses the larger. It is loaded only against Tansu
+(told at start by its cluster id: runtime/layout.py); on Kafka, whose ListOffsets is right, the two
+would agree, at the cost of one short-lived client and one fetch per changelog partition per rebalance.
 
 That short-lived client must never raise into faust: ``highwaters`` runs inside faust's recovery task,
 and an exception there ends that task for the life of the process (mode logs "Terminating cancelled
@@ -37,6 +37,8 @@ import aiokafka
 from aiokafka import TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
+
+from monitor.runtime.delivery import GuardedConsumer, GuardedTransport
 
 log = logging.getLogger(__name__)
 FETCH_TIMEOUT_S = 10.0
@@ -110,3 +112,11 @@ class EndCheckingConsumer(faust_aiokafka.Consumer):
             **faust_aiokafka.credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
         )
         return cast(Mapping[TP, int], ends)  # None stays None: faust reads it as "no end known", as before
+
+
+class TansuConsumer(EndCheckingConsumer, GuardedConsumer):
+    """The worker's consumer against Tansu: guarded commits and seeks (runtime/delivery.py), checked restore ends."""
+
+
+class TansuTransport(GuardedTransport):
+    Consumer = TansuConsumer

@@ -37,7 +37,7 @@ async def produce_events(kafka: KafkaSettings, events: list[dict[str, Any]]) -> 
     await start_producer(kafka, producer)
     try:
         for event in events:
-            await send_event(producer, kafka.topic("events"), event)
+            await send_event(producer, kafka.input_topic_name, event)
         await producer.flush()
     finally:
         await producer.stop()

@@ -1,9 +1,13 @@
 """`convmon topics create|check`: convmon's Kafka topics, for clusters where the app may not create them.
 
 What exists is decided here once: the stage topics (``TOPIC_NAMES``), the changelog of every faust
-table (``<app_id>-<table>-changelog``, compacted, co-partitioned with the input) and faust's leader
-topic. Workers create missing topics with the same specs at start; on clusters whose ACLs deny that,
-an administrator runs ``convmon topics create`` once and the workers only read and write.
+table (``<app_id>-<table>-changelog``, compacted, co-partitioned with the re-keyed topic) and faust's
+leader topic. Workers create missing topics with the same specs at start; on clusters whose ACLs deny
+that, an administrator runs ``convmon topics create`` once and the workers only read and write.
+
+The input topic is listed only when it is convmon's default ``<prefix>events``: a topic named by
+``CONVMON_INPUT_TOPIC`` is the producer's, never created, altered or checked here (its partition count
+is read at start: monitor/runtime/layout.py).
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from monitor.contracts.settings import KafkaSettings
 from monitor.runtime.app import TOPIC_NAMES, aiokafka_kwargs, bootstrap, broker_unreachable
 
 TABLES = ("sessions", "scored")  # the faust tables registered in monitor/runtime/agents.py
-RETENTION_SETTING = {"events": "retention_events_s", "scores": "retention_scores_s",
-                     "dead-letters": "retention_dead_letters_s"}
+RETENTION_SETTING = {"events": "retention_events_s", "rekeyed": "retention_events_s",
+                     "scores": "retention_scores_s", "dead-letters": "retention_dead_letters_s"}
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ def convmon_topics(kafka: KafkaSettings) -> list[TopicSpec]:
     """Every topic a convmon deployment uses, with the partitions, replication and configs it needs."""
     n, rf = kafka.topic_partitions, kafka.topic_replication
     specs = []
-    for name in TOPIC_NAMES:
+    for name in ("events", *TOPIC_NAMES) if kafka.owns_input_topic else TOPIC_NAMES:
         config = {"cleanup.policy": "delete"}
         if name in RETENTION_SETTING:
             seconds = getattr(kafka, RETENTION_SETTING[name])

@@ -117,6 +117,15 @@ class Pipeline:
         self.metrics.calibration_last_trained.set(float(live.trained_at or 0.0))
 
 
+def service_dimension(settings: Settings) -> str | None:
+    """The metric dimension read from ``service.name`` (``app`` by default): the judged app, whose name the
+    evaluation events' resource carries. None when no configured dimension is (docs/otel.md)."""
+    for dim in settings.metric_dimensions:
+        if settings.otlp_dimension_attributes.get(dim, dim) == "service.name":
+            return dim
+    return None
+
+
 def build_pipeline(
     settings: Settings,
     *,
@@ -135,13 +144,17 @@ def build_pipeline(
     exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
                         rubric=rubric, drift=drift, allowed_values=settings.dimension_values,
                         series_budget=settings.metric_series_budget)
+    judge = build_judge(settings.judge, settings.rubrics, rubric, metrics, ledger_url=settings.label_store_url,
+                        http_client=http_client)
     if settings.otel_evaluation_events:  # imports the OpenTelemetry SDK: only when asked for
         from monitor.stages.evaluations import EvaluationEvents
 
-        exporter.evaluations = EvaluationEvents.from_environment(
-            scorers=settings.otel_evaluation_scorers, redact=Redactor(settings.pii_extra_patterns).redact).observe
-    judge = build_judge(settings.judge, settings.rubrics, rubric, metrics, ledger_url=settings.label_store_url,
-                        http_client=http_client)
+        events = EvaluationEvents.from_environment(
+            scorers=settings.otel_evaluation_scorers, redact=Redactor(settings.pii_extra_patterns).redact,
+            metrics=metrics, queue_size=settings.otel_evaluation_queue_size, rubric=rubric,
+            service_dimension=service_dimension(settings))
+        events.judge, events.judge_version = judge.name, str(getattr(judge, "model_version", judge.name))
+        exporter.evaluations, exporter.evaluation_failures = events.observe, events.failed
     models = ModelRegistry(settings.model_registry)
     redactor = Redactor.from_settings(settings.judge)
     store = LabelStore.from_settings(settings.distill, redact=redactor.redact)

@@ -17,6 +17,7 @@ from monitor.runtime.app import create_app
 from monitor.runtime.components import build_components
 from monitor.runtime.health import Health, register_health, serve_health
 from monitor.runtime.input_watch import register_input_watch
+from monitor.runtime.layout import BrokerLayout, read_layout
 from monitor.runtime.retention import register_retention
 from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import build_pipeline
@@ -34,10 +35,13 @@ def start_lines(settings: Settings) -> list[str]:
     return [] if settings.judge_configured else [NO_JUDGE]
 
 
-def build_worker_app(settings: Settings) -> faust.App:
+Build = Callable[[Settings, BrokerLayout], faust.App]
+
+
+def build_worker_app(settings: Settings, layout: BrokerLayout | None = None) -> faust.App:
     pipeline = build_pipeline(settings)
-    app, topics = create_app(settings)
-    components = build_components(app, topics, pipeline)
+    app, topics = create_app(settings, tansu=layout is not None and layout.tansu)
+    components = build_components(app, topics, pipeline, layout)
     register_agents(app, topics, components)
     register_lag_timer(app, topics, components)
     register_input_watch(app, pipeline.metrics, topics.events.get_topic_name(), settings.input_idle_warn_s)
@@ -46,19 +50,20 @@ def build_worker_app(settings: Settings) -> faust.App:
 
 
 def run_worker(settings: Settings, *, loglevel: str = "warn",
-               build: Callable[[Settings], faust.App] = build_worker_app) -> None:
-    """Create missing topics (as `convmon topics create` does), build the app (``build``: the monitor, or a
-    benchmark's variant), serve /metrics, /healthz and /readyz, run."""
+               build: Build = build_worker_app) -> None:
+    """Create missing topics (as `convmon topics create` does), read the input's partition count, build the app
+    (``build``: the monitor, or a benchmark's variant), serve /metrics, /healthz and /readyz, run."""
     if settings.retrain_interval_s is not None:
         log.warning("CONVMON_RETRAIN_INTERVAL_S no longer makes workers retrain: run one `convmon retrain` per "
                     "deployment (it reads this setting as its interval; prefer CONVMON_RETRAIN_CRON)")
     # No `_created` series: a third of a counter-heavy exposition that no rule or dashboard reads, so a scrape
-    # under load answers within a short scrape timeout (the demo's Prometheus scrapes every 2 s).
+    # under load answers within a short scrape timeout (the demo's Prometheus scrapes every second).
     disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
     asyncio.run(create_topics(settings.kafka))
-    app = build(settings)
+    layout = asyncio.run(read_layout(settings.kafka))
+    app = build(settings, layout)
     health = Health(settings.health_stall_s)
-    register_health(app, health)
+    register_health(app, health, settings.input_topic_name)
     serve_health(health, settings.metrics_host, settings.metrics_port)
     base = f"http://{settings.metrics_host}:{settings.metrics_port}"
     log.info("convmon worker: metrics on %s/metrics, probes %s/healthz and /readyz", base, base)

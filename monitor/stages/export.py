@@ -21,6 +21,7 @@ from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ItemResult, ScoreRecord, verdict_label
 
 if TYPE_CHECKING:
+    from monitor.contracts.events import Conversation
     from monitor.drift.monitor import DriftMonitor
 
 OTHER = "other"
@@ -159,6 +160,8 @@ class Exporter:
         self.drift = drift
         # Called with every counted record (verdicts out as OTLP evaluation events when configured).
         self.evaluations: Callable[[ScoreRecord], None] | None = None
+        # Called when the judge gave no score for a conversation (and why): error events out when configured.
+        self.evaluation_failures: Callable[[Conversation, str], None] | None = None
         self.labels = DimensionLabels(dimensions, cap=cap, allowed=allowed_values)
         self._polarity = {item.id: item.polarity for item in rubric.items}
         self._children: dict[Series, Counter] = {}  # as bounded as the series themselves

@@ -28,6 +28,7 @@ from monitor.contracts.events import Feedback, Role, TurnEvent
 
 CONVERSATION = "gen_ai.conversation.id"
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
+INPUT_REF, OUTPUT_REF = INPUT + "_ref", OUTPUT + "_ref"  # content stored elsewhere (monitor/stages/content_refs.py)
 PROMPT, COMPLETION = "gen_ai.prompt", "gen_ai.completion"  # older semconv: span events / flattened attributes
 RESPONSE_ID = "gen_ai.response.id"
 MODELS = ("gen_ai.response.model", "gen_ai.request.model")
@@ -47,6 +48,7 @@ class GenAiMapping:
     thumbs_attribute: str | None = None
     csat_attribute: str | None = None
     end_attribute: str | None = None
+    content_refs: bool = False  # read gen_ai.*.messages_ref: a content resolver is configured
     # derived once, read per call: each dimension's attribute names in order, every attribute the mapping reads
     dimension_names: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False, repr=False, compare=False)
     keys: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -68,6 +70,8 @@ def read_keys(m: GenAiMapping) -> frozenset[str]:
     """The span / log attributes the mapping reads (besides the flattened ``gen_ai.prompt.<i>.*`` ones)."""
     names = {CONVERSATION, INPUT, OUTPUT, RESPONSE_ID, *m.conversation_attributes, *(n for _, ns in m.dimension_names
                                                                                        for n in ns)}
+    if m.content_refs:
+        names |= {INPUT_REF, OUTPUT_REF}
     return frozenset(n for n in (*names, m.thumbs_attribute, m.csat_attribute, m.end_attribute) if n)
 
 
@@ -102,14 +106,16 @@ class NoContent(Exception):
 
 
 def conversation_id(call: Call, m: GenAiMapping) -> str | None:
+    """The call's conversation, whole: one longer than ``MAX_ID`` is the caller's to reject (as JSON input
+    does), never cut (two ids sharing a prefix would become one conversation)."""
     value = call.attributes.get(CONVERSATION)
     if type(value) is str and value.strip():  # the usual case
-        return value[:MAX_ID]
+        return value
     for name in m.conversation_names:
         for attrs in (call.attributes, call.resource):
             value = attrs.get(name)
             if value is not None and (value if isinstance(value, str) else str(value)).strip():
-                return str(value)[:MAX_ID]
+                return str(value)
     return None
 
 

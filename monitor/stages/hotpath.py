@@ -1,7 +1,8 @@
 """The hot path of one input partition, without faust: a batch of raw events in, what to send out.
 
-``ingest`` decodes each event, re-keys unkeyed ones, sessionizes the rest and reports the
-conversations that closed; ``judge_slice`` picks the ones for the judge topic by their inclusion
+``ingest`` decodes each event, re-keys unkeyed ones (and, with ``forward_input``, every event read
+from the input topic: monitor/runtime/layout.py) for convmon's re-keyed topic, sessionizes the rest
+and reports the conversations that closed; ``judge_slice`` picks the ones for the judge topic by their inclusion
 probability (monitor/stages/sampler.py: the hash rate, raised by the distilled scores' uncertainty
 in the same batch and by negative feedback) and tags each with pi and its weight 1/pi; ``count``
 exports the distilled records once each (dedup window), adds them to their partition's running totals
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from monitor.contracts.errors import InvalidEvent
-from monitor.contracts.events import Conversation, TurnEvent, encode
+from monitor.contracts.events import Conversation, Event, TurnEvent, encode
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.score_codec import encode_score, score_headers, score_id
@@ -32,7 +33,7 @@ from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Closed, Sessionizer
 from monitor.stages.totals import PartitionTotals
 
-REKEYED = "convmon-rekeyed"  # header on an event re-produced under its conversation id
+REKEYED = "convmon-rekeyed"  # header on an event re-produced under its conversation id (to <prefix>rekeyed)
 WEIGHT = "convmon-sample-weight"  # header on a judge-topic record: the router's importance weight 1 / pi
 PI = "convmon-inclusion-probability"  # header on a judge-topic record: pi(x) at decision time
 SAMPLED_BY = "convmon-sampled-by"  # header on a judge-topic record: hash, uncertainty or feedback
@@ -43,16 +44,9 @@ class Input:
     key: bytes | None
     value: bytes | None
     partition: int
-    rekeyed: bool = False
+    rekeyed: bool = False  # read from convmon's re-keyed topic (or, before it existed, with the REKEYED header)
     timestamp: float | None = None  # the record's Kafka timestamp (seconds): it drives the partition's clock
     caught_up: bool = True  # no later record in the partition's log (by the consumer's high watermark)
-
-
-@dataclass
-class Outputs:
-    rekey: list[tuple[bytes, bytes]] = field(default_factory=list)  # (conversation id, raw event)
-    dead: list[DeadLetter] = field(default_factory=list)
-    closed: list[tuple[Conversation, int]] = field(default_factory=list)  # (conversation, partition)
 
 
 @dataclass(frozen=True)
@@ -60,6 +54,21 @@ class Send:
     key: bytes
     value: bytes
     headers: list[tuple[str, bytes]]
+    timestamp: float | None = None  # seconds; None: the producer's clock
+
+
+@dataclass
+class Outputs:
+    rekey: list[Send] = field(default_factory=list)  # for the re-keyed topic (``rekeyed_record``)
+    dead: list[DeadLetter] = field(default_factory=list)
+    closed: list[tuple[Conversation, int]] = field(default_factory=list)  # (conversation, partition)
+
+
+def rekeyed_record(event: Event, raw: bytes | None, timestamp: float | None) -> Send:
+    """The one place a re-keyed record is built: the event's bytes as read (or as decoded from OTLP), under its
+    conversation id, with the input record's timestamp (the partition clocks run on it: stages/clock.py)."""
+    return Send(event.conversation_id.encode(), raw if raw is not None else encode(event), [(REKEYED, b"1")],
+                timestamp)
 
 
 class HotPath:
@@ -67,7 +76,7 @@ class HotPath:
                  metrics: Metrics, rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int,
                  sample_rate: float, policy: InclusionPolicy | None = None,
                  decoder: InputDecoder | None = None, clock: PartitionClock | None = None,
-                 judge_configured: bool = True) -> None:
+                 forward_input: bool = False, judge_configured: bool = True) -> None:
         self.sessions = sessions
         self.clock = clock or PartitionClock()  # idle expiry and lateness in each partition's time (stages/clock.py)
         self.dedup = dedup
@@ -90,6 +99,7 @@ class HotPath:
         self.judge_configured = judge_configured
         metrics.judge_configured.set(1 if judge_configured else 0)
         self.repeating_input = not isinstance(self.decoder, JsonInput)  # OTLP calls repeat the chat history
+        self.forward_input = forward_input  # the input's partitions are not the state's: re-key every event
 
     def assign(self, owned: set[int], now: float) -> None:
         """Rebuild the in-memory indexes from the restored tables (after a restart or rebalance)."""
@@ -110,7 +120,9 @@ class HotPath:
         out = Outputs()
         kinds: Counter[str] = Counter()
         for item in batch:
-            self.clock.observe(item.partition, item.timestamp, now, caught_up=item.caught_up)
+            stateful = item.rekeyed or not self.forward_input  # read from a partition the sessions are kept by
+            if stateful:
+                self.clock.observe(item.partition, item.timestamp, now, caught_up=item.caught_up)
             at = self.clock.now(item.partition, now)  # the sessions' time: this partition's clock, not processing time
             try:
                 decoded = self.decoder.decode(item.value, rekeyed=item.rekeyed,
@@ -124,8 +136,8 @@ class HotPath:
             self.unknown_fields.count(decoded.unknown_fields)
             for event, raw in decoded.events:
                 cid = event.conversation_id
-                if item.key != cid.encode():  # one partition must own each conversation
-                    out.rekey.append((cid.encode(), raw if raw is not None else encode(event)))
+                if not stateful or item.key != cid.encode():  # one partition must own each conversation
+                    out.rekey.append(rekeyed_record(event, raw, item.timestamp))
                     kinds[event.type] += 1
                     continue
                 if isinstance(event, TurnEvent) and self.repeating_input and self.sessions.repeats(event):

@@ -75,6 +75,7 @@ class UnknownFields:
 class OtlpInput:
     def __init__(self, otel: OtelSettings, metrics_settings: MetricsSettings, metrics: Metrics, *,
                  max_event_bytes: int) -> None:
+        from monitor.stages.content_refs import build_resolver
         from monitor.stages.genai import GenAiMapping
         from monitor.stages.otlp import OtlpDecoder
 
@@ -83,10 +84,11 @@ class OtlpInput:
             conversation_attributes=tuple(otel.otlp_conversation_attributes),
             dimension_attributes=tuple(otel.otlp_dimension_attributes.items()),
             thumbs_attribute=otel.otlp_thumbs_attribute, csat_attribute=otel.otlp_csat_attribute,
-            end_attribute=otel.otlp_end_attribute,
+            end_attribute=otel.otlp_end_attribute, content_refs=otel.otlp_content_resolver is not None,
         )
         signal: Literal["traces", "logs"] = "traces" if otel.input_format == "otlp_traces" else "logs"
-        self.otlp = OtlpDecoder(signal, otel.otlp_encoding, mapping, metrics, max_event_bytes=max_event_bytes)
+        self.otlp = OtlpDecoder(signal, otel.otlp_encoding, mapping, metrics, max_event_bytes=max_event_bytes,
+                                resolver=build_resolver(otel))
         self.json = JsonInput(max_event_bytes)
 
     def decode(self, raw: bytes | None, *, rekeyed: bool, timestamp: float | None = None) -> Decoded:
@@ -94,9 +96,11 @@ class OtlpInput:
             return self.json.decode(raw, rekeyed=True, timestamp=timestamp)
         events, problems = self.otlp.decode(raw or b"")
         problem = None
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            problem = InvalidEvent("invalid_genai", problems[0] + more)
+        if problems:  # one dead letter for the message, named by its first problem (the rest in the detail)
+            first = problems[0]
+            more = f" (and {len(problems) - 1} more: {dict(Counter(p.reason for p in problems[1:]))})" \
+                if len(problems) > 1 else ""
+            problem = InvalidEvent(first.reason, first.detail + more)
         return Decoded([(e, None) for e in events], problem)
 
 

@@ -102,10 +102,13 @@ class JudgeStage:
         """``before_count`` runs after the (long) judge call, right before counting: the worker rebuilds its
         partition state there if the assignment changed meanwhile."""
         out = JudgeOutputs()
+        conversation: Conversation | None = None
         try:
             conversation = Conversation.model_validate_json(raw or b"")
             score = await self.judge.score(conversation)
         except JudgeError as exc:
+            if self.exporter.evaluation_failures is not None and conversation is not None:  # OTLP error events
+                self.exporter.evaluation_failures(conversation, exc.reason)
             return self._nonresponse(out, raw, key, exc.reason, str(exc), headers)
         except ValueError as exc:
             return self._nonresponse(out, raw, key, "invalid_schema", str(exc), headers)

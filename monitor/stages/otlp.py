@@ -31,6 +31,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.metrics import Metrics
+from monitor.stages.content_refs import ContentResolver, resolved
 from monitor.stages.genai import (
     CONVERSATION,
     GENAI,
@@ -116,7 +117,8 @@ class OtlpDecoder:
     """Decodes one events-topic message into convmon events; problems with single calls are returned, not raised."""
 
     def __init__(self, signal: Signal, encoding: Encoding, mapping: GenAiMapping, metrics: Metrics, *,
-                 max_event_bytes: int) -> None:
+                 max_event_bytes: int, resolver: ContentResolver | None = None) -> None:
+        self.resolver = resolver  # content by reference; the mapping must read the references (content_refs)
         self.signal = signal
         self.encoding = encoding
         self.mapping = mapping
@@ -144,14 +146,15 @@ class OtlpDecoder:
             raise InvalidEvent("malformed_otlp", f"not an {self.encoding} {self._request.__name__}: {exc}"[:500]
                                ) from None
 
-    def decode(self, raw: bytes) -> tuple[list[TurnEvent | EndEvent], list[str]]:
-        """The events of every GenAI call in the message (one per conversation turn), and problems found."""
+    def decode(self, raw: bytes) -> tuple[list[TurnEvent | EndEvent], list[InvalidEvent]]:
+        """The events of every GenAI call in the message (one per conversation turn), and the calls that were
+        not usable (``invalid_genai``: content that is not GenAI messages; ``invalid_schema``: an id too long)."""
         with gc_paused():
             return self._decode(self.parse(raw))
 
-    def _decode(self, request: Any) -> tuple[list[TurnEvent | EndEvent], list[str]]:
+    def _decode(self, request: Any) -> tuple[list[TurnEvent | EndEvent], list[InvalidEvent]]:
         outcomes: Counter[str] = Counter()
-        problems: list[str] = []
+        problems: list[InvalidEvent] = []
         # each conversation's turns by index: one message often repeats a history, keep each turn once
         by_conversation: dict[str, dict[int, TurnEvent]] = {}
         known: Known = {}
@@ -159,13 +162,20 @@ class OtlpDecoder:
         ends: list[EndEvent] = []
         calls = (json_calls(request, self.signal == "traces", self._keys, self._kinds, outcomes)
                  if self.encoding == "otlp_json" else self._calls(request, outcomes))
+        if self.resolver is not None:
+            calls = resolved(self.resolver, calls, outcomes, self.metrics.otlp_content)
         mapping, mapped = self.mapping, 0
         for call in calls:
             attrs = call.attributes
             cid = attrs.get(CONVERSATION)  # conversation_id()'s usual case inline: it runs for every call
-            cid = cid[:MAX_ID] if type(cid) is str and cid.strip() else conversation_id(call, mapping)
+            cid = cid if type(cid) is str and cid.strip() else conversation_id(call, mapping)
             if cid is None:
                 outcomes["no_conversation"] += 1
+                continue
+            if len(cid) > MAX_ID:  # as JSON input: dead-lettered, never cut to a prefix another id may share
+                outcomes["invalid_conversation_id"] += 1
+                problems.append(InvalidEvent("invalid_schema", f"span {call.span_id.hex()}: field 'conversation_id': "
+                                             f"{len(cid)} characters, at most {MAX_ID}"))
                 continue
             turns = by_conversation.get(cid)
             if turns is None:
@@ -181,7 +191,7 @@ class OtlpDecoder:
                 continue
             except ValueError as exc:  # a content attribute that is not what the conventions say
                 outcomes["malformed"] += 1
-                problems.append(f"span {call.span_id.hex()}: {exc}"[:300])
+                problems.append(InvalidEvent("invalid_genai", f"span {call.span_id.hex()}: {exc}"[:300]))
                 continue
             mapped += 1
             for event in events:

@@ -9,7 +9,9 @@ default, *rubric-aware* (:mod:`monitor.tools.stand_in_judge`): SPUR JSON / free 
 or yes/no logprobs depending on the request. Scripted behaviours: ``good`` | ``text`` (free-text
 list) | ``malformed`` | ``missing`` (last two items dropped) | ``429`` (Retry-After: ``retry_after``) |
 ``500`` | ``503`` | ``400`` | ``401`` | ``slow`` (``slow_s`` first) | ``truncated`` (half the answer,
-finish_reason=length) | ``reject_format`` (400 when response_format is set) | ``no_usage`` | ``no_logprobs``, or any
+finish_reason=length) | ``reject_format`` (400 when response_format is set) | ``no_usage`` | ``no_logprobs`` |
+``padded`` (a valid answer padded with whitespace to ``padded_bytes``) | a real server's flavour
+(:mod:`monitor.tools.server_flavours`: ``llama_cpp_python``, ``vllm_no_rules``, ...), or any
 callable ``(body) -> (status, json, headers)``. POST /v1/embeddings returns deterministic hashed
 bag-of-words vectors (``dimensions`` honoured, float or base64). Every request body is kept in
 ``server.requests``.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import struct
 import threading
 import time
@@ -31,6 +34,7 @@ from typing import Any
 
 from aiohttp import web
 
+from monitor.tools.server_flavours import FLAVOURS, refusal, reshape
 from monitor.tools.stand_in_judge import answer, embed
 
 Behaviour = str | Callable[[dict[str, Any]], tuple[int, dict[str, Any], dict[str, str]]]
@@ -38,9 +42,10 @@ Behaviour = str | Callable[[dict[str, Any]], tuple[int, dict[str, Any], dict[str
 class OpenAIServer:
     def __init__(
         self, *, latency_s: float = 0.0, slow_s: float = 2.0, retry_after: str = "0", default: Behaviour = "good",
-        port: int = 0, keep_requests: bool = True,
+        padded_bytes: int = 2_000_000, port: int = 0, keep_requests: bool = True,
     ) -> None:
         self.latency_s = latency_s
+        self.padded_bytes = padded_bytes
         self.slow_s = slow_s
         self.retry_after = retry_after
         self.default = default
@@ -81,7 +86,8 @@ class OpenAIServer:
             app.router.add_post("/v1/chat/completions", self._chat)
             app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._chat)
             app.router.add_post("/v1/embeddings", self._embeddings)
-            self._runner = web.AppRunner(app, access_log=None)
+            # a handler whose client hung up is cancelled (a "slow" answer must not hold stop() for its full sleep)
+            self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", self.port)
             self._loop.run_until_complete(site.start())
@@ -111,7 +117,7 @@ class OpenAIServer:
         self.stop()
 
     # --- handlers -------------------------------------------------------------------------
-    async def _chat(self, request: web.Request) -> web.Response:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         if self.keep_requests:
             self.requests.append(body)
@@ -122,12 +128,37 @@ class OpenAIServer:
         if callable(behaviour):
             status, payload, headers = behaviour(body)
             return web.json_response(payload, status=status, headers=headers)
+        if behaviour in FLAVOURS:  # a real server's refusals (monitor/tools/server_flavours.py), else an answer
+            refused = refusal(behaviour, body)
+            if refused is not None:
+                return web.json_response(refused[1], status=refused[0])
+            return web.json_response(reshape(behaviour, self._completion(body, "good")))
         error = _errors(behaviour, body, self.retry_after)
         if error is not None:
             return error
         if behaviour == "slow":
             await asyncio.sleep(self.slow_s)
+        if behaviour in ("padded", "padded_chunked"):
+            return await self._padded(request, self._completion(body, "good"), chunked=behaviour == "padded_chunked")
         return web.json_response(self._completion(body, behaviour))
+
+    async def _padded(self, request: web.Request, payload: dict[str, Any], *, chunked: bool) -> web.StreamResponse:
+        """A valid completion followed by whitespace up to ``padded_bytes`` (still one JSON document)."""
+        data = json.dumps(payload).encode()
+        padding = b" " * max(0, self.padded_bytes - len(data))
+        if not chunked:
+            return web.Response(body=data + padding, content_type="application/json")
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(data)
+        try:
+            for start in range(0, len(padding), 65536):
+                await response.write(padding[start:start + 65536])
+            await response.write_eof()
+        except ConnectionError:  # the client stopped reading: what a capped client does
+            pass
+        return response
 
     def _completion(self, body: dict[str, Any], behaviour: str) -> dict[str, Any]:
         text, logprobs = answer(body, behaviour)

@@ -103,7 +103,7 @@ async def _load(kafka: KafkaSettings, rubrics: RubricSettings, rate: float, dura
             while produced < (now - started) * rate:
                 conv = generator.generate(f"soak-{uuid.uuid4().hex[:12]}", time.time())
                 for event in conv.events:
-                    await send_event(producer, kafka.topic("events"), event)
+                    await send_event(producer, kafka.input_topic_name, event)
                 produced += 1
             if now >= next_sample:
                 next_sample += interval_s

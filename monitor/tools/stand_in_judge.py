@@ -130,8 +130,9 @@ def answer(body: dict[str, Any], behaviour: str = "good") -> tuple[str, dict[str
 def _asks_why(body: dict[str, Any]) -> bool:
     """Whether the request's JSON schema asks for a ``why`` per item (convmon's judge_explanations)."""
     schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
-    return any("why" in (p.get("properties") or {}) for p in (schema.get("properties") or {}).values()
-               if isinstance(p, dict))
+    shapes = [shape for p in (schema.get("properties") or {}).values() if isinstance(p, dict)
+              for shape in p.get("anyOf", [p]) if isinstance(shape, dict)]  # answer rules: one shape per branch
+    return any("why" in (shape.get("properties") or {}) for shape in shapes)
 
 
 def _logprobs_answer(

@@ -185,7 +185,8 @@ def test_otlp_traces_to_scores_evaluation_events_and_exemplars(broker: str, make
         trace_hex, span_hex = judged[attrs["gen_ai.conversation.id"]].split("-")
         assert (record.trace_id.hex(), record.span_id.hex()) == (trace_hex, span_hex)
         assert attrs["gen_ai.response.id"] == f"chatcmpl-{attrs['gen_ai.conversation.id']}-1"
-        assert attrs["gen_ai.evaluation.score.label"] in ("yes", "no")
+        assert attrs["gen_ai.evaluation.score.label"] in ("good", "bad", "neutral")  # polarity-aware
+        assert attrs["convmon.verdict"] in ("yes", "no")
         assert 0.0 <= attrs["gen_ai.evaluation.score.value"] <= 1.0 and attrs["convmon.scorer"] == "distilled"
     assert sorted(by_conversation) == sorted(judged)
     for records in by_conversation.values():  # one event per rubric item, once

@@ -39,6 +39,7 @@ def make_settings(server: OpenAIServer, tmp_path: Path) -> Callable[..., Setting
             "judge_backoff_max_s": 0.005,
             "judge_max_retries": 3,
             "judge_timeout_s": 5.0,
+            "judge_repair_prompt": "always",  # the repair tests; "auto" skips it at temperature 0 (test_real_servers)
         }
         values.update(overrides)
         return Settings(**values)

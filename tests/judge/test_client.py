@@ -210,14 +210,27 @@ async def test_missing_usage_is_booked_at_the_bound(metrics) -> None:
 
 async def test_a_usage_claim_above_the_bound_is_booked_at_the_bound(metrics) -> None:
     """The issue's case: one response claiming 1e9 tokens used to book $150 of the budget."""
-    claim = {"prompt_tokens": 10**9, "completion_tokens": 10**9, "total_tokens": 2 * 10**9}
+    claim = {"prompt_tokens": 10**9, "completion_tokens": 10, "total_tokens": 10**9 + 10}
     client = make_client(Recorder(ok(usage=claim)), metrics)
     completion = await client.complete(MESSAGES)
-    bound = client.cost("gpt-4o-mini", Usage(prompt=prompt_bound(MESSAGES), completion=1500))
+    bound = client.cost("gpt-4o-mini", Usage(prompt=prompt_bound(MESSAGES), completion=10))
     assert completion.cost_usd == pytest.approx(bound) and bound < 0.01
     assert client.budget.spent_usd == pytest.approx(bound)
     assert sample(metrics, "convmon_judge_usage_capped_total", model="gpt-4o-mini") == 1
     assert sample(metrics, "convmon_judge_spend_usd_total", model="gpt-4o-mini") == pytest.approx(bound)
+
+
+async def test_more_completion_tokens_than_asked_for_is_an_answer_too_large(metrics, sleeps) -> None:
+    """Issue #34's token cap: a server that ignored max_tokens is not read, counted, and booked at the bound."""
+    claim = {"prompt_tokens": 10, "completion_tokens": 1501, "total_tokens": 1511}
+    handler = Recorder(ok(usage=claim))
+    client = make_client(handler, metrics)
+    with pytest.raises(JudgeError, match=r"reported 1501 completion tokens for max_tokens=1500") as info:
+        await client.complete(MESSAGES)
+    assert info.value.reason == "judge_answer_too_large" and len(handler.requests) == 1 and sleeps == []
+    assert sample(metrics, "convmon_judge_answers_too_large_total", limit="tokens") == 1
+    bound = client.cost("gpt-4o-mini", Usage(prompt=prompt_bound(MESSAGES), completion=1500))
+    assert client.budget.spent_usd == pytest.approx(bound)
 
 
 async def test_reported_usage_below_the_bound_lowers_the_booking(metrics) -> None:

@@ -10,10 +10,12 @@ import pytest
 from conftest import make_conversation, sample
 from judge_wiring import judge_from
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
+from prometheus_client import CollectorRegistry
 from test_strict_answers import respond
 
 from distill.store import LabelRecord
 from monitor.contracts.errors import ConfigError, JudgeResponseError
+from monitor.contracts.metrics import Metrics
 from monitor.judge.redact import Redactor
 from monitor.judge.strict import MAX_EXPLANATION
 from monitor.stages.evaluations import EvaluationEvents
@@ -23,7 +25,9 @@ CONVERSATION = make_conversation("my email is bob@example.com and the export sti
 
 
 def _item_schemas(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(body["response_format"]["json_schema"]["schema"]["properties"].values())
+    """Every answer shape the schema allows (an item with answer rules has one per ``anyOf`` branch)."""
+    items = body["response_format"]["json_schema"]["schema"]["properties"].values()
+    return [shape for item in items for shape in item.get("anyOf", [item])]
 
 
 async def test_off_by_default_nothing_is_asked_or_kept(make_settings, rubric, metrics, server) -> None:
@@ -51,7 +55,8 @@ async def test_explanations_reach_evaluation_events_and_the_label_store_redacted
     assert record.items[0].explanation == "user bob@example.com is upset"  # kept as is inside the worker
 
     memory = InMemoryLogRecordExporter()
-    events = EvaluationEvents.from_environment(scorers=["llm"], redact=Redactor().redact, exporter=memory)
+    events = EvaluationEvents.from_environment(scorers=["llm"], redact=Redactor().redact, exporter=memory,
+                                              metrics=Metrics(CollectorRegistry()), queue_size=64)
     events.observe(record)
     events.shutdown()
     explanations = [d.log_record.attributes["gen_ai.evaluation.explanation"]  # type: ignore[index]

@@ -13,7 +13,7 @@ from monitor.contracts.setting_values import split_commas
 from monitor.contracts.settings import Settings, load_settings
 
 LISTS = ["judge_models", "pii_extra_patterns", "pii_phone_regions", "metric_dimensions",
-         "otlp_conversation_attributes"]
+         "otlp_conversation_attributes", "otlp_content_allowed_hosts"]
 
 
 def test_every_list_setting_is_covered() -> None:

@@ -14,11 +14,12 @@ from pathlib import Path
 import faust
 
 from monitor.contracts.settings import Settings, load_settings
+from monitor.runtime.layout import BrokerLayout
 from monitor.runtime.worker import build_worker_app, run_worker
 
 
-def build(settings: Settings) -> faust.App:
-    app = build_worker_app(settings)
+def build(settings: Settings, layout: BrokerLayout) -> faust.App:
+    app = build_worker_app(settings, layout)
     trigger = Path(os.environ["STALL_TRIGGER"])
 
     @app.timer(0.5)

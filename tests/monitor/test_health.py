@@ -48,9 +48,9 @@ def probe(worker: WorkerProcess, path: str) -> tuple[int, str]:
 
 
 def assigned(worker: WorkerProcess) -> int | None:
-    """Partitions the worker owns, from its /readyz text; None while it is not ready."""
+    """Input partitions the worker owns, from its /readyz text; None while it is not ready."""
     status, text = probe(worker, "/readyz")
-    match = re.search(r"\(partitions assigned: (\d+)\)", text)
+    match = re.search(r"\(input partitions assigned: (\d+)\)", text)
     return int(match.group(1)) if status == 200 and match else None
 
 
@@ -64,7 +64,7 @@ def test_workers_are_ready_once_joined_even_an_idle_one(broker: str, make_settin
         a.start()
         wait_until(lambda: probe(a, "/readyz")[0] == 200, 60, message="the first worker to join")
         assert probe(a, "/healthz")[0] == 200
-        assert "(partitions assigned: " in probe(a, "/readyz")[1]
+        assert "(input partitions assigned: 1)" in probe(a, "/readyz")[1]  # the input's only (not every topic's)
         b.start()
         assert probe(b, "/metrics")[0] == 200
         wait_until(lambda: probe(b, "/readyz")[0] == 200, 60, message=f"the second worker to join ({b.log()})")
@@ -73,8 +73,9 @@ def test_workers_are_ready_once_joined_even_an_idle_one(broker: str, make_settin
         assert probe(a, "/readyz")[0] == 200 and probe(b, "/healthz")[0] == 200
         assert "convmon_events_total" in probe(b, "/metrics")[1]  # /metrics is unchanged beside them
         owner, idle = (a, b) if assigned(b) == 0 else (b, a)
+        assert assigned(owner) == 1
         owner.stop()  # scale in: the idle member takes every partition over
-        wait_until(lambda: (assigned(idle) or 0) > 0, 60, message=f"the idle worker to take over ({idle.log()})")
+        wait_until(lambda: assigned(idle) == 1, 60, message=f"the idle worker to take over ({idle.log()})")
         rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
         sim = ConversationGenerator(rubric, seed=5).generate("scale-in-1", time.time(), end_event=False)
         produce(broker, settings.topic("events"), [(b"scale-in-1", orjson.dumps(e)) for e in sim.events])

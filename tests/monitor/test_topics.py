@@ -13,8 +13,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from pydantic import ValidationError
 
 from monitor.contracts.errors import ConfigError
-from monitor.contracts.settings import REPO_ROOT, Settings
-from monitor.runtime.broker import free_port
+from monitor.contracts.settings import REPO_ROOT, Settings, load_settings
+from monitor.runtime.app import topic_names
+from monitor.runtime.broker import ensure_topics, free_port
+from monitor.runtime.layout import BrokerLayout, read_layout
 from monitor.runtime.topics import check_topics, convmon_topics, create_topics
 from monitor.runtime.worker import build_worker_app
 from tests.workers import settings_env
@@ -93,3 +95,52 @@ def test_an_unreachable_broker_is_one_line_naming_the_setting(tmp_path: Path) ->
     settings = Settings(broker_url=f"kafka://127.0.0.1:{free_port()}", data_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"^cannot reach Kafka at kafka://127\.0\.0\.1:\d+ \(CONVMON_BROKER_URL\)"):
         asyncio.run(check_topics(settings))
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "otlp spans", "a/b", "x" * 250, "événements"])
+def test_the_input_topic_must_be_a_kafka_topic_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    name: str) -> None:
+    monkeypatch.chdir(tmp_path)  # no convmon.toml
+    monkeypatch.setenv("CONVMON_INPUT_TOPIC", name)
+    with pytest.raises(ConfigError, match=r"^setting 'input_topic' \(CONVMON_INPUT_TOPIC or convmon.toml\): "
+                                          r"Value error, .* is not a Kafka topic name: 1-249 characters"):
+        load_settings()
+
+
+def test_the_input_topic_is_convmons_events_unless_named_and_only_then_created(make_settings) -> None:
+    default = make_settings()
+    assert default.input_topic_name == default.topic("events") and default.owns_input_topic
+    names = {s.name for s in convmon_topics(default)}
+    assert {default.topic("events"), default.topic("rekeyed")} <= names
+    assert topic_names(default)[0] == default.topic("events")
+
+    named = make_settings(input_topic="otlp_spans", topic_partitions=4)
+    assert named.input_topic_name == "otlp_spans" and not named.owns_input_topic
+    specs = {s.name: s for s in convmon_topics(named)}
+    assert "otlp_spans" not in specs and named.topic("events") not in specs  # the producer's: never created
+    assert "otlp_spans" not in topic_names(named) and named.topic("rekeyed") in topic_names(named)
+    rekeyed = specs[named.topic("rekeyed")]
+    assert rekeyed.partitions == 4 and rekeyed.config["retention.ms"] == str(7 * 86400 * 1000)
+    # naming convmon's own default explicitly is the default
+    assert make_settings(input_topic="x.events", topic_prefix="x.").owns_input_topic
+
+
+def test_the_layout_forwards_the_input_only_when_its_partitions_differ(make_settings) -> None:
+    settings = make_settings(topic_partitions=4)
+    assert not BrokerLayout.matching(settings).forward
+    assert BrokerLayout("in", 1, 4).forward and BrokerLayout("in", 12, 4).forward
+    assert not BrokerLayout("in", 4, 4).forward
+
+
+@pytest.mark.integration
+def test_the_input_layout_is_read_from_the_broker_and_a_missing_input_is_one_line(broker: str,
+                                                                                 make_settings) -> None:
+    settings = make_settings(broker_url=f"kafka://{broker}", topic_partitions=4)
+    named = settings.model_copy(update={"input_topic": f"{settings.topic_prefix}collector"})
+    with pytest.raises(ConfigError, match=r"^the input topic '.*collector' \(CONVMON_INPUT_TOPIC\) does not exist on "
+                                          r"kafka://.*: create it \(its producer owns it; convmon only reads it\)"):
+        asyncio.run(read_layout(named))
+    asyncio.run(ensure_topics(broker, [named.input_topic_name], 3))
+    assert asyncio.run(create_topics(named)) and named.input_topic_name not in asyncio.run(create_topics(named))
+    assert asyncio.run(read_layout(named)) == BrokerLayout(named.input_topic_name, 3, 4, tansu=True)
+    assert asyncio.run(check_topics(named)) == []  # the input's 3 partitions are not convmon's to check

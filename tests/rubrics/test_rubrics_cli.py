@@ -150,3 +150,22 @@ def test_a_failed_run_resumes_from_what_it_finished(
     resumed = invoke("learn", "--labeled", str(mwoz), "--limit", "10", "--out", str(out))
     assert "5 from cache" in resumed
     assert load_rubric_set(out, REPO_ROOT / "prompts").items
+
+
+def test_evaluate_in_logprobs_mode_scores_ten_times_p_yes_and_replays_from_the_cache(
+    judge_env: Path, mwoz: Path, server
+) -> None:
+    """Issue #37: `rubrics evaluate --mode logprobs`; the cache keeps the top logprobs, so a rerun is free."""
+    server.default = "good"  # the stand-in judge answers yes/no with top logprobs
+    args = ("evaluate", "--labeled", str(mwoz), "--limit", "12", "--set", "spur-mwoz", "--mode", "logprobs",
+            "--bootstrap", "0", "--json")
+    first = loads(invoke(*args))
+    assert first["mode"] == "logprobs" and first["llm"]["calls"] > 0
+    entry = first["sets"][0]
+    assert entry["conversations"] == 11 and entry["failed"] == 0  # the loader keeps 11 of these rows (29 of 30 above)
+    assert all(request.get("logprobs") and request["max_tokens"] == 1 for request in server.requests)
+    assert 0.0 <= entry["metrics"]["accuracy"] <= 1.0 and -1.0 <= entry["metrics"]["delta_netsat"] <= 1.0
+    calls = len(server.requests)
+    again = loads(invoke(*args))
+    assert len(server.requests) == calls and again["llm"]["cache_hits"] == first["llm"]["calls"]
+    assert again["sets"][0]["metrics"] == entry["metrics"]

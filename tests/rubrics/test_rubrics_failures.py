@@ -102,7 +102,7 @@ def test_rubicon_says_the_judges_answers_were_unusable(judge_env: Path, mwoz: Pa
                  "--method", "rubicon", "--score-mode", "spur")
     assert result.exit_code == 2, result.output
     assert "pool scoring: every one of the 29 answers was unusable, so nothing was learned" in result.stderr
-    assert "29: after a repair prompt, judge answer unusable" in result.stderr
+    assert "29: judge answer unusable" in result.stderr
     assert "needs at least 2 SAT" not in result.output
 
 
@@ -128,7 +128,7 @@ def test_evaluate_with_every_answer_unusable_prints_null_and_exits_3(labeled: Pa
     assert (report["conversations"], report["failed"]) == (0, 10)
     assert set(report["metrics"].values()) == {None}
     assert list(report["failures"].values()) == [10] and "judge answer unusable" in next(iter(report["failures"]))
-    assert "spur-mwoz@1: 10 of 10 answers dropped (10: after a repair prompt, judge answer unusable" in result.stderr
+    assert "spur-mwoz@1: 10 of 10 answers dropped (10: judge answer unusable" in result.stderr
     assert "every answer failed for spur-mwoz@1, whose metrics are undefined" in result.stderr
     table = run("evaluate", "--labeled", str(labeled), "--set", "spur-mwoz", "--bootstrap", "0")
     assert table.exit_code == 3 and "n/a" in table.stdout and "nan" not in table.stdout.lower()

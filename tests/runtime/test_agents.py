@@ -25,6 +25,7 @@ from monitor.contracts.score_codec import decode_score
 from monitor.runtime.agents import register_agents
 from monitor.runtime.app import Topics, create_app
 from monitor.runtime.components import Components, build_components
+from monitor.runtime.layout import BrokerLayout
 from monitor.runtime.wiring import build_pipeline
 from monitor.tools.simulator.generate import ConversationGenerator
 from tests.model_fixtures import publish_distilled_model
@@ -39,7 +40,7 @@ def agent_named(app: faust.App, name: str) -> faust.types.AgentT:
 
 def record_sends(topics: Topics) -> Sent:
     sent: Sent = {}
-    for field in ("judge", "scores", "labels", "dead_letters", "events"):
+    for field in ("judge", "scores", "labels", "dead_letters", "rekeyed"):
         topic = getattr(topics, field)
         sent[field] = []
 
@@ -130,7 +131,7 @@ def test_hot_path_agent_sessionizes_a_batch_counts_and_sends(worker) -> None:
     # the conversation's partition total is committed beside its dedup mark in the scored table
     [scored] = [t for t in c.tables if t.name == "scored"]
     assert scored.data["#c|0"] == {"partition": 0, "seq": 1} and "distilled:agent-1" in scored.data
-    assert sent["events"] == []  # keyed input: nothing re-keyed
+    assert sent["rekeyed"] == []  # keyed input: nothing re-keyed
     # the sessions' writes (turns, then the close) went out only after the batch's output was flushed
     assert max(held for _, _, held in sent["flush"]) >= len(sim.events) - 1
     assert [k for k, _, _ in sent["flush"]][:2] == [b"", b"acked"]  # flushed, commit acknowledged, then released
@@ -172,3 +173,15 @@ def test_judge_agent_scores_once_and_counts_a_redelivery_as_duplicate(worker) ->
     assert value(registry, "convmon_duplicate_scores_total", scorer="llm") == 1
     assert len(sent["labels"]) == 2 and orjson.loads(sent["labels"][0][1])["score"]["scorer"] == "llm"
     assert dict(sent["dead_letters"][0][2])["convmon-stage"] == b"judge"
+
+
+@pytest.mark.parametrize("tansu", [False, True])
+def test_the_topic_recreating_timer_runs_against_tansu_only(make_settings, tansu: bool) -> None:
+    """A memory-only Tansu restarted loses its topics; a Kafka cluster does not (runtime/layout.py)."""
+    settings = make_settings(broker_url="kafka://127.0.0.1:1")
+    app, topics = create_app(settings, tansu=tansu)
+    layout = BrokerLayout(settings.input_topic_name, 4, 4, tansu=tansu)
+    register_agents(app, topics, build_components(app, topics, build_pipeline(settings, registry=CollectorRegistry()),
+                                                  layout))
+    timers = {task.__name__ for task in app._app_tasks}  # faust keeps no public list of an app's timers
+    assert ("recreate_topics" in timers) == tansu and "sweep_sessions" in timers

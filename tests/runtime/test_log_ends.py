@@ -17,7 +17,10 @@ from faust.types import TP
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import create_app
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.delivery import GuardedConsumer
+from monitor.runtime.layout import read_layout
 from monitor.runtime.log_ends import EndCheckingConsumer, checked_ends, fetched_ends, stop_probe
+from monitor.runtime.topics import create_topics
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +82,19 @@ def test_a_probe_client_stopped_right_after_start_does_not_raise(broker: str) ->
     asyncio.run(run())
 
 
-def test_the_worker_consumer_checks_its_restore_ends(make_settings) -> None:
+def test_the_worker_consumer_checks_its_restore_ends_against_tansu_only(make_settings) -> None:
     settings: Settings = make_settings()
-    app, _ = create_app(settings)
+    app, _ = create_app(settings, tansu=True)
     assert issubclass(app.transport.Consumer, EndCheckingConsumer)
+    assert issubclass(app.transport.Consumer, GuardedConsumer)  # and still guards its commits
+    app, _ = create_app(settings)
+    assert not issubclass(app.transport.Consumer, EndCheckingConsumer)
+    assert issubclass(app.transport.Consumer, GuardedConsumer)
+
+
+@pytest.mark.integration
+def test_the_embedded_broker_is_told_by_its_cluster_id(broker: str, make_settings) -> None:
+    """`convmon broker` and the fixtures run Tansu with its default cluster id: the worker loads its workarounds."""
+    settings: Settings = make_settings(broker_url=f"kafka://{broker}")
+    asyncio.run(create_topics(settings))
+    assert asyncio.run(read_layout(settings)).tansu

@@ -3,6 +3,7 @@ from __future__ import annotations
 import orjson
 from prometheus_client import CollectorRegistry, generate_latest
 
+from monitor.contracts.events import decode_event
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import decode_score
@@ -11,7 +12,7 @@ from monitor.contracts.settings import Settings
 from monitor.stages.deadletter import conversation_ref
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import WEIGHT, HotPath, Input
+from monitor.stages.hotpath import REKEYED, WEIGHT, HotPath, Input, Send, rekeyed_record
 from monitor.stages.route import in_sample
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals
@@ -20,7 +21,8 @@ from tests.stages.memstore import MemStore
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
 
 
-def hot_path(sample_rate: float = 0.5, *, judge_configured: bool = True) -> tuple[HotPath, Metrics]:
+def hot_path(sample_rate: float = 0.5, *, forward_input: bool = False,
+             judge_configured: bool = True) -> tuple[HotPath, Metrics]:
     metrics = Metrics(CollectorRegistry())
     sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
@@ -29,7 +31,7 @@ def hot_path(sample_rate: float = 0.5, *, judge_configured: bool = True) -> tupl
     dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
     hot = HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
                   max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=sample_rate,
-                  judge_configured=judge_configured)
+                  forward_input=forward_input, judge_configured=judge_configured)
     hot.assign({0, 1, 2, 3}, now=0.0)
     return hot, metrics
 
@@ -48,7 +50,7 @@ def test_a_batch_sessionizes_rekeys_and_dead_letters() -> None:
              Input(b"x", b"{nope", 2), Input(b"a", turn("a", 1), 0), Input(b"z", b"y" * 20_000, 2)]
     out = hot.ingest(batch, now=1.0)
     assert [c.conversation_id for c, _ in out.closed] == ["a"] and out.closed[0][1] == 0
-    assert out.rekey == [(b"b", turn("b", 0))]
+    assert out.rekey == [Send(b"b", turn("b", 0), [(REKEYED, b"1")], None)]
     assert [(d.reason, dict(d.headers)["convmon-stage"]) for d in out.dead] == [
         ("malformed_json", b"sessionize"), ("late_event", b"sessionize"), ("too_large", b"sessionize")]
     assert metrics.registry.get_sample_value("convmon_events_total", {"kind": "turn"}) == 3
@@ -60,9 +62,27 @@ def test_unkeyed_events_re_keyed_give_the_same_conversation() -> None:
     first = hot.ingest([Input(None, end("u", turn_count=3), 0), Input(None, turn("u", 2), 1),
                         Input(None, turn("u", 0), 2), Input(None, turn("u", 1), 3)], now=1.0)
     assert len(first.rekey) == 4
-    again = hot.ingest([Input(k, v, 3, rekeyed=True) for k, v in reversed(first.rekey)], now=1.0)
+    again = hot.ingest([Input(r.key, r.value, 3, rekeyed=True) for r in reversed(first.rekey)], now=1.0)
     [(conversation, partition)] = again.closed
     assert [t.index for t in conversation.turns] == [0, 1, 2] and partition == 3
+
+
+def test_forwarded_input_is_re_keyed_whole_with_its_timestamp_and_processed_from_the_re_keyed_topic() -> None:
+    """An input whose partitions are not the state's (runtime/layout.py): keyed events too go to the re-keyed
+    topic, with the input record's timestamp; nothing is sessionized, and no partition clock moves, until
+    they come back from there."""
+    hot, metrics = hot_path(forward_input=True)
+    out = hot.ingest([Input(b"f", turn("f", 0), 0, timestamp=50.0), Input(b"f", end("f", turn_count=1), 0,
+                                                                           timestamp=51.0),
+                      Input(b"x", b"{nope", 0)], now=100.0)
+    assert out.closed == [] and [d.reason for d in out.dead] == ["malformed_json"]
+    assert out.rekey == [rekeyed_record(decode_event(turn("f", 0)), turn("f", 0), 50.0),
+                         rekeyed_record(decode_event(end("f", turn_count=1)), end("f", turn_count=1), 51.0)]
+    assert [r.timestamp for r in out.rekey] == [50.0, 51.0] and hot.clock.now(0, 100.0) == 100.0  # not observed
+    back = hot.ingest([Input(r.key, r.value, 2, rekeyed=True, timestamp=r.timestamp) for r in out.rekey], now=100.0)
+    [(conversation, partition)] = back.closed
+    assert conversation.conversation_id == "f" and partition == 2 and hot.clock.now(2, 100.0) == 51.0
+    assert metrics.registry.get_sample_value("convmon_conversations_finished_total", {"end_reason": "end"}) == 1
 
 
 def test_judge_slice_carries_the_router_weight_and_counting_is_once() -> None:
@@ -112,8 +132,8 @@ def test_unknown_fields_are_counted_by_a_bounded_name_and_the_event_kept() -> No
     assert value("convmon_input_unknown_fields_total", {"field": "user_id"}) == 2
     assert value("convmon_input_unknown_fields_total", {"field": "content"}) == 2
     assert value("convmon_input_unknown_fields_total", {"field": "other"}) == 4  # over the cap, or not a name
-    [(key, copy)] = out.rekey  # the re-keyed copy drops the ignored values and keeps the record's time
-    assert key == b"k" and b"private words" not in copy and orjson.loads(copy)["timestamp"] == 1.0
+    [send] = out.rekey  # the re-keyed copy drops the ignored values and keeps the record's time
+    assert send.key == b"k" and b"private words" not in send.value and orjson.loads(send.value)["timestamp"] == 1.0
     exposition = generate_latest(metrics.registry)
     assert b"private words" not in exposition and b"u-1" not in exposition
 

@@ -117,7 +117,31 @@ def test_malformed_payloads_and_content() -> None:
     app.trace([Chat("good", conversation_texts(1, "g"))])
     events, problems = dec.decode(app.take_traces("otlp_proto"))
     assert {e.conversation_id for e in events} == {"good"}  # the rest of the message survives
-    assert len(problems) == 1 and "gen_ai.input.messages is not JSON" in problems[0]
+    assert len(problems) == 1 and "gen_ai.input.messages is not JSON" in problems[0].detail
+    assert problems[0].reason == "invalid_genai"
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_over_long_conversation_ids_are_dead_lettered_as_on_json_input_never_cut(encoding: str) -> None:
+    """Cut to 256 characters, two ids sharing a prefix became one conversation (issue #32 item 5)."""
+    settings = Settings(input_format="otlp_traces", otlp_encoding=encoding)
+    metrics = Metrics(CollectorRegistry(), dimensions=tuple(settings.metric_dimensions))
+    decoder_ = build_input(settings.otel, settings.metrics, metrics, max_event_bytes=settings.max_event_bytes)
+    prefix = "u" * 256
+    app = GenAiApp()
+    app.trace([Chat(prefix + "-a", conversation_texts(1, "a")), Chat(prefix + "-b", conversation_texts(1, "b")),
+               Chat("fine", conversation_texts(1, "f")), Chat("x" * 256, conversation_texts(1, "x"))])
+    raw = app.take_traces(encoding)
+    decoded = decoder_.decode(raw, rekeyed=False)
+    assert {e.conversation_id for e, _ in decoded.events} == {"fine", "x" * 256}  # 256 is allowed, 257 is not
+    assert decoded.problem is not None and decoded.problem.reason == "invalid_schema"  # JSON input's reason
+    assert "'conversation_id': 258 characters, at most 256" in decoded.problem.detail and prefix not in \
+        decoded.problem.detail  # never the id itself in a dead letter's detail
+    path, _ = hot(decoder_)
+    out = path.ingest([Input(None, raw, 0)], now=1.0)
+    assert [(d.reason, d.value) for d in out.dead] == [("invalid_schema", raw)]
+    assert {s.labels["outcome"]: s.value for f in metrics.registry.collect() if f.name == "convmon_otlp_records"
+            for s in f.samples if s.name.endswith("_total")}["invalid_conversation_id"] == 4  # two calls, decoded twice
 
 
 def test_otlp_json_ids_are_hex() -> None:
@@ -156,13 +180,13 @@ def test_hot_path_rekeys_unkeyed_otlp_as_json_and_closes_on_idle(encoding: str) 
     refs = app.trace(chats)
     first = path.ingest([Input(None, app.take_traces(encoding), 0)], now=1.0)  # type: ignore[arg-type]
     assert first.closed == [] and first.dead == []
-    assert {k for k, _ in first.rekey} == {b"k-0", b"k-1", b"k-2"}
-    assert all(isinstance(decode_event(v), TurnEvent) for _, v in first.rekey)  # convmon JSON from here on
-    again = path.ingest([Input(k, v, 2, rekeyed=True) for k, v in first.rekey], now=2.0)
+    assert {r.key for r in first.rekey} == {b"k-0", b"k-1", b"k-2"}
+    assert all(isinstance(decode_event(r.value), TurnEvent) for r in first.rekey)  # convmon JSON from here on
+    again = path.ingest([Input(r.key, r.value, 2, rekeyed=True) for r in first.rekey], now=2.0)
     # a later message repeats the whole history: nothing is stored twice
     app.trace([Chat("k-0", conversation_texts(2, "0"))])
     repeat = path.ingest([Input(None, app.take_traces(encoding), 0)], now=3.0)  # type: ignore[arg-type]
-    path.ingest([Input(k, v, 2, rekeyed=True) for k, v in repeat.rekey], now=3.0)
+    path.ingest([Input(r.key, r.value, 2, rekeyed=True) for r in repeat.rekey], now=3.0)
     # k-0 traced again: its user turns 0 and 2 are repeats; answers 1 and 3 come from new calls (new spans)
     assert metrics.repeated_turns._value.get() == 2
     assert again.closed == []

@@ -23,12 +23,14 @@ from monitor.contracts.events import event_kind
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import create_app
 from monitor.runtime.batches import event_batches
+from monitor.runtime.layout import BrokerLayout
 from monitor.runtime.tablestore import TableStore
 from monitor.runtime.worker import run_worker
 
 
-def build_floor_app(settings: Settings) -> faust.App:
-    app, topics = create_app(settings)
+def build_floor_app(settings: Settings, layout: BrokerLayout | None = None) -> faust.App:
+    """``layout``: only whether the broker is Tansu; the floor reads the input as it is (keyed by conversation id)."""
+    app, topics = create_app(settings, tansu=layout is not None and layout.tansu)
     counted = TableStore(app.Table("scored", partitions=settings.topic_partitions))
     turns = TableStore(app.Table("turns", partitions=settings.topic_partitions))
 

@@ -41,7 +41,7 @@ async def simulate(kafka: KafkaSettings, rubric: RubricSet, plan: SimulationPlan
                    stop: asyncio.Event | None = None) -> SimulationStats:
     generator = ConversationGenerator(rubric, mix=plan.mix, seed=plan.seed)
     rng = random.Random(plan.seed + 1)
-    topic = kafka.topic("events")
+    topic = kafka.input_topic_name
     stats = SimulationStats()
     queue: list[tuple[float, int, dict[str, Any]]] = []
     seq = 0
