@@ -1,14 +1,18 @@
-"""The ``convmon`` command line. Settings are built here, once, and passed down."""
+"""The ``convmon`` command line. Settings are built here, once, and passed down.
+
+`convmon --help` must answer in well under 0.2 s of CPU: this module imports only typer and rich at the
+top; settings (pydantic-settings), asyncio and every command's code are imported inside the command
+(tests/cli/test_cli_surface.py checks what `import monitor.cli` loads).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import logging
-import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
@@ -16,7 +20,18 @@ from typer._click.core import Command, Context  # typer vendors click; its own t
 from typer.core import TyperGroup
 
 from monitor.contracts.errors import ConfigError, ConvmonError
-from monitor.contracts.settings import load_settings
+
+if TYPE_CHECKING:
+    from monitor.contracts.settings import Settings
+
+T = TypeVar("T")
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """The settings, imported on first use: pydantic-settings alone is a third of a second of CPU."""
+    from monitor.contracts.settings import load_settings as load
+
+    return load(**overrides)
 
 # Sub-apps are imported only when named on the command line: they pull in torch, scikit-learn and
 # the judge client, and `convmon --help` or a one-line error must not wait seconds for that.
@@ -26,6 +41,7 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "distill": ("distill.cli", "Train, evaluate and publish distilled classifiers."),
     "bench": ("monitor.tools.bench.cli", "Accuracy and throughput benchmarks (JSON output)."),
     "models": ("distill.models_cli", "Prebuild local model files (the int8 ONNX MiniLM)."),
+    "dead-letters": ("monitor.tools.dead_letters", "Read the dead-letter topic: reason, field and detail of each."),
     "judge": ("monitor.judge.check_cli", "Check the configured judge endpoint (`judge check`)."),
 }
 
@@ -49,6 +65,12 @@ class LazyGroup(TyperGroup):
         return super().resolve_command(ctx, args)
 
 
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    import asyncio
+
+    return asyncio.run(coroutine)
+
+
 def load_subcommand(name: str) -> Command:
     module, help_text = LAZY_SUBCOMMANDS[name]
     command = typer.main.get_command(importlib.import_module(module).app)
@@ -67,6 +89,16 @@ VERBOSE_HELP = "Log at INFO, including the Kafka client's connection attempts."
 def _quiet_connect_errors(record: logging.LogRecord) -> bool:
     """aiokafka logs 'Unable connect to ...' at ERROR on every attempt; convmon reports it once, naming the setting."""
     return not str(record.msg).startswith("Unable connect to")
+
+
+def _warn_unknown_environment() -> None:
+    """A misspelt CONVMON_* variable is otherwise ignored without a word."""
+    import os
+
+    from monitor.contracts.env_check import check_environment
+
+    for line in check_environment(os.environ):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _logging(verbose: bool) -> None:
@@ -89,6 +121,8 @@ def broker(port: Annotated[int, typer.Option(min=1, max=65535, help="Port to lis
                     "the environment) or postgres://USER:PASSWORD@HOST/DB keeps them across a restart or a "
                     "kill -9.")] = "memory://tansu/") -> None:
     """Run the embedded Tansu broker until Ctrl-C or SIGTERM, which stop it too (development and demos only)."""
+    import signal
+
     from monitor.runtime.broker import EmbeddedBroker, serve_until_signalled
 
     if storage_engine.split("://", 1)[0] not in ("memory", "s3", "postgres") or "://" not in storage_engine:
@@ -107,12 +141,13 @@ def worker(verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE
     """Run all agents (sessionize, route, judge, classify, export, label sink) and serve /metrics.
 
     Settings come from CONVMON_* environment variables or convmon.toml in the working directory
-    (every one is listed in the README): CONVMON_BROKER_URL and the CONVMON_KAFKA_* SASL/TLS settings,
+    (every one is listed in docs/settings.md): CONVMON_BROKER_URL and the CONVMON_KAFKA_* SASL/TLS settings,
     OPENAI_API_KEY / OPENAI_BASE_URL for the judge, CONVMON_LABEL_STORE_URL, CONVMON_MODEL_REGISTRY.
     Serves /metrics, /healthz (liveness) and /readyz (joined the consumer group) on
     CONVMON_METRICS_HOST:CONVMON_METRICS_PORT. Workers never retrain: run one `convmon retrain`.
     """
     _logging(verbose)
+    _warn_unknown_environment()
     from monitor.runtime.worker import run_worker
 
     run_worker(load_settings(), loglevel="info" if verbose else "warn")
@@ -137,6 +172,7 @@ def retrain(
     if not verbose:
         logging.getLogger().setLevel(logging.WARNING)
         logging.getLogger("convmon").setLevel(logging.INFO)
+    _warn_unknown_environment()
     from monitor.runtime.retrainer import run_retrainer
 
     raise typer.Exit(run_retrainer(load_settings(), once=once))
@@ -166,20 +202,25 @@ def simulate(
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     plan = SimulationPlan(rate=rate, duration_s=duration, turn_gap_s=turn_gap, dsat_spike_at_s=dsat_spike_at,
                           spike_factor=spike_factor, idle_fraction=idle_fraction, seed=seed)
-    stats = asyncio.run(run(settings, rubric, plan))
+    stats = _run(run(settings, rubric, plan))
     console.print(f"produced {stats.events} events for {stats.conversations} conversations "
                   f"({stats.spiked_conversations} during the DSAT spike) to {settings.topic('events')}")
 
 
 @app.command()
-def replay(path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL event file.")]) -> None:
+def replay(
+    path: Annotated[Path, typer.Argument(help="A USS .txt file or a JSONL event file.")],
+    relative_time: Annotated[bool, typer.Option(
+        "--relative-time", help="Drop the file's own event times: each event takes the time it is produced, so "
+                                "an old data set is scored as live traffic (score delay, idle timeouts).")] = False,
+) -> None:
     """Produce a dataset file as events, in original turn order, to CONVMON_BROKER_URL."""
     from monitor.runtime.produce import produce_events
     from monitor.tools.replay import read_dataset
 
     settings = load_settings()
-    replayed = read_dataset(path)
-    asyncio.run(produce_events(settings.kafka, replayed.events))
+    replayed = read_dataset(path, relative_time=relative_time)
+    _run(produce_events(settings.kafka, replayed.events))
     skipped = f" (left out {replayed.empty_utterances} empty utterances)" if replayed.empty_utterances else ""
     console.print(f"replayed {len(replayed.events)} events from {path} to {settings.topic('events')}{skipped}")
 
@@ -246,7 +287,7 @@ def topics_create() -> None:
     from monitor.runtime.topics import convmon_topics, create_topics
 
     settings = load_settings()
-    created = asyncio.run(create_topics(settings.kafka))
+    created = _run(create_topics(settings.kafka))
     for name in created:
         print(f"created {name}")
     print(f"{len(created)} created, {len(convmon_topics(settings.kafka)) - len(created)} already existed "
@@ -259,7 +300,7 @@ def topics_check() -> None:
     from monitor.runtime.topics import check_topics, convmon_topics
 
     settings = load_settings()
-    problems = asyncio.run(check_topics(settings.kafka))
+    problems = _run(check_topics(settings.kafka))
     for line in problems:
         print(line)
     if problems:

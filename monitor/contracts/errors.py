@@ -29,13 +29,18 @@ class InvalidEvent(ConvmonError):
 
     ``reason`` is a short, bounded code used as a metric label and dead-letter reason
     (``malformed_json``, ``invalid_schema``, ``too_large``, ``late_event``, ...);
-    ``detail`` is the human-readable explanation naming the field.
+    ``detail`` is the human-readable explanation naming the field (it may quote user text);
+    ``field`` the failing top-level field's name, when one failed; ``conversation_id`` the record's
+    conversation, when it could be read (for an opaque reference in logs, never the id itself).
     """
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, *, field: str | None = None,
+                 conversation_id: str | None = None) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+        self.field = field
+        self.conversation_id = conversation_id
 
 
 class RubricError(ConvmonError):

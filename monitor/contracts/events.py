@@ -1,17 +1,24 @@
 """Input contract: turn events, end events and finished conversations, decoded from JSON bytes.
 
-Agents receive raw bytes and call :func:`decode_event` themselves, because a faust agent dies on a
-decode error; every failure becomes an :class:`InvalidEvent` with a bounded ``reason`` code and a
-detail naming the field, which the caller sends to the dead-letter topic with the original bytes.
+Agents receive raw bytes and call :func:`decode_input` themselves, because a faust agent dies on a
+decode error; every failure becomes an :class:`InvalidEvent` with a bounded ``reason`` code, the
+failing field and a detail, which the caller sends to the dead-letter topic with the original bytes.
+
+The contract (docs/input.md) is forgiving where that loses nothing and strict where a coercion
+could mislead: unknown top-level fields (and unknown fields of a conversation's turns) are ignored
+and reported by name, never kept; a missing ``timestamp`` is the broker record's time; integers
+must be JSON integers (``"turn_index": "0"`` is rejected, not silently read as 0).
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, StrictInt, ValidationError, field_validator
 
 from monitor.contracts.errors import InvalidEvent
 
@@ -41,13 +48,13 @@ class Feedback(Record):
     """Explicit user feedback: a thumbs vote and/or a 1-5 CSAT answer."""
 
     thumbs: Literal["up", "down"] | None = None
-    csat: int | None = Field(default=None, ge=1, le=5)
+    csat: StrictInt | None = Field(default=None, ge=1, le=5)
 
 
 class TurnEvent(Record):
     type: Literal["turn"] = "turn"
     conversation_id: ConversationId
-    turn_index: int = Field(ge=0)
+    turn_index: StrictInt = Field(ge=0)
     role: Role
     text: str = Field(min_length=1)
     timestamp: FiniteFloat
@@ -67,7 +74,7 @@ class EndEvent(Record):
     metadata: dict[str, str] = Field(default_factory=dict)
     # How many turns the conversation has (indices 0..turn_count-1): it closes when all are present,
     # so events may arrive in any order (unkeyed producers). Optional; without it, see allowed_lateness_s.
-    turn_count: int | None = Field(default=None, ge=1, le=1_000_000)
+    turn_count: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
     # Ground truth rubric items, set only by `convmon simulate` so the simulated judge can
     # stand in for an LLM; real producers never set it.
     simulated_truth: list[str] | None = None
@@ -76,7 +83,7 @@ class EndEvent(Record):
 
 
 class Turn(Record):
-    index: int = Field(ge=0)
+    index: StrictInt = Field(ge=0)
     role: Role
     text: str = Field(min_length=1)
     timestamp: FiniteFloat | None = None
@@ -122,8 +129,44 @@ def event_kind(obj: dict[str, Any]) -> str:
     if kind is None:  # producers may omit `type`: infer it from the shape
         kind = "conversation" if "turns" in obj else "turn"
     if not isinstance(kind, str) or kind not in _MODELS:
-        raise InvalidEvent("invalid_schema", f"field 'type': expected turn, end or conversation, got {kind!r}")
+        raise InvalidEvent("invalid_schema", f"field 'type': expected turn, end or conversation, got {kind!r}",
+                           field="type")
     return kind
+
+
+@dataclass(frozen=True)
+class DecodedEvent:
+    """One decoded input record and what the decoder left out or filled in."""
+
+    event: Event
+    unknown_fields: tuple[str, ...] = ()  # names only (never values): ignored, counted by the caller
+    filled_timestamp: bool = False  # the event had no ``timestamp``: the broker record's time stands in
+
+
+def _drop_unknown(obj: dict[str, Any], model: type[Record]) -> list[str]:
+    """Remove the keys ``model`` does not know from ``obj`` (and from a conversation's turns); return their
+    names. A producer's extra field (``user_id``, ``content``) must not cost the event; its value is never
+    kept, so it cannot reach metadata, a topic or a log."""
+    known = model.model_fields
+    unknown = [k for k in obj if k not in known]
+    for k in unknown:
+        del obj[k]
+    if model is Conversation and isinstance(obj.get("turns"), list):
+        for turn in obj["turns"]:
+            if isinstance(turn, dict):
+                extra = [k for k in turn if k not in Turn.model_fields]
+                for k in extra:
+                    del turn[k]
+                unknown.extend(f"turns.{k}" for k in extra)
+    return list(dict.fromkeys(unknown))
+
+
+def _field_of(exc: ValidationError) -> str | None:
+    """The first failing field's top-level name: a model field (bounded), never user data."""
+    for err in exc.errors():
+        if err["loc"]:
+            return str(err["loc"][0])
+    return None
 
 
 def _describe(exc: ValidationError) -> str:
@@ -135,8 +178,12 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-def decode_event(raw: bytes, *, max_bytes: int = 1_000_000) -> Event:
-    """Decode and validate one input record; raise :class:`InvalidEvent` on anything wrong."""
+def decode_input(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | None = None) -> DecodedEvent:
+    """Decode and validate one input record; raise :class:`InvalidEvent` on anything wrong.
+
+    ``timestamp`` (epoch seconds) stands in for a turn or end event's missing ``timestamp``: the broker
+    record's time; without one, the current time.
+    """
     if raw is None or len(raw) == 0:
         raise InvalidEvent("empty", "the message has no value")
     if len(raw) > max_bytes:
@@ -147,11 +194,23 @@ def decode_event(raw: bytes, *, max_bytes: int = 1_000_000) -> Event:
         raise InvalidEvent("malformed_json", str(exc)) from exc
     if not isinstance(obj, dict):
         raise InvalidEvent("invalid_schema", f"expected a JSON object, got {type(obj).__name__}")
+    cid = obj.get("conversation_id")
+    cid = cid if isinstance(cid, str) else None
     model = _MODELS[event_kind(obj)]
+    unknown = _drop_unknown(obj, model)
+    filled = model is not Conversation and obj.get("timestamp") is None
+    if filled:
+        obj["timestamp"] = time.time() if timestamp is None else timestamp
     try:
-        return model.model_validate(obj)  # type: ignore[return-value]
+        event: Event = model.model_validate(obj)  # type: ignore[assignment]
     except ValidationError as exc:
-        raise InvalidEvent("invalid_schema", _describe(exc)) from exc
+        raise InvalidEvent("invalid_schema", _describe(exc), field=_field_of(exc), conversation_id=cid) from exc
+    return DecodedEvent(event, tuple(unknown), filled)
+
+
+def decode_event(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | None = None) -> Event:
+    """:func:`decode_input`'s event alone (unknown fields ignored, uncounted)."""
+    return decode_input(raw, max_bytes=max_bytes, timestamp=timestamp).event
 
 
 def encode(record: BaseModel) -> bytes:

@@ -87,6 +87,12 @@ class JudgeMetrics:
             "convmon_jury_disagreements", "Items on which jury members disagreed.", ["rubric"], registry=r
         )
         self.judge_in_flight = Gauge("convmon_judge_in_flight", "Judge requests in flight.", registry=r)
+        self.judge_configured = Gauge(
+            "convmon_judge_configured",
+            "1 when a judge endpoint is configured (OPENAI_API_KEY / OPENAI_BASE_URL); 0 when only the simulator's "
+            "conversations can be judged and the rest of the judge slice is routed as unjudged.",
+            registry=r,
+        )
         # --- real servers (issue #37) and answer size (issue #34) ---------------------------------------------
         self.judge_structured_fallback = Gauge(
             "convmon_judge_structured_fallback",

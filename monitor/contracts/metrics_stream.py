@@ -19,6 +19,19 @@ class StreamMetrics:
         r = registry
         # --- flow ---------------------------------------------------------------------------
         self.events = Counter("convmon_events", "Input records consumed, by kind.", ["kind"], registry=r)
+        self.input_unknown_fields = Counter(
+            "convmon_input_unknown_fields",
+            "Top-level input fields the event contract does not know, by field name (never value): ignored, the "
+            "event kept (docs/input.md). At most 32 names per worker; later ones are counted as other.",
+            ["field"],
+            registry=r,
+        )
+        self.input_idle = Gauge(
+            "convmon_input_idle_seconds",
+            "Seconds since this worker last consumed an input record (or since its start): past "
+            "input_idle_warn_s it logs a warning naming the topic.",
+            registry=r,
+        )
         self.conversations = Counter(
             "convmon_conversations_finished",
             "Conversations finished by the sessionizer, by how they ended (end event, idle, producer).",
@@ -66,7 +79,8 @@ class StreamMetrics:
         )
         self.routed = Counter(
             "convmon_conversations_routed",
-            "Routing decisions: the judge slice (uniform or active learning) or distilled only.",
+            "Routing decisions, by route: sample (sent to the judge), not_sampled (distilled only), budget_exhausted, "
+            "unjudged (in the slice, but no judge endpoint is configured and it has no simulated truth).",
             ["route"],
             registry=r,
         )

@@ -120,6 +120,10 @@ class StreamSettings(BaseModel):
     active_uncertainty_measure: Literal["margin", "entropy"] = "margin"
     active_budget_pacing: bool = True  # boosts pause while the day's judge spend runs ahead of the day
     sample_salt: str = ""
+    input_idle_warn_s: float = Field(
+        default=300.0, ge=10.0,
+        description="A worker that has consumed no input record for this long (since its start or its last record) "
+                    "logs one warning naming the input topic; convmon_input_idle_seconds always shows the time.")
 
     @model_validator(mode="after")
     def _check_sampler(self) -> Self:

@@ -8,11 +8,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
-from sklearn.model_selection import StratifiedKFold, cross_val_predict
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 from monitor.drift.base import DriftDetector
 
@@ -134,6 +129,14 @@ class FeatureDrift(DriftDetector):
                 self._evaluate()
 
     def _evaluate(self) -> None:
+        # scikit-learn is imported at the first fit, not with the worker: it is a third of a second of CPU and a
+        # worker with no feature reference never fits.
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.metrics import roc_auc_score
+        from sklearn.model_selection import StratifiedKFold, cross_val_predict
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
         assert self._reference is not None
         rng = np.random.default_rng(self.seed)
         ref = self._reference

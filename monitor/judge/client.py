@@ -17,10 +17,9 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import openai
 
 from monitor.contracts.errors import JudgeError, JudgeUnavailable
 from monitor.contracts.metrics import Metrics
@@ -40,6 +39,9 @@ from monitor.judge.formats import TEXT, FormatLadder, Rung, endpoint_label
 from monitor.judge.ledger import BudgetLedger
 from monitor.judge.ratelimit import RateLimiter
 from monitor.judge.statuses import classify
+
+if TYPE_CHECKING:  # the openai package (its types: ~1 s of CPU) is imported when a client is made
+    import openai
 
 log = logging.getLogger(__name__)
 _MAX_RETRY_AFTER_S = 300.0
@@ -78,6 +80,8 @@ class JudgeClient:
 
     @staticmethod
     def _make_openai(settings: JudgeSettings, given: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
+        import openai
+
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unused"
         http_client = given if given is not None else openai.DefaultAsyncHttpxClient()  # openai's defaults
         cap_answers(http_client, settings.judge_max_answer_bytes)
@@ -137,6 +141,8 @@ class JudgeClient:
         return await self._with_retries(request, self.formats.tries(model, response_format, plain_format))
 
     async def _with_retries(self, request: dict[str, Any], tries: list[Rung]) -> Completion:
+        import openai  # loaded by _make_openai already: a dictionary look-up
+
         model = request["model"]
         rung = 0
         level, bound = self._use_format(request, tries[rung])

@@ -7,14 +7,15 @@ check and never carry the request, the key or conversation text.
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from monitor.contracts.errors import JudgeError
 from monitor.contracts.metrics import Metrics
 from monitor.judge.completion import retry_after
 from monitor.judge.formats import refuses_format
+
+if TYPE_CHECKING:  # annotations only: the openai package is imported when a client is made (fast worker import)
+    import openai
 
 log = logging.getLogger("monitor.judge.client")
 

@@ -17,7 +17,7 @@ from monitor.contracts.settings import KafkaSettings, Settings
 from monitor.runtime.delivery import GuardedTransport
 from monitor.runtime.log_ends import TansuTransport
 
-# `conversations` and `sessions-control` are gone since the hot path runs in one agent (see the README).
+# `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md, issue #18).
 # The input topic is not among them: it is the producer's (``CONVMON_INPUT_TOPIC``), or convmon's own
 # ``<prefix>events`` when unset. ``rekeyed`` carries input events re-produced under their conversation id.
 TOPIC_NAMES = ("rekeyed", "judge", "scores", "labels", "dead-letters")

@@ -30,14 +30,18 @@ class DeadLetters:
         self.redactor = redactor or Redactor()
         self.keep_raw = keep_raw
 
-    async def send(self, raw: bytes | None, key: bytes | None, *, reason: str, detail: str, stage: str) -> None:
+    async def send(self, raw: bytes | None, key: bytes | None, *, reason: str, detail: str, stage: str,
+                   field: str | None = None) -> None:
         await self.send_letter(dead_letter(raw, key, reason=reason, detail=detail, stage=stage,
-                                           max_bytes=self.max_bytes))
+                                           max_bytes=self.max_bytes, field=field))
 
     async def send_letter(self, letter: DeadLetter) -> None:
         self.metrics.dead_letters.labels(letter.reason).inc()
-        # The detail may quote user text: keep it out of INFO logs.
-        log.warning("dead letter: %s", letter.reason)
+        # The detail may quote user text: never logged. The reference is opaque (stages/deadletter.py);
+        # `convmon dead-letters tail` prints the detail from the topic.
+        stage = dict(letter.headers).get("convmon-stage", b"").decode("utf-8", "replace")
+        log.warning("dead letter: %s (field %s, conversation %s, stage %s)", letter.reason, letter.field or "-",
+                    letter.ref, stage or "-")
         if not self.keep_raw:  # off the event loop: a record near the size limit takes a good part of a second
             letter = await asyncio.to_thread(redacted, letter, self.redactor, max_bytes=self.max_bytes)
         future = await self.topic.send(key=letter.key, value=letter.value, headers=letter.headers)

@@ -17,12 +17,23 @@ from monitor.runtime.app import create_app
 from monitor.runtime.components import build_components
 from monitor.runtime.endpoint import Endpoint, serve_endpoint
 from monitor.runtime.health import Health, register_health
+from monitor.runtime.input_watch import register_input_watch
 from monitor.runtime.layout import BrokerLayout, read_layout
 from monitor.runtime.retention import register_retention
 from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import build_pipeline
 
 log = logging.getLogger(__name__)
+
+NO_JUDGE = ("no judge endpoint (OPENAI_API_KEY / OPENAI_BASE_URL unset): only `convmon simulate` conversations are "
+            "judged; the judge slice of other traffic is counted as "
+            "convmon_conversations_routed_total{route=\"unjudged\"} (convmon_judge_configured 0), so no labels "
+            "and no new distilled models come from it")
+
+
+def start_lines(settings: Settings) -> list[str]:
+    """What a worker says at start whatever the log level: configuration that changes what it will do."""
+    return [] if settings.judge_configured else [NO_JUDGE]
 
 
 Build = Callable[[Settings, BrokerLayout], faust.App]
@@ -34,6 +45,7 @@ def build_worker_app(settings: Settings, layout: BrokerLayout | None = None) -> 
     components = build_components(app, topics, pipeline, layout)
     register_agents(app, topics, components)
     register_lag_timer(app, topics, components)
+    register_input_watch(app, pipeline.metrics, topics.events.get_topic_name(), settings.input_idle_warn_s)
     register_retention(app, pipeline.store, settings.label_retention_days, scores=pipeline.scores)
     return app
 
@@ -45,6 +57,9 @@ def run_worker(settings: Settings, *, loglevel: str = "warn",
     if settings.retrain_interval_s is not None:
         log.warning("CONVMON_RETRAIN_INTERVAL_S no longer makes workers retrain: run one `convmon retrain` per "
                     "deployment (it reads this setting as its interval; prefer CONVMON_RETRAIN_CRON)")
+    # No `_created` series: a third of a counter-heavy exposition that no rule or dashboard reads, so a scrape
+    # under load answers within a short scrape timeout (the demo's Prometheus scrapes every second).
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
     asyncio.run(create_topics(settings.kafka))
     # No `<name>_created` series: one more sample per counter and histogram child (a third of the
     # exposition) that no dashboard, rule or alert reads. Before any metric exists: it is read at creation.
@@ -59,6 +74,8 @@ def run_worker(settings: Settings, *, loglevel: str = "warn",
     # The allocator decides whether RSS stays flat (runtime/allocator.py): the image preloads jemalloc.
     print(f"convmon worker {settings.app_id} on {settings.broker_url}: {base}/metrics, /healthz, /readyz "
           f"(malloc: {allocator_of()})", file=sys.stderr, flush=True)  # one start line whatever the log level
+    for line in start_lines(settings):
+        print(line, file=sys.stderr, flush=True)
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)
     # faust's terminal spinner sets the root logger to DEBUG so it can spin on every record: every
     # debug call in aiokafka and faust then builds a LogRecord (about 5% of a busy worker's CPU).

@@ -55,10 +55,10 @@ class RedactingInput:
         self.redaction = redaction
         self.repeating = not isinstance(inner, JsonInput)  # OTLP calls repeat the chat history
 
-    def decode(self, raw: bytes | None, *, rekeyed: bool) -> Decoded:
-        decoded = self.inner.decode(raw, rekeyed=rekeyed)
+    def decode(self, raw: bytes | None, *, rekeyed: bool, timestamp: float | None = None) -> Decoded:
+        decoded = self.inner.decode(raw, rekeyed=rekeyed, timestamp=timestamp)
         events: list[tuple[Event, bytes | None]] = []
         for event, event_raw in decoded.events:
             redacted = self.redaction.event(event)
             events.append((event, event_raw) if redacted is event else (redacted, encode(redacted)))
-        return Decoded(events, decoded.problem)
+        return Decoded(events, decoded.problem, decoded.unknown_fields)

@@ -3,13 +3,15 @@
 The value is the original bytes, or a prefix of them when they would not fit one produce request
 (``max_bytes``): the record itself must never be what crashes the agent. Headers (a public
 contract): ``convmon-reason`` (a bounded code), ``convmon-stage``, ``convmon-detail`` (may quote
-user text: never logged at INFO), ``convmon-original-bytes`` (the original size) and
+user text: never logged), ``convmon-field`` (the failing top-level field, when one failed),
+``convmon-original-bytes`` (the original size) and
 ``convmon-truncated`` (``1`` when the value is a prefix) and, when PII redaction applies,
 ``convmon-redacted``.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 
 from monitor.judge.redact import Redactor, redact_dead_letter
@@ -24,10 +26,24 @@ class DeadLetter:
     value: bytes
     headers: list[tuple[str, bytes]]
     reason: str
+    field: str | None = None
+    ref: str = "-"  # an opaque reference to the conversation for logs (conversation_ref), never the id
+
+
+def conversation_ref(conversation_id: str | bytes | None) -> str:
+    """A short, stable, opaque reference to a conversation for log lines: the same id gives the same
+    reference in every worker's log (grep both), and the id itself never reaches a log.
+
+    Unkeyed (a plain hash): the privacy work's keyed reference (monitor/stages/export.py) should replace it.
+    """
+    if not conversation_id:
+        return "-"
+    raw = conversation_id.encode() if isinstance(conversation_id, str) else conversation_id
+    return "c:" + hashlib.blake2b(raw, digest_size=6, person=b"convmon-dlref").hexdigest()
 
 
 def dead_letter(raw: bytes | None, key: bytes | None, *, reason: str, detail: str, stage: str,
-                max_bytes: int) -> DeadLetter:
+                max_bytes: int, field: str | None = None, conversation_id: str | None = None) -> DeadLetter:
     """The record for the dead-letter topic; ``max_bytes`` is the producer's request limit."""
     raw = raw or b""
     key = key[:1024] if key else key
@@ -41,7 +57,10 @@ def dead_letter(raw: bytes | None, key: bytes | None, *, reason: str, detail: st
         ("convmon-truncated", b"1" if len(value) < len(raw) else b"0"),
         ("convmon-redacted", b"false"),
     ]
-    return DeadLetter(key=key, value=value, headers=headers, reason=reason)
+    if field:
+        headers.append(("convmon-field", field[:200].encode("utf-8", "replace")))
+    return DeadLetter(key=key, value=value, headers=headers, reason=reason, field=field,
+                      ref=conversation_ref(conversation_id or key))
 
 
 def redacted(letter: DeadLetter, redactor: Redactor, *, max_bytes: int) -> DeadLetter:

@@ -31,7 +31,7 @@ from monitor.stages.clock import PartitionClock
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.inputs import InputDecoder, JsonInput
+from monitor.stages.inputs import InputDecoder, JsonInput, UnknownFields
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Closed, Sessionizer
 from monitor.stages.totals import PartitionTotals
@@ -82,7 +82,7 @@ class HotPath:
                  metrics: Metrics, rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int,
                  sample_rate: float, policy: InclusionPolicy | None = None,
                  decoder: InputDecoder | None = None, clock: PartitionClock | None = None,
-                 forward_input: bool = False) -> None:
+                 forward_input: bool = False, judge_configured: bool = True) -> None:
         self.sessions = sessions
         self.clock = clock or PartitionClock()  # idle expiry and lateness in each partition's time (stages/clock.py)
         self.dedup = dedup
@@ -105,6 +105,11 @@ class HotPath:
         metrics.evicted.labels("max_open_conversations")
         metrics.open_conversations.set_function(lambda: float(len(sessions.open)))  # read on scrape
         self.decoder = decoder or JsonInput(max_event_bytes)
+        self.unknown_fields = UnknownFields(metrics)
+        # Without a judge endpoint only `convmon simulate`'s conversations can be judged (their simulated truth):
+        # the rest of the slice is counted as route="unjudged", not sent to die as judge dead letters.
+        self.judge_configured = judge_configured
+        metrics.judge_configured.set(1 if judge_configured else 0)
         # OTLP calls repeat the chat history (a redacting wrapper says what its decoder is: stages/boundary.py)
         self.repeating_input = bool(getattr(self.decoder, "repeating", not isinstance(self.decoder, JsonInput)))
         self.forward_input = forward_input  # the input's partitions are not the state's: re-key every event
@@ -118,8 +123,11 @@ class HotPath:
         self.totals.revoke(partitions)
         self.clock.forget(partitions)
 
-    def dead(self, raw: bytes | None, key: bytes | None, reason: str, detail: str, stage: str) -> DeadLetter:
-        return dead_letter(raw, key, reason=reason, detail=detail, stage=stage, max_bytes=self.max_request_bytes)
+    def dead(self, raw: bytes | None, key: bytes | None, reason: str, detail: str, stage: str, *,
+             problem: InvalidEvent | None = None) -> DeadLetter:
+        return dead_letter(raw, key, reason=reason, detail=detail, stage=stage, max_bytes=self.max_request_bytes,
+                           field=problem.field if problem else None,
+                           conversation_id=problem.conversation_id if problem else None)
 
     def ingest(self, batch: Sequence[Input], now: float) -> Outputs:
         out = Outputs()
@@ -130,13 +138,15 @@ class HotPath:
                 self.clock.observe(item.partition, item.timestamp, now, caught_up=item.caught_up)
             at = self.clock.now(item.partition, now)  # the sessions' time: this partition's clock, not processing time
             try:
-                decoded = self.decoder.decode(item.value, rekeyed=item.rekeyed)
+                decoded = self.decoder.decode(item.value, rekeyed=item.rekeyed,
+                                              timestamp=item.timestamp if item.timestamp is not None else now)
             except InvalidEvent as exc:
-                out.dead.append(self.dead(item.value, item.key, exc.reason, exc.detail, "sessionize"))
+                out.dead.append(self.dead(item.value, item.key, exc.reason, exc.detail, "sessionize", problem=exc))
                 continue
             if decoded.problem is not None:
                 out.dead.append(self.dead(item.value, item.key, decoded.problem.reason, decoded.problem.detail,
-                                          "sessionize"))
+                                          "sessionize", problem=decoded.problem))
+            self.unknown_fields.count(decoded.unknown_fields)
             for event, raw in decoded.events:
                 cid = event.conversation_id
                 if not stateful or item.key != cid.encode():  # one partition must own each conversation
@@ -219,6 +229,9 @@ class HotPath:
                     records: Sequence[ScoreRecord] = ()) -> list[Send]:
         """The conversations whose draw falls under their pi(x), as judge-topic records carrying pi and 1/pi.
 
+        With no judge endpoint configured, a sampled conversation without simulated truth is counted as
+        ``unjudged`` (``convmon_conversations_routed_total{route="unjudged"}``) and not sent.
+
         ``records`` are the distilled scores of this batch (none while no model is live): their
         uncertainty raises pi. ``boost=False`` (budget pacing) keeps pi at the hash rate, and that is the
         pi recorded. An exhausted budget sends nothing (counted as ``budget_exhausted``).
@@ -236,6 +249,9 @@ class HotPath:
                                           model_version=record.model_version if record else None)
             if not decision.judge:
                 decisions["not_sampled"] += 1
+                continue
+            if not self.judge_configured and conversation.simulated_truth is None:
+                decisions["unjudged"] += 1
                 continue
             if not judge_accepting:
                 decisions["budget_exhausted"] += 1

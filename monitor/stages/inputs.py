@@ -8,12 +8,14 @@ protobuf) is imported only when the setting selects it.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from monitor.contracts.errors import InvalidEvent
-from monitor.contracts.events import Event, decode_event
+from monitor.contracts.events import Event, decode_input
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.settings import MetricsSettings, OtelSettings
 
@@ -22,11 +24,13 @@ from monitor.contracts.settings import MetricsSettings, OtelSettings
 class Decoded:
     events: list[tuple[Event, bytes | None]] = field(default_factory=list)  # raw None: re-encode when re-produced
     problem: InvalidEvent | None = None  # part of the message was unusable: dead-letter it, keep the rest
+    unknown_fields: tuple[str, ...] = ()  # top-level field names the contract does not know: ignored, counted
 
 
 class InputDecoder(Protocol):
-    def decode(self, raw: bytes | None, *, rekeyed: bool) -> Decoded:
-        """Raises :class:`InvalidEvent` when nothing in the message is usable."""
+    def decode(self, raw: bytes | None, *, rekeyed: bool, timestamp: float | None = None) -> Decoded:
+        """Raises :class:`InvalidEvent` when nothing in the message is usable. ``timestamp``: the broker
+        record's time, for events without their own."""
         ...
 
 
@@ -34,8 +38,38 @@ class JsonInput:
     def __init__(self, max_event_bytes: int) -> None:
         self.max_event_bytes = max_event_bytes
 
-    def decode(self, raw: bytes | None, *, rekeyed: bool) -> Decoded:
-        return Decoded([(decode_event(raw or b"", max_bytes=self.max_event_bytes), raw)])
+    def decode(self, raw: bytes | None, *, rekeyed: bool, timestamp: float | None = None) -> Decoded:
+        decoded = decode_input(raw or b"", max_bytes=self.max_event_bytes, timestamp=timestamp)
+        # An event that lost unknown fields or gained the broker's time is re-encoded if it is re-keyed: the
+        # re-keyed copy keeps the first record's time and never carries the ignored values.
+        keep_raw = not decoded.unknown_fields and not decoded.filled_timestamp
+        return Decoded([(decoded.event, raw if keep_raw else None)], unknown_fields=decoded.unknown_fields)
+
+
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
+
+
+class UnknownFields:
+    """Counts ignored input fields by name in ``convmon_input_unknown_fields_total{field}``: a bounded label
+    (the first ``cap`` distinct names; later ones, and names that do not look like field names, as
+    ``other``). Values are never looked at."""
+
+    def __init__(self, metrics: Metrics, cap: int = 32) -> None:
+        self.counter = metrics.input_unknown_fields
+        self.cap = cap
+        self.seen: set[str] = set()
+
+    def label(self, name: str) -> str:
+        if name in self.seen:
+            return name
+        if len(self.seen) >= self.cap or not _FIELD_NAME.match(name):
+            return "other"
+        self.seen.add(name)
+        return name
+
+    def count(self, names: Iterable[str]) -> None:
+        for label, n in Counter(self.label(name) for name in names).items():
+            self.counter.labels(label).inc(n)
 
 
 class OtlpInput:
@@ -57,9 +91,9 @@ class OtlpInput:
                                 resolver=build_resolver(otel))
         self.json = JsonInput(max_event_bytes)
 
-    def decode(self, raw: bytes | None, *, rekeyed: bool) -> Decoded:
+    def decode(self, raw: bytes | None, *, rekeyed: bool, timestamp: float | None = None) -> Decoded:
         if rekeyed:
-            return self.json.decode(raw, rekeyed=True)
+            return self.json.decode(raw, rekeyed=True, timestamp=timestamp)
         events, problems = self.otlp.decode(raw or b"")
         problem = None
         if problems:  # one dead letter for the message, named by its first problem (the rest in the detail)

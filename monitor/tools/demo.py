@@ -35,7 +35,7 @@ from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
 from monitor.runtime.scrape import wait_for_metrics
 from monitor.tools.demo_plot import plot_rates
 from monitor.tools.demo_rates import RateHistory, scrape_counts
-from monitor.tools.demo_view import TREND_STEP_S, View, render
+from monitor.tools.demo_view import LAG_WARN, TREND_STEP_S, Health, View, render
 from monitor.tools.local_prometheus import LocalPrometheus, prometheus_binary
 from monitor.tools.shipped_alerts import AlertState, alert_state, firing_episodes, rule_file_of
 from monitor.tools.simulator.generate import APPS, LOCALES, MODEL_VERSIONS
@@ -60,6 +60,8 @@ class DemoResult:
         return {scorer: episodes for scorer, episodes in runs.items() if episodes}
     plot: Path | None = None
     simulated: SimulationStats | None = None
+    health: Health = field(default_factory=Health)  # the last reading
+    max_lag: float = 0.0  # the worker's largest lag during the run
 
 
 def _worker_env(broker_url: str, workdir: Path, metrics_port: int) -> dict[str, str]:
@@ -142,6 +144,7 @@ async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus
     """Scrape, read the alert and redraw every second until the simulator's tail is scored."""
     alert: AlertState | None = None
     dead = 0.0
+    failed, prom_failed = 0, (0 if prom is not None else None)
     with Live(console=console, auto_refresh=False) as live:
         while True:
             t = time.monotonic() - started
@@ -150,15 +153,23 @@ async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus
                     sim.cancel()
                     raise ConfigError(f"a demo process (pid {proc.pid}: {proc.args!s}) exited with code "
                                       f"{proc.returncode}; see the logs in {view.log_dir}")
-            with contextlib.suppress(httpx.HTTPError):
+            try:
                 snapshot, dead = await asyncio.to_thread(scrape_counts, url, t)
                 result.history.add(snapshot)
+            except httpx.HTTPError:
+                failed += 1  # shown: a worker too busy to answer its /metrics in 5 s hides the headline
             if prom is not None:
-                with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
+                with contextlib.suppress(httpx.HTTPError, KeyError, ValueError, ConfigError):
                     alert = alert_state(await asyncio.to_thread(prom.alerts), ALERT)
                     result.alert_timeline.append((t, alert))
+                    if int(t) % 5 == 0:
+                        prom_failed = await asyncio.to_thread(prom.failed_scrapes)
             result.alert = alert
-            live.update(render(view, result.history, t, alert, dead, fired=result.fired()), refresh=True)
+            lag = result.history.latest.lag if result.history.latest else 0.0
+            result.max_lag = max(result.max_lag, lag)
+            result.health = Health(lag=lag, failed_scrapes=failed, prometheus_failed_scrapes=prom_failed)
+            live.update(render(view, result.history, t, alert, dead, fired=result.fired(), health=result.health,
+                               width=console.width), refresh=True)
             if sim.done() and _finished(result, sim.result(), t - duration_s):
                 return
             await asyncio.sleep(max(0.1, 1.0 - (time.monotonic() - started - t)))  # a scrape can take a second
@@ -166,6 +177,7 @@ async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus
 
 def _summary(result: DemoResult, rubric: RubricSet, view: View, workdir: Path) -> None:
     stats, h, spike = result.simulated, result.history, view.spike_at_s
+    console.line()  # the live screen may end without one ("unit testssimulated ...")
     if stats is not None and spike is not None:
         console.print(f"simulated {stats.conversations} conversations ({stats.spiked_conversations} after the spike "
                       f"at t={spike:.0f}s), {stats.events} events")
@@ -186,6 +198,14 @@ def _summary(result: DemoResult, rubric: RubricSet, view: View, workdir: Path) -
             items = ", ".join(x.rpartition(" (")[0] for x in series)
             early = " (before the spike: a false alarm of the rule)" if spike is not None and t < spike else ""
             console.print(f"alert {ALERT} fired at t={t:.0f}s on the {who} rates{early} ({items})")
+    health = result.health
+    if result.max_lag >= LAG_WARN:
+        console.print(f"the worker fell behind (up to {result.max_lag:.0f} messages): the rates on screen trailed the "
+                      "simulator; a busy machine, or lower --rate")
+    if health.failed_scrapes or health.prometheus_failed_scrapes:
+        console.print(f"failed scrapes of the worker's /metrics: demo {health.failed_scrapes}, Prometheus "
+                      f"{health.prometheus_failed_scrapes or 0} (the worker was too busy to answer in time; Prometheus "
+                      "evaluates the alert only on the scrapes it got)")
     models = sorted(p.name for p in (workdir / "models" / "distilled").glob("2*"))
     console.print(f"distilled models trained during the run: {len(models)}; logs in {workdir}")
     console.print(f"plot: {result.plot}")

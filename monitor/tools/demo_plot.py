@@ -24,6 +24,15 @@ def _spans(timeline: list[tuple[float, str]], end: float) -> list[tuple[float, f
     return spans
 
 
+def alert_caption(alert_timeline: list[tuple[float, AlertState]], alert_name: str, shaded: bool) -> str:
+    """What the plot says about the alert: shading is promised only when some is drawn."""
+    if shaded:
+        return f"shaded: {alert_name} pending (yellow) / firing (red) in Prometheus, on that panel's scorer's series"
+    if not alert_timeline:
+        return f"{alert_name} not evaluated (no Prometheus ran): no alert shading"
+    return f"{alert_name} was evaluated by Prometheus and never pending or firing"
+
+
 def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s: float, step_s: float,
                spike_at_s: float | None, alert_name: str, alert_timeline: list[tuple[float, AlertState]],
                judge_name: str) -> Path:
@@ -37,6 +46,7 @@ def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s:
               ("dsat", "distilled", "DSAT items, distilled classifiers (expected rate)"),
               ("sat", "llm", f"SAT items, judge ({judge_name})")]
     fig, axes = plt.subplots(len(panels), 1, figsize=(12, 11), sharex=True)
+    shaded = False
     end = history.latest.t if history.latest else 0.0
     cmap = plt.get_cmap("tab10")
     for ax, (polarity, scorer, title) in zip(axes, panels, strict=True):
@@ -56,6 +66,7 @@ def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s:
         states = [(t, alert.for_scorer(scorer).state) for t, alert in alert_timeline]
         for start, stop, state in _spans(states, end):
             ax.axvspan(start, stop, color=STATE_COLOURS[state], alpha=0.18, linewidth=0)
+            shaded = True
         if spike_at_s is not None:
             ax.axvline(spike_at_s, color="black", linestyle="--", linewidth=1)
             ax.annotate("spike starts", (spike_at_s, 1), xycoords=("data", "axes fraction"),
@@ -69,8 +80,8 @@ def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s:
         else:
             ax.text(0.5, 0.5, "no data (no model was live)", transform=ax.transAxes, ha="center", color="grey")
     axes[-1].set_xlabel("seconds since the simulator started")
-    fig.suptitle(f"convmon demo: per-item rates over a {window_s:.0f}s window\nshaded: {alert_name} pending (yellow) "
-                 "/ firing (red) in Prometheus, on the series of that panel's scorer", fontsize=12)
+    caption = alert_caption(alert_timeline, alert_name, shaded)
+    fig.suptitle(f"convmon demo: per-item rates over a {window_s:.0f}s window\n{caption}", fontsize=12)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

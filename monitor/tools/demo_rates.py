@@ -31,16 +31,18 @@ class Counts:
     scored_llm: float = 0.0
     scored_distilled: float = 0.0
     unscored: dict[str, float] = field(default_factory=dict)  # by reason
+    lag: float = 0.0  # messages the worker is behind its input and internal topics (convmon_consumer_lag_messages)
 
 
 # The families the demo reads; a worker exports thousands of other series it need not parse.
 FAMILIES = ("convmon_rubric_verdicts", "convmon_rubric_probability_sum", "convmon_conversations_scored",
             "convmon_conversations_unscored", "convmon_dead_letters")
+GAUGES = ("convmon_consumer_lag_messages",)
 
 
-def parse_families(text: str, families: tuple[str, ...] = FAMILIES) -> list[Sample]:
-    """The ``_total`` samples of ``families`` from a /metrics text, without parsing the rest."""
-    wanted = tuple(f"{f}_total" for f in families)
+def parse_families(text: str, families: tuple[str, ...] = FAMILIES, gauges: tuple[str, ...] = GAUGES) -> list[Sample]:
+    """The ``_total`` samples of ``families`` and the ``gauges`` from a /metrics text, without parsing the rest."""
+    wanted = (*(f"{f}_total" for f in families), *(f"{g}{{" for g in gauges), *(f"{g} " for g in gauges))
     lines = [line for line in text.splitlines() if line.startswith(wanted)]
     out: list[Sample] = []
     for family in text_string_to_metric_families("\n".join(lines) + "\n"):
@@ -66,6 +68,7 @@ def counts(samples: list[Sample], t: float) -> Counts:
         scored_llm=scored.get("llm", 0.0),
         scored_distilled=scored.get("distilled", 0.0),
         unscored=by_label(samples, "convmon_conversations_unscored_total", "reason"),
+        lag=sum(v for n, _, v in samples if n == "convmon_consumer_lag_messages"),
     )
 
 
@@ -117,12 +120,15 @@ class RateHistory:
         new = self.at(self.snapshots[-1].t if t is None else t)
         return self.between(self.at(new.t - window_s), new, item, scorer)
 
-    def baseline(self, item: str, scorer: str, window_s: float) -> Rate | None:
-        """The rate over the whole run before the recent window: what "normal" looked like so far."""
+    def baseline(self, item: str, scorer: str, window_s: float, until: float | None = None) -> Rate | None:
+        """The rate over the whole run before the recent window: what "normal" looked like so far. ``until``
+        (the start of a known change, the demo's spike) ends it earlier, so the change never becomes the
+        baseline it is compared with."""
         if not self.snapshots:
             return None
         zero = Counts(t=self.snapshots[0].t)
-        return self.between(zero, self.at(self.snapshots[-1].t - window_s), item, scorer)
+        end = self.snapshots[-1].t - window_s
+        return self.between(zero, self.at(end if until is None else min(end, until)), item, scorer)
 
     def series(self, item: str, scorer: str, window_s: float, step_s: float) -> list[tuple[float, float | None]]:
         """The windowed rate every ``step_s`` seconds after the first scrape: the curve of the plot."""

@@ -29,6 +29,9 @@ def prometheus_binary() -> str | None:
 class LocalPrometheus:
     """Scrapes ``targets`` every ``scrape_s`` seconds with the shipped rules divided by ``scale``.
 
+    The scrape timeout is the whole interval (Prometheus's default would be 10 s, capped at the interval):
+    a worker's /metrics under load must answer within it, and :meth:`failed_scrapes` says when it did not.
+
     ``evaluate_every_scrape`` evaluates every rule group at the scrape interval instead of its own
     (scaled) one, so recording rules stay as current as the samples.
     """
@@ -54,7 +57,7 @@ class LocalPrometheus:
         if not rules:
             raise ConfigError(f"no rule files in {RULES_DIR}: run from a source checkout")
         config = {
-            "global": {"scrape_interval": interval, "evaluation_interval": interval},
+            "global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": interval},
             "rule_files": [str(p) for p in rules],
             "scrape_configs": [{"job_name": "convmon", "static_configs": [{"targets": self.targets}]}],
         }
@@ -93,6 +96,11 @@ class LocalPrometheus:
     def alerts(self, timeout: float = 2.0) -> list[dict[str, Any]]:
         body = httpx.get(f"{self.url}/api/v1/alerts", timeout=timeout).json()
         return list(body["data"]["alerts"])
+
+    def failed_scrapes(self) -> int:
+        """Scrapes of the targets that failed so far (timeouts, refused connections): ``up`` was 0."""
+        result = self.query('sum(count_over_time(up{job="convmon"}[1d]) - sum_over_time(up{job="convmon"}[1d]))')
+        return int(float(result[0]["value"][1])) if result else 0
 
     def log(self) -> str:
         """The end of Prometheus's own log, for failure messages."""

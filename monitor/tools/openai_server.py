@@ -15,6 +15,9 @@ finish_reason=length) | ``reject_format`` (400 when response_format is set) | ``
 callable ``(body) -> (status, json, headers)``. POST /v1/embeddings returns deterministic hashed
 bag-of-words vectors (``dimensions`` honoured, float or base64). Every request body is kept in
 ``server.requests``.
+
+``python -m monitor.tools.openai_server --port 8000`` serves the stand-in judge until Ctrl-C: a judge endpoint
+for the README's quickstart when no real one is at hand (its verdicts come from keywords, not a model).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ Behaviour = str | Callable[[dict[str, Any]], tuple[int, dict[str, Any], dict[str
 class OpenAIServer:
     def __init__(
         self, *, latency_s: float = 0.0, slow_s: float = 2.0, retry_after: str = "0", default: Behaviour = "good",
-        padded_bytes: int = 2_000_000,
+        padded_bytes: int = 2_000_000, port: int = 0, keep_requests: bool = True,
     ) -> None:
         self.latency_s = latency_s
         self.padded_bytes = padded_bytes
@@ -54,7 +57,8 @@ class OpenAIServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
-        self.port = 0
+        self.port = port  # 0: a free port, known after start()
+        self.keep_requests = keep_requests  # False for a long-lived server: bodies are not kept
 
     @property
     def url(self) -> str:
@@ -85,7 +89,7 @@ class OpenAIServer:
             # a handler whose client hung up is cancelled (a "slow" answer must not hold stop() for its full sleep)
             self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
             self._loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            site = web.TCPSite(self._runner, "127.0.0.1", self.port)
             self._loop.run_until_complete(site.start())
             self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
             ready.set()
@@ -115,8 +119,9 @@ class OpenAIServer:
     # --- handlers -------------------------------------------------------------------------
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        self.requests.append(body)
-        self.paths.append(request.path)
+        if self.keep_requests:
+            self.requests.append(body)
+            self.paths.append(request.path)
         behaviour = self._next()
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
@@ -179,8 +184,9 @@ class OpenAIServer:
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
-        self.requests.append(body)
-        self.paths.append(request.path)
+        if self.keep_requests:
+            self.requests.append(body)
+            self.paths.append(request.path)
         inputs = body.get("input")
         texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
         dims = int(body.get("dimensions") or 64)
@@ -208,3 +214,23 @@ def _errors(behaviour: str, body: dict[str, Any], retry_after: str) -> web.Respo
     if behaviour == "reject_format" and "response_format" in body:
         return err(400, "response_format is not supported by this model")
     return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve the stand-in judge (OpenAI-compatible) until Ctrl-C.")
+    parser.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000)")
+    args = parser.parse_args(argv)
+    server = OpenAIServer(port=args.port, keep_requests=False).start()
+    print(f"stand-in judge on {server.url} (OPENAI_BASE_URL); Ctrl-C to stop", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

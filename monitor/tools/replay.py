@@ -8,9 +8,15 @@ Formats:
   becomes the end event's CSAT feedback. Empty utterances are left out of the events (an event needs
   text) and counted in :attr:`Replay.empty_utterances`.
 * **JSONL** (``*.jsonl``): one JSON object per line, each a turn event, an end event or a whole
-  conversation, exactly as on the input topic (see the README, "Input events").
+  conversation, exactly as on the input topic (docs/input.md).
 
 Every line is validated before anything is produced; errors name the file, line and field.
+
+``relative_time`` (``convmon replay --relative-time``) drops the file's own times: each turn and end event
+then takes its broker record's time, the moment it is produced (docs/input.md), and a whole conversation
+loses ``started_at`` / ``ended_at``. A data set from 2023 replayed that way is scored as live traffic:
+``convmon_score_delay_seconds`` measures the pipeline, not the age of the data, and idle timeouts run on
+the replay's clock.
 """
 
 from __future__ import annotations
@@ -62,8 +68,24 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             yield orjson.loads(raw)
 
 
-def read_dataset(path: Path) -> Replay:
+def without_times(event: dict[str, Any]) -> dict[str, Any]:
+    """``event`` with its own times removed: the broker record's time stands in (relative-time replay)."""
+    out = {k: v for k, v in event.items() if k not in ("timestamp", "started_at", "ended_at")}
+    if isinstance(out.get("turns"), list):
+        out["turns"] = [{k: v for k, v in t.items() if k != "timestamp"} if isinstance(t, dict) else t
+                        for t in out["turns"]]
+    return out
+
+
+def read_dataset(path: Path, *, relative_time: bool = False) -> Replay:
     """All events of a file, validated up front so a bad line produces nothing."""
+    replay = _read(path)
+    if relative_time:
+        return Replay([without_times(e) for e in replay.events], replay.empty_utterances)
+    return replay
+
+
+def _read(path: Path) -> Replay:
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
     if path.suffix == ".jsonl":

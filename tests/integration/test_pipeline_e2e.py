@@ -98,7 +98,8 @@ def test_events_to_scores_exactly_once_with_dead_letters(broker: str, make_setti
             await producer.stop()
 
     expected_llm = sum(in_sample(c.conversation_id, 0.5) for c in conversations)
-    # Every 5th conversation has no end event: the simulated judge has no ground truth for it and refuses.
+    # Every 5th conversation has no end event, so no simulated truth: with no judge endpoint configured the router
+    # counts it as unjudged instead of sending it to a judge that cannot score it.
     judged_ok = sum(in_sample(c.conversation_id, 0.5) and i % 5 != 0 for i, c in enumerate(conversations))
 
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
@@ -120,7 +121,8 @@ def test_events_to_scores_exactly_once_with_dead_letters(broker: str, make_setti
     finished = by_label(samples, "convmon_conversations_finished_total", "end_reason")
     assert finished.get("end", 0) == N_CONVERSATIONS - N_CONVERSATIONS // 5
     assert finished.get("idle", 0) == N_CONVERSATIONS // 5
-    assert total(samples, "convmon_conversations_routed_total", route="sample") == expected_llm
+    assert total(samples, "convmon_conversations_routed_total", route="sample") == judged_ok
+    assert total(samples, "convmon_conversations_routed_total", route="unjudged") == expected_llm - judged_ok
     info = [labels for name, labels, _ in samples if name == "convmon_model_info"]
     assert info and info[0]["version"] == version
 
@@ -137,7 +139,6 @@ def test_events_to_scores_exactly_once_with_dead_letters(broker: str, make_setti
     expected_reasons = Counter(reason for _, reason in MALFORMED)
     expected_reasons["late_event"] += 1  # the late turn; the duplicate end is a redelivery, counted apart
     assert total(samples, "convmon_redelivered_events_total", kind="end") == 1
-    expected_reasons["no_simulated_truth"] += expected_llm - judged_ok
     assert dead == dict(expected_reasons)
 
     letters = collect_dead_letters(broker, settings.topic("dead-letters"), sum(expected_reasons.values()))

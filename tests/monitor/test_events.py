@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor.contracts.errors import InvalidEvent
-from monitor.contracts.events import Conversation, EndEvent, TurnEvent, decode_event, encode
+from monitor.contracts.events import Conversation, EndEvent, TurnEvent, decode_event, decode_input, encode
 
 
 def turn(**kw: object) -> bytes:
@@ -39,7 +39,10 @@ def test_end_and_conversation_events() -> None:
         (turn(turn_index="x"), "invalid_schema", "field 'turn_index'"),
         (turn(conversation_id=None), "invalid_schema", "field 'conversation_id'"),
         (turn(type="poll"), "invalid_schema", "field 'type'"),
-        (turn(extra=1), "invalid_schema", "field 'extra'"),
+        (turn(turn_index="0"), "invalid_schema", "field 'turn_index'"),
+        (turn(turn_index=1.0), "invalid_schema", "field 'turn_index'"),
+        (turn(feedback={"csat": "5"}), "invalid_schema", "field 'feedback.csat'"),
+        (turn(feedback={"thumbs": "up", "extra": 1}), "invalid_schema", "field 'feedback.extra'"),
         (turn(text="x" * 5000), "too_large", "max_event_bytes"),
     ],
 )
@@ -67,3 +70,34 @@ def test_decoder_on_json_shaped_garbage(obj: dict) -> None:
         decode_event(orjson.dumps(obj))
     except InvalidEvent:
         pass
+
+
+def test_unknown_top_level_fields_are_ignored_by_name_and_never_kept() -> None:
+    decoded = decode_input(turn(user_id="u-42", content="secret words", metadata={"app": "web"}))
+    assert isinstance(decoded.event, TurnEvent)
+    assert decoded.unknown_fields == ("user_id", "content")
+    assert decoded.event.metadata == {"app": "web"}
+    assert b"secret words" not in encode(decoded.event) and b"u-42" not in encode(decoded.event)
+
+
+def test_unknown_fields_of_a_conversations_turns_are_ignored_too() -> None:
+    raw = orjson.dumps({"conversation_id": "c", "trace": "t", "turns": [{"index": 0, "role": "user", "text": "x",
+                                                                         "tokens": 3}]})
+    decoded = decode_input(raw)
+    assert isinstance(decoded.event, Conversation)
+    assert decoded.unknown_fields == ("trace", "turns.tokens")
+
+
+def test_a_missing_timestamp_is_the_broker_records_time() -> None:
+    raw = orjson.dumps({"conversation_id": "c1", "turn_index": 0, "role": "user", "text": "hi"})
+    decoded = decode_input(raw, timestamp=1234.5)
+    assert decoded.event.timestamp == 1234.5 and decoded.filled_timestamp  # type: ignore[union-attr]
+    end = decode_input(b'{"type":"end","conversation_id":"c1","timestamp":null}', timestamp=99.0)
+    assert isinstance(end.event, EndEvent) and end.event.timestamp == 99.0
+    assert not decode_input(turn(), timestamp=5.0).filled_timestamp
+
+
+def test_a_schema_error_names_its_field_and_conversation() -> None:
+    with pytest.raises(InvalidEvent) as info:
+        decode_event(turn(turn_index="0", conversation_id="conv-9"))
+    assert info.value.field == "turn_index" and info.value.conversation_id == "conv-9"

@@ -57,3 +57,18 @@ def test_jsonl_replay_has_nothing_left_out(tmp_path: Path) -> None:
     path.write_text('{"type": "end", "conversation_id": "c", "timestamp": 1.0}\n', encoding="utf-8")
     assert read_dataset(path).events == [{"type": "end", "conversation_id": "c", "timestamp": 1.0}]
     assert read_dataset(path).empty_utterances == 0
+
+
+def test_relative_time_replay_takes_the_broker_records_time(tmp_path: Path) -> None:
+    path = tmp_path / "ReDial.txt"
+    path.write_text(USS, encoding="utf-8")
+    conversation = tmp_path / "old.jsonl"
+    conversation.write_text('{"conversation_id": "c", "started_at": 1.6e9, "ended_at": 1.6e9, '
+                            '"turns": [{"index": 0, "role": "user", "text": "x", "timestamp": 1.6e9}]}\n')
+    events = read_dataset(path, relative_time=True).events + read_dataset(conversation, relative_time=True).events
+    assert not any("timestamp" in e or "started_at" in e or "ended_at" in e for e in events)
+    assert events[-1]["turns"] == [{"index": 0, "role": "user", "text": "x"}]
+    now = 1.9e9  # the broker record's time of each event, when the worker reads it
+    decoded = [decode_event(orjson.dumps(e), timestamp=now) for e in events]
+    assert {getattr(d, "timestamp", now) for d in decoded} == {now}
+    assert read_dataset(path).events[0]["timestamp"] == 1.7e9  # the default keeps the file's times

@@ -1,7 +1,7 @@
 """One fault run: workers under a supervisor, a real Prometheus scraping them, known conversations in,
 every outcome read back from the output topics, and a table of what happened to each id.
 
-The run only uses black-box contracts (README "Input events", the scores and dead-letters topics,
+The run only uses black-box contracts (docs/input.md, the scores and dead-letters topics,
 /metrics through Prometheus), so it measures today's runtime and a rewritten one alike. The table
 is written as JSON to ``var/faults/<name>.json`` and printed.
 """

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import orjson
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor.contracts.events import decode_event
 from monitor.contracts.metrics import Metrics
@@ -9,6 +9,7 @@ from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import decode_score
 from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import Settings
+from monitor.stages.deadletter import conversation_ref
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.hotpath import REKEYED, WEIGHT, HotPath, Input, Send, rekeyed_record
@@ -20,7 +21,8 @@ from tests.stages.memstore import MemStore
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
 
 
-def hot_path(sample_rate: float = 0.5, *, forward_input: bool = False) -> tuple[HotPath, Metrics]:
+def hot_path(sample_rate: float = 0.5, *, forward_input: bool = False,
+             judge_configured: bool = True) -> tuple[HotPath, Metrics]:
     metrics = Metrics(CollectorRegistry())
     sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
@@ -29,7 +31,7 @@ def hot_path(sample_rate: float = 0.5, *, forward_input: bool = False) -> tuple[
     dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
     hot = HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
                   max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=sample_rate,
-                  forward_input=forward_input)
+                  forward_input=forward_input, judge_configured=judge_configured)
     hot.assign({0, 1, 2, 3}, now=0.0)
     return hot, metrics
 
@@ -116,3 +118,32 @@ def test_a_batch_re_delivered_after_it_closed_its_conversations_is_counted_not_d
                    for k in ("turn", "end")}
     assert redelivered == {"turn": 2, "end": 1}
     assert metrics.registry.get_sample_value("convmon_late_events_total", {"kind": "turn"}) == 1
+
+
+def test_unknown_fields_are_counted_by_a_bounded_name_and_the_event_kept() -> None:
+    hot, metrics = hot_path()
+    hot.unknown_fields.cap = 2
+    extra = {"user_id": "u-1", "content": "private words", "trace": "t", "bad name!": 1}
+    raw = orjson.dumps({"conversation_id": "k", "turn_index": 0, "role": "user", "text": "hi", **extra})
+    out = hot.ingest([Input(b"k", raw, 0), Input(b"k", end("k"), 0), Input(None, raw, 1)], now=1.0)
+    [(conversation, _)] = out.closed
+    assert conversation.metadata == {} and conversation.turns[0].timestamp == 1.0  # broker time fills in
+    value = metrics.registry.get_sample_value
+    assert value("convmon_input_unknown_fields_total", {"field": "user_id"}) == 2
+    assert value("convmon_input_unknown_fields_total", {"field": "content"}) == 2
+    assert value("convmon_input_unknown_fields_total", {"field": "other"}) == 4  # over the cap, or not a name
+    [send] = out.rekey  # the re-keyed copy drops the ignored values and keeps the record's time
+    assert send.key == b"k" and b"private words" not in send.value and orjson.loads(send.value)["timestamp"] == 1.0
+    exposition = generate_latest(metrics.registry)
+    assert b"private words" not in exposition and b"u-1" not in exposition
+
+
+def test_a_schema_dead_letter_names_its_field_and_an_opaque_conversation_ref() -> None:
+    hot, _ = hot_path()
+    raw = orjson.dumps({"conversation_id": "secret-id", "turn_index": "0", "role": "user", "text": "hi"})
+    [letter] = hot.ingest([Input(None, raw, 0)], now=1.0).dead
+    headers = dict(letter.headers)
+    assert letter.reason == "invalid_schema" and letter.field == "turn_index"
+    assert headers["convmon-field"] == b"turn_index"
+    assert letter.ref.startswith("c:") and "secret" not in letter.ref
+    assert letter.ref == conversation_ref("secret-id")

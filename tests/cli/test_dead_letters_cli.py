@@ -1,0 +1,72 @@
+"""`convmon dead-letters tail | summary` against the real (embedded) broker: reason, field and detail from the
+headers, one line each; counts by reason; the record's value is never printed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+from aiokafka import AIOKafkaProducer
+
+from monitor.contracts.settings import REPO_ROOT
+from monitor.stages.deadletter import conversation_ref, dead_letter
+
+
+async def _send(bootstrap: str, topic: str) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        letters = [
+            dead_letter(b'{"text": "private words", "turn_index": "0"}', b"conv-1", reason="invalid_schema",
+                        detail="field 'turn_index': Input should be a valid integer", stage="sessionize",
+                        max_bytes=1 << 20, field="turn_index"),
+            dead_letter(b"{nope", None, reason="malformed_json", detail="unexpected character", stage="sessionize",
+                        max_bytes=1 << 20),
+            dead_letter(b'{"x": 1}', b"conv-2", reason="invalid_schema", detail="field 'role': Field required",
+                        stage="sessionize", max_bytes=1 << 20, field="role"),
+        ]
+        for letter in letters:
+            await producer.send_and_wait(topic, letter.value, key=letter.key, headers=letter.headers, partition=0)
+    finally:
+        await producer.stop()
+
+
+def _cli(broker: str, prefix: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
+    env |= {"PYTHONPATH": str(REPO_ROOT), "CONVMON_BROKER_URL": f"kafka://{broker}", "CONVMON_TOPIC_PREFIX": prefix,
+            "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "monitor.cli", "dead-letters", *args], capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+def test_tail_and_summary_read_the_headers(broker: str) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}."
+    empty = _cli(broker, prefix, "tail")
+    assert empty.returncode == 0 and f"no dead letters on {prefix}dead-letters" in empty.stdout
+    asyncio.run(_send(broker, f"{prefix}dead-letters"))
+
+    tail = _cli(broker, prefix, "tail", "--json")
+    assert tail.returncode == 0, tail.stderr
+    rows = [json.loads(line) for line in tail.stdout.splitlines()]
+    assert [(r["reason"], r["field"]) for r in rows] == [
+        ("invalid_schema", "turn_index"), ("malformed_json", "-"), ("invalid_schema", "role")]
+    assert rows[0]["conversation"] == conversation_ref("conv-1") and rows[1]["conversation"] == "-"
+    assert rows[0]["detail"] == "field 'turn_index': Input should be a valid integer"
+    assert "private words" not in tail.stdout
+
+    text = _cli(broker, prefix, "tail", "-n", "1")
+    [line] = text.stdout.splitlines()  # the newest of the partition
+    assert "invalid_schema field=role stage=sessionize conversation=c:" in line
+    assert line.endswith("p0@2: field 'role': Field required")
+
+    summary = _cli(broker, prefix, "summary", "--json")
+    counts = json.loads(summary.stdout)
+    assert counts["letters"] == 3 and counts["by_reason"] == {"invalid_schema": 2, "malformed_json": 1}
+    assert counts["by_reason_and_field"]["invalid_schema/turn_index"] == 1
+    lines = _cli(broker, prefix, "summary").stdout.splitlines()
+    assert lines[0] == f"3 dead letters on {prefix}dead-letters"
+    assert lines[1].split() == ["2", "invalid_schema", "(field:", "turn_index", "1,", "role", "1)"]
