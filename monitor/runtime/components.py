@@ -94,6 +94,7 @@ def build_components(app: faust.App, topics: Topics, pipeline: Pipeline,
                        clock=time.time)
     return Components(settings=s, pipeline=pipeline, hot=hot, judge=judge,
                       dead_letters=DeadLetters(topics.dead_letters, pipeline.metrics, max_bytes=s.max_request_bytes,
+                                               reference=pipeline.exporter.reference,
                                                redactor=pipeline.redactor, keep_raw=s.dead_letter_raw,
                                                guard=guard),
                       # the state's partitions are the re-keyed topic's (the input's too, when it is not forwarded)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from typing import TYPE_CHECKING
 
 import faust
 
 from monitor.contracts.metrics import Metrics
 from monitor.judge.redact import Redactor
+from monitor.judge.reference import ConversationRef
 from monitor.stages.deadletter import DeadLetter, dead_letter, redacted
 
 if TYPE_CHECKING:
@@ -22,8 +24,10 @@ log = logging.getLogger(__name__)
 class DeadLetters:
     def __init__(self, topic: faust.TopicT, metrics: Metrics, *, max_bytes: int = 1_048_576,
                  redactor: Redactor | None = None, keep_raw: bool = False,
-                 guard: DeliveryGuard | None = None) -> None:
+                 guard: DeliveryGuard | None = None, reference: ConversationRef | None = None) -> None:
         self.topic = topic
+        # the worker's keyed reference (the exemplars' one); tests without a store: a random key, still opaque
+        self.reference = reference or ConversationRef(secrets.token_bytes(32))
         self.guard = guard
         self.metrics = metrics
         self.max_bytes = max_bytes
@@ -37,11 +41,11 @@ class DeadLetters:
 
     async def send_letter(self, letter: DeadLetter) -> None:
         self.metrics.dead_letters.labels(letter.reason).inc()
-        # The detail may quote user text: never logged. The reference is opaque (stages/deadletter.py);
+        # The detail may quote user text: never logged. The reference is keyed and opaque (judge/reference.py);
         # `convmon dead-letters tail` prints the detail from the topic.
         stage = dict(letter.headers).get("convmon-stage", b"").decode("utf-8", "replace")
         log.warning("dead letter: %s (field %s, conversation %s, stage %s)", letter.reason, letter.field or "-",
-                    letter.ref, stage or "-")
+                    self.reference(letter.conversation) if letter.conversation else "-", stage or "-")
         if not self.keep_raw:  # off the event loop: a record near the size limit takes a good part of a second
             letter = await asyncio.to_thread(redacted, letter, self.redactor, max_bytes=self.max_bytes)
         future = await self.topic.send(key=letter.key, value=letter.value, headers=letter.headers)

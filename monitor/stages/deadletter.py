@@ -11,7 +11,6 @@ user text: never logged), ``convmon-field`` (the failing top-level field, when o
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
 
 from monitor.judge.redact import Redactor, redact_dead_letter
@@ -27,19 +26,10 @@ class DeadLetter:
     headers: list[tuple[str, bytes]]
     reason: str
     field: str | None = None
-    ref: str = "-"  # an opaque reference to the conversation for logs (conversation_ref), never the id
+    # the conversation (id, or the record key when no id was read): never logged; the log line and
+    # `convmon dead-letters` show its keyed reference (monitor/judge/reference.py)
+    conversation: str | None = None
 
-
-def conversation_ref(conversation_id: str | bytes | None) -> str:
-    """A short, stable, opaque reference to a conversation for log lines: the same id gives the same
-    reference in every worker's log (grep both), and the id itself never reaches a log.
-
-    Unkeyed (a plain hash): the privacy work's keyed reference (monitor/stages/export.py) should replace it.
-    """
-    if not conversation_id:
-        return "-"
-    raw = conversation_id.encode() if isinstance(conversation_id, str) else conversation_id
-    return "c:" + hashlib.blake2b(raw, digest_size=6, person=b"convmon-dlref").hexdigest()
 
 
 def dead_letter(raw: bytes | None, key: bytes | None, *, reason: str, detail: str, stage: str,
@@ -60,7 +50,11 @@ def dead_letter(raw: bytes | None, key: bytes | None, *, reason: str, detail: st
     if field:
         headers.append(("convmon-field", field[:200].encode("utf-8", "replace")))
     return DeadLetter(key=key, value=value, headers=headers, reason=reason, field=field,
-                      ref=conversation_ref(conversation_id or key))
+                      conversation=conversation_id or _text(key))
+
+
+def _text(key: bytes | None) -> str | None:
+    return key.decode("utf-8", "surrogateescape") if key else None
 
 
 def redacted(letter: DeadLetter, redactor: Redactor, *, max_bytes: int) -> DeadLetter:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Annotated
@@ -22,7 +23,6 @@ from aiokafka.errors import KafkaError
 
 from monitor.contracts.sections import KafkaSettings
 from monitor.runtime.app import aiokafka_kwargs, bootstrap, broker_unreachable
-from monitor.stages.deadletter import conversation_ref
 
 app = typer.Typer(help="Read the dead-letter topic: reason, field and detail of each letter.", no_args_is_help=True)
 
@@ -38,22 +38,30 @@ class Letter:
     field: str
     stage: str
     detail: str
-    conversation: str  # conversation_ref of the key: the same reference the worker's log line shows
+    conversation: str  # the key's keyed reference: the one the worker's log line shows
     original_bytes: int | None
 
 
-def letter_of(record: ConsumerRecord[bytes, bytes]) -> Letter:
+Reference = Callable[[str], str]
+
+
+def letter_of(record: ConsumerRecord[bytes, bytes], reference: Reference) -> Letter:
     headers = {k: v.decode("utf-8", "replace") for k, v in (record.headers or ())}
     size = headers.get("convmon-original-bytes", "")
     return Letter(
         time=datetime.fromtimestamp(record.timestamp / 1000, UTC).isoformat(timespec="seconds"),
         partition=record.partition, offset=record.offset, reason=headers.get("convmon-reason", "-"),
         field=headers.get("convmon-field", "-"), stage=headers.get("convmon-stage", "-"),
-        detail=headers.get("convmon-detail", ""), conversation=conversation_ref(record.key),
+        detail=headers.get("convmon-detail", ""), conversation=_ref(record.key, reference),
         original_bytes=int(size) if size.isdigit() else None)
 
 
-async def read_letters(kafka: KafkaSettings, *, last: int | None) -> list[Letter]:
+
+def _ref(key: bytes | None, reference: Reference) -> str:
+    return reference(key.decode("utf-8", "surrogateescape")) if key else "-"
+
+
+async def read_letters(kafka: KafkaSettings, *, last: int | None, reference: Reference) -> list[Letter]:
     """Every letter on the topic now (``last``: only the newest ``last`` of each partition), oldest first."""
     topic = kafka.topic("dead-letters")
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap(kafka), group_id=None, enable_auto_commit=False,
@@ -82,7 +90,7 @@ async def read_letters(kafka: KafkaSettings, *, last: int | None) -> list[Letter
                 batch = await consumer.getmany(tp, timeout_ms=1000)
                 for record in batch.get(tp, []):
                     if record.offset < ends[tp]:
-                        letters.append(letter_of(record))
+                        letters.append(letter_of(record, reference))
                     position = record.offset + 1
         return sorted(letters, key=lambda x: (x.time, x.partition, x.offset))
     finally:
@@ -96,10 +104,20 @@ def summarize(letters: list[Letter]) -> dict[str, object]:
             "by_reason_and_field": dict(by_field.most_common())}
 
 
-def _settings() -> KafkaSettings:
+def _settings() -> tuple[KafkaSettings, Reference]:
+    """Kafka, and the deployment's conversation references (CONVMON_PII_REFERENCE_KEY, else the label store's
+    key), so a letter shows the reference the worker logged for it."""
+    from distill.reference_key import conversation_ref
+    from distill.store import LabelStore
     from monitor.contracts.settings import load_settings
 
-    return load_settings().kafka
+    settings = load_settings()
+    store = None if settings.pii_reference_key is not None else LabelStore.from_settings(settings.distill)
+    try:
+        return settings.kafka, conversation_ref(settings.pii_reference_key, store)
+    finally:
+        if store is not None:
+            store.close()
 
 
 @app.command()
@@ -109,8 +127,8 @@ def tail(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Print the newest dead letters, one line each: time, reason, field, stage, conversation reference, detail."""
-    kafka = _settings()
-    letters = asyncio.run(read_letters(kafka, last=last))
+    kafka, reference = _settings()
+    letters = asyncio.run(read_letters(kafka, last=last, reference=reference))
     for x in letters:
         if as_json:
             print(json.dumps(asdict(x)))
@@ -124,8 +142,8 @@ def tail(
 @app.command()
 def summary(as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
     """Count every dead letter on the topic by reason (and by reason and field)."""
-    kafka = _settings()
-    counts = summarize(asyncio.run(read_letters(kafka, last=None)))
+    kafka, reference = _settings()
+    counts = summarize(asyncio.run(read_letters(kafka, last=None, reference=reference)))
     if as_json:
         print(json.dumps(counts))
         return

@@ -13,7 +13,10 @@ import uuid
 from aiokafka import AIOKafkaProducer
 
 from monitor.contracts.settings import REPO_ROOT
-from monitor.stages.deadletter import conversation_ref, dead_letter
+from monitor.judge.reference import ConversationRef
+from monitor.stages.deadletter import dead_letter
+
+KEY = "k" * 32  # CONVMON_PII_REFERENCE_KEY: the same key the worker would log references with
 
 
 async def _send(bootstrap: str, topic: str) -> None:
@@ -38,7 +41,7 @@ async def _send(bootstrap: str, topic: str) -> None:
 def _cli(broker: str, prefix: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
     env |= {"PYTHONPATH": str(REPO_ROOT), "CONVMON_BROKER_URL": f"kafka://{broker}", "CONVMON_TOPIC_PREFIX": prefix,
-            "COLUMNS": "200"}
+            "COLUMNS": "200", "CONVMON_PII_REFERENCE_KEY": KEY}
     return subprocess.run([sys.executable, "-m", "monitor.cli", "dead-letters", *args], capture_output=True,
                           text=True, timeout=120, env=env)
 
@@ -54,13 +57,13 @@ def test_tail_and_summary_read_the_headers(broker: str) -> None:
     rows = [json.loads(line) for line in tail.stdout.splitlines()]
     assert [(r["reason"], r["field"]) for r in rows] == [
         ("invalid_schema", "turn_index"), ("malformed_json", "-"), ("invalid_schema", "role")]
-    assert rows[0]["conversation"] == conversation_ref("conv-1") and rows[1]["conversation"] == "-"
+    assert rows[0]["conversation"] == ConversationRef(KEY.encode())("conv-1") and rows[1]["conversation"] == "-"
     assert rows[0]["detail"] == "field 'turn_index': Input should be a valid integer"
     assert "private words" not in tail.stdout
 
     text = _cli(broker, prefix, "tail", "-n", "1")
     [line] = text.stdout.splitlines()  # the newest of the partition
-    assert "invalid_schema field=role stage=sessionize conversation=c:" in line
+    assert "invalid_schema field=role stage=sessionize conversation=ref-" in line
     assert line.endswith("p0@2: field 'role': Field required")
 
     summary = _cli(broker, prefix, "summary", "--json")
