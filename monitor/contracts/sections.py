@@ -66,6 +66,10 @@ class KafkaSettings(BaseModel):
                 "kafka_security_protocol=SASL_* needs kafka_sasl_mechanism, kafka_sasl_username and "
                 "kafka_sasl_password (CONVMON_KAFKA_SASL_*)"
             )
+        own = {self.topic(n) for n in ("rekeyed", "judge", "scores", "labels", "dead-letters")}
+        if self.input_topic is not None and (self.input_topic in own or self.input_topic.startswith(f"{self.app_id}-")):
+            raise ValueError(f"input_topic {self.input_topic!r} is one of convmon's own topics (CONVMON_INPUT_TOPIC "
+                             "names the topic your producers write; convmon writes the others)")
         return self
 
     def topic(self, name: str) -> str:

@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 DAY_MS = 86_400_000
 PURGE_INTERVAL_S = 3600.0
 _SOURCES = {  # topic -> what of a conversation it holds
-    "events": "the producer's turn and end events (raw; re-keyed copies redacted)",
+    "events": "the producer's input records (raw: convmon only reads this topic)",
+    "rekeyed": "input events re-produced under their conversation id (redacted unless pii_raw_internal_topics)",
     "judge": "conversations sent to the judge (text, redacted unless pii_raw_internal_topics)",
     "scores": "score records (id, verdicts, redacted metadata)",
     "labels": "judged conversations (text, redacted unless pii_raw_internal_topics) on their way to the label store",
@@ -119,7 +120,7 @@ def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettin
     configured = {spec.name: spec.config for spec in convmon_topics(kafka)}
     topics = []
     for name, what in _SOURCES.items():
-        topic = kafka.topic(name)
+        topic = kafka.input_topic_name if name == "events" else kafka.topic(name)
         ms = configured.get(topic, {}).get("retention.ms")
         keep = f"retention.ms={ms} ({int(ms) / DAY_MS:g} days)" if ms else "the cluster's default retention"
         topics.append((topic, what, keep))

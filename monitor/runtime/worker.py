@@ -61,9 +61,6 @@ def run_worker(settings: Settings, *, loglevel: str = "warn",
     # under load answers within a short scrape timeout (the demo's Prometheus scrapes every second).
     disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
     asyncio.run(create_topics(settings.kafka))
-    # No `<name>_created` series: one more sample per counter and histogram child (a third of the
-    # exposition) that no dashboard, rule or alert reads. Before any metric exists: it is read at creation.
-    disable_created_metrics()  # type: ignore[no-untyped-call]
     layout = asyncio.run(read_layout(settings.kafka))
     app = build(settings, layout)
     health = Health(settings.health_stall_s)

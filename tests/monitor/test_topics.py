@@ -107,6 +107,17 @@ def test_the_input_topic_must_be_a_kafka_topic_name(tmp_path: Path, monkeypatch:
         load_settings()
 
 
+@pytest.mark.parametrize("name", ["convmon.dead-letters", "convmon.rekeyed", "convmon.scores",
+                                  "convmon-scored-changelog"])
+def test_the_input_topic_cannot_be_one_of_convmons_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      name: str) -> None:
+    """Reading its own dead letters would loop: each bad record dead-lettered into the topic being read."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CONVMON_INPUT_TOPIC", name)
+    with pytest.raises(ConfigError, match="is one of convmon's own topics"):
+        load_settings()
+
+
 def test_the_input_topic_is_convmons_events_unless_named_and_only_then_created(make_settings) -> None:
     default = make_settings()
     assert default.input_topic_name == default.topic("events") and default.owns_input_topic

@@ -90,7 +90,8 @@ def test_forget_by_reference_erases_and_reports_json_on_stdout(tmp_path: Path) -
     assert report["unresolved_references"] == ["ref-" + "0" * 20]
     assert report["removed"]["score_items"] == len(RUBRIC.items)
     kafka = {t["topic"] for t in report["not_removed"] if t["store"] == "kafka"}
-    assert "convmon.scores" in kafka and any(t["store"] == "prometheus" for t in report["not_removed"])
+    assert {"convmon.scores", "convmon.rekeyed", "convmon.events"} <= kafka
+    assert any(t["store"] == "prometheus" for t in report["not_removed"])
     assert {r["conversation_id"] for r in scores.latest(RUBRIC.items[0].id, since=0, limit=100)} == {"keep"}
     labels.close()
 
