@@ -24,7 +24,7 @@ from monitor.runtime.batches import event_batches, unacked_event_batches
 from monitor.runtime.components import Components
 from monitor.runtime.topics import create_topics
 from monitor.stages.export import update_partition_progress
-from monitor.stages.hotpath import Input, Outputs, Send, is_rekeyed, was_behind
+from monitor.stages.hotpath import Input, Outputs, Send, is_rekeyed
 from monitor.stages.lag import lag_by_topic, partition_progress
 
 log = logging.getLogger(__name__)
@@ -85,12 +85,6 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         ``<prefix>rekeyed`` (its header), which only a direct layout reads where its state is."""
         return bool(event.message.topic == rekeyed_topic or (not c.layout.forward and is_rekeyed(event.headers)))
 
-    def caught_up(event: Any, highwater: int | None) -> bool:
-        """The last record its partition has (an unknown high watermark counts as caught up), and, for a
-        forwarded record, read from an input partition that was caught up too (the ``BEHIND`` header)."""
-        last = highwater is None or event.message.offset + 1 >= highwater
-        return last and not (event.message.topic == rekeyed_topic and was_behind(event.headers))
-
     @app.agent(topics.hot)  # the input topic and convmon's re-keyed topic
     async def hot_path(stream: faust.StreamT[Any]) -> None:
         async for events in event_batches(stream, s.event_batch, within=s.classify_within_s):
@@ -99,7 +93,7 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
                 c.sessions.hold()
                 high = highwaters(events)
                 batch = [Input(e.key, e.value, e.message.partition, rekeyed(e), e.message.timestamp,
-                               caught_up(e, high.get(e.message.tp))) for e in events]
+                               (h := high.get(e.message.tp)) is None or e.message.offset + 1 >= h) for e in events]
                 await emit_then_release(hot.ingest(batch, now))
 
     @app.timer(min(s.idle_timeout_s / 4, s.allowed_lateness_s / 2 or 1.0, 5.0))

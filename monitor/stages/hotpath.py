@@ -37,9 +37,6 @@ from monitor.stages.sessionize import Closed, Sessionizer
 from monitor.stages.totals import PartitionTotals
 
 REKEYED = "convmon-rekeyed"  # header on an event re-produced under its conversation id (to <prefix>rekeyed)
-# header on a re-keyed event whose input partition was not caught up when it was read: the state partition's
-# clock must not run on wall time for it (stages/clock.py), or a lagging input's conversations close as idle
-BEHIND = "convmon-input-behind"
 WEIGHT = "convmon-sample-weight"  # header on a judge-topic record: the router's importance weight 1 / pi
 PI = "convmon-inclusion-probability"  # header on a judge-topic record: pi(x) at decision time
 SAMPLED_BY = "convmon-sampled-by"  # header on a judge-topic record: hash, uncertainty or feedback
@@ -73,12 +70,11 @@ class Outputs:
     closed: list[tuple[Conversation, int]] = field(default_factory=list)  # (conversation, partition)
 
 
-def rekeyed_record(event: Event, raw: bytes | None, timestamp: float | None, caught_up: bool = True) -> Send:
+def rekeyed_record(event: Event, raw: bytes | None, timestamp: float | None) -> Send:
     """The one place a re-keyed record is built: the event's bytes as read (or as decoded from OTLP), under its
-    conversation id, with the input record's timestamp and whether its input partition was caught up (the
-    partition clocks run on both: stages/clock.py)."""
-    headers = [(REKEYED, b"1")] if caught_up else [(REKEYED, b"1"), (BEHIND, b"1")]
-    return Send(event.conversation_id.encode(), raw if raw is not None else encode(event), headers, timestamp)
+    conversation id, with the input record's timestamp (the partition clocks run on it: stages/clock.py)."""
+    return Send(event.conversation_id.encode(), raw if raw is not None else encode(event), [(REKEYED, b"1")],
+                timestamp)
 
 
 class HotPath:
@@ -154,7 +150,7 @@ class HotPath:
             for event, raw in decoded.events:
                 cid = event.conversation_id
                 if not stateful or item.key != cid.encode():  # one partition must own each conversation
-                    out.rekey.append(rekeyed_record(event, raw, item.timestamp, item.caught_up))
+                    out.rekey.append(rekeyed_record(event, raw, item.timestamp))
                     kinds[event.type] += 1  # counted once, where it is first read (not again from the re-key hop)
                     continue
                 if isinstance(event, TurnEvent) and self.repeating_input and self.sessions.repeats(event):
@@ -304,15 +300,6 @@ class HotPath:
 
 
 def is_rekeyed(headers: Sequence[tuple[str, bytes]] | Mapping[str, bytes] | None) -> bool:
-    return _has(headers, REKEYED)
-
-
-def was_behind(headers: Sequence[tuple[str, bytes]] | Mapping[str, bytes] | None) -> bool:
-    """A re-keyed record read from an input partition that was not caught up (``BEHIND``)."""
-    return _has(headers, BEHIND)
-
-
-def _has(headers: Sequence[tuple[str, bytes]] | Mapping[str, bytes] | None, name: str) -> bool:
     items = headers.items() if isinstance(headers, Mapping) else (headers or ())
-    return any(k == name for k, _ in items)
+    return any(k == REKEYED for k, _ in items)
 

@@ -11,7 +11,7 @@ from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import Settings
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import REKEYED, WEIGHT, HotPath, Input, Send, rekeyed_record, was_behind
+from monitor.stages.hotpath import REKEYED, WEIGHT, HotPath, Input, Send, rekeyed_record
 from monitor.stages.route import in_sample
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals
@@ -85,15 +85,6 @@ def test_forwarded_input_is_re_keyed_whole_with_its_timestamp_and_processed_from
     # each event counted once, where it was first read, not again from the re-key hop
     assert metrics.registry.get_sample_value("convmon_events_total", {"kind": "turn"}) == 1
     assert metrics.registry.get_sample_value("convmon_events_total", {"kind": "end"}) == 1
-
-
-def test_a_forwarded_event_says_its_input_partition_was_behind() -> None:
-    """The state partition's clock must not run on wall time for events of a lagging input partition: the
-    re-keyed record carries ``BEHIND`` (the agent then reads it as not caught up)."""
-    hot, _ = hot_path(forward_input=True)
-    out = hot.ingest([Input(b"f", turn("f", 0), 0, timestamp=50.0, caught_up=False),
-                      Input(b"g", turn("g", 0), 1, timestamp=60.0)], now=100.0)
-    assert [was_behind(r.headers) for r in out.rekey] == [True, False]
 
 
 def test_judge_slice_carries_the_router_weight_and_counting_is_once() -> None:
