@@ -109,7 +109,8 @@ def test_budget_exhausted_across_two_workers_and_a_restart(broker: str, make_set
         return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                      "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                   "finish_reason": "stop"}],
-                     "usage": {"prompt_tokens": 10**9, "completion_tokens": 10**9, "total_tokens": 2 * 10**9}}, {}
+                     # absurd billing in the prompt: a completion past max_tokens is refused unread (#34's cap)
+                     "usage": {"prompt_tokens": 4 * 10**9, "completion_tokens": 10, "total_tokens": 4 * 10**9 + 10}}, {}
 
     with OpenAIServer(default=fantastic) as server:
         settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=2.0,
