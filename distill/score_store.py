@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from distill.label_record import Redact, no_redaction
-from distill.store import DAY_S, LabelStore
+from distill.store import DAY_S, LabelStore, add_missing_columns
 from monitor.contracts.errors import LabelRejected
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.score_codec import decode_score
@@ -102,11 +102,7 @@ class ScoreStore:
             self._created = True
 
     def _add_columns(self, conn: sa.Connection) -> None:
-        present = {c["name"] for c in sa.inspect(conn).get_columns(self.table.name)}
-        for column in _added_columns():
-            if column.name not in present:
-                kind = column.type.compile(dialect=conn.dialect)
-                conn.execute(sa.text(f'ALTER TABLE "{self.table.name}" ADD COLUMN "{column.name}" {kind}'))
+        add_missing_columns(conn, self.table, _added_columns())
 
     def upsert(self, records: Iterable[ScoreRecord]) -> int:
         self._ensure()

@@ -52,6 +52,15 @@ def _added_columns() -> list[sa.Column[Any]]:
     return [sa.Column("inclusion_probability", sa.Float), sa.Column("sampled_by", sa.String(16))]
 
 
+def add_missing_columns(conn: sa.Connection, table: sa.Table, columns: Iterable[sa.Column[Any]]) -> None:
+    """A table created by an older release lacks the columns added since (nullable, so old rows stay valid)."""
+    present = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
+    for column in columns:
+        if column.name not in present:
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.execute(sa.text(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}'))
+
+
 def _table(metadata: sa.MetaData, prefix: str) -> sa.Table:
     return sa.Table(
         f"{prefix}labels", metadata,
@@ -115,12 +124,7 @@ class LabelStore:
             self._created = True
 
     def _add_columns(self, conn: sa.Connection) -> None:
-        """A table created by an older release lacks the columns added since (nullable, so old rows stay valid)."""
-        present = {c["name"] for c in sa.inspect(conn).get_columns(self.table.name)}
-        for column in _added_columns():
-            if column.name not in present:
-                kind = column.type.compile(dialect=conn.dialect)
-                conn.execute(sa.text(f'ALTER TABLE "{self.table.name}" ADD COLUMN "{column.name}" {kind}'))
+        add_missing_columns(conn, self.table, _added_columns())
 
     @classmethod
     def from_settings(cls, settings: DistillSettings, *, redact: Redact = no_redaction) -> LabelStore:
