@@ -311,8 +311,9 @@ def pii(
     = "MWOZ,SGD,CCPE",
     regions: Annotated[str | None, typer.Option(help="Phone regions (default: CONVMON_PII_PHONE_REGIONS' default).")]
     = None,
-    scoring: Annotated[bool, typer.Option("--scoring", help="Also the distilled AUC on USS, raw vs redacted text "
-                                                            "(hashing + LR, 5 splits: about a minute).")] = False,
+    scoring: Annotated[bool, typer.Option("--scoring", help="Also the served distilled recipe's ROC-AUC on USS, "
+                                                            "raw vs redacted text, same splits (minutes).")] = False,
+    scoring_splits: Annotated[int, typer.Option(min=1, help="Random 75/25 splits for --scoring.")] = 3,
     as_json: AsJson = False, out: Out = None,
 ) -> None:
     """Redaction recall per PII type on the committed set (tune and held-out splits), and the share of USS tokens
@@ -321,7 +322,7 @@ def pii(
 
     root = data.parent if data.name == "uss" else data
     result = _run(lambda: run(root, _csv(datasets), _csv(regions) if regions is not None else None,
-                              scoring=scoring))
+                              scoring=scoring, scoring_splits=scoring_splits))
 
     def table(r: dict[str, Any]) -> Any:
         from rich.table import Table
@@ -335,6 +336,10 @@ def pii(
             held = r["recall"]["heldout"].get(kind, {})
             t.add_row(kind, f"{r['recall']['tune'][kind]['recall']:.3f} ({r['recall']['tune'][kind]['spans']})",
                       f"{held.get('recall', float('nan')):.3f} ({held.get('spans', 0)})")
+        if "scoring" in r:
+            t.caption = "served distilled ROC-AUC on USS, raw -> redacted: " + "; ".join(
+                f"{row['dataset']} {row['input']} {row['roc_auc']['raw']:.4f} -> {row['roc_auc']['redacted']:.4f}"
+                for row in r["scoring"]["rows"]) + f" ({r['scoring']['splits']} splits)"
         return t
 
     _emit(result, as_json, out, table)
