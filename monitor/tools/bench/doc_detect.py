@@ -1,0 +1,109 @@
+"""``bench detect`` results as a rich table (the terminal) and as its section of ``docs/benchmarks.md``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from monitor.tools.bench.doc_markdown import _md, fmt
+
+NAMES = {"judge": "judge slice (Hájek)", "distilled_mean": "distilled mean probability",
+         "distilled_verdicts": "distilled verdicts (what the rule reads for scorer=distilled)",
+         "ppi": "prediction-powered", "ppi_judged_guard": "prediction-powered, guard on judged count"}
+
+
+def _range(s: dict[str, Any], digits: int = 0) -> str:
+    if not s.get("n"):
+        return "-"
+    if s["min"] == s["max"]:
+        return fmt(float(s["median"]), digits)
+    return f"{fmt(float(s['median']), digits)} [{fmt(float(s['min']), digits)}–{fmt(float(s['max']), digits)}]"
+
+
+def _cells(row: dict[str, Any], factors: list[str]) -> list[str]:
+    cells = [f"{row['rate']:g}", NAMES.get(row["estimator"], row["estimator"])]
+    for f in factors:
+        got = row[f]
+        cells += [f"{got['detected']}/{got['of']}", _range(got["minutes_to_detect"])]
+    cells += [_range(row["false_alarms_per_day"], 2), _range(row["quiet_mae_points"], 2),
+              *[_range(row[f]["spike_mae_points"], 1) for f in factors], _range(row["quiet_coverage95"], 3)]
+    return cells
+
+
+def _headers(factors: list[str]) -> list[str]:
+    return ["judge rate", "estimator", *[h for f in factors for h in (f"{f} detected", f"{f} minutes")],
+            "false alarms / day", "error, no spike (pts)", *[f"error in {f} spike (pts)" for f in factors],
+            "95 % interval coverage"]
+
+
+def _factors(result: dict[str, Any]) -> list[str]:
+    return [f"{f:g}x" for f in result["factors"]]
+
+
+def detect_table(result: dict[str, Any]) -> Table:
+    factors = _factors(result)
+    table = Table(title=f"DSAT spike detection, {result['volume_per_hour']:,} conversations / h, baseline share "
+                        f"{result['base_share']:g} (median [range] over {len(result['seeds'])} seeds)")
+    for col in _headers(factors):
+        table.add_column(col)
+    for row in result["rows"]:
+        table.add_row(*_cells(row, factors))
+    return table
+
+
+def _reading(result: dict[str, Any]) -> list[str]:
+    """One data-driven line per judge rate: which estimators detected every spike, and the fastest."""
+    lines = []
+    for rate in result["rates"]:
+        rows = {r["estimator"]: r for r in result["rows"] if r["rate"] == rate}
+        parts = []
+        for f in _factors(result):
+            always = [e for e, r in rows.items() if r[f]["detected"] == r[f]["of"]]
+            never = [e for e, r in rows.items() if r[f]["detected"] == 0]
+            parts.append(f"{f}: detected in every seed by {', '.join(NAMES[e] for e in always) or 'none'}; "
+                         f"never by {', '.join(NAMES[e] for e in never) or 'none'}")
+        lines.append(f"- judge rate {rate:g}: " + "; ".join(parts) + ".")
+    return lines
+
+
+def detect_markdown(result: dict[str, Any]) -> str:
+    rule, model = result["rule"], result["model"]
+    factors = _factors(result)
+    out = [
+        f"USS traffic ({', '.join(result['datasets'])}, {result['dialogues']} whole dialogues; the label is the "
+        "dialogue label of shared/data/README) replayed at "
+        f"{result['volume_per_hour']:,} conversations an hour in simulated minutes, DSAT share "
+        f"{result['base_share']:g}, multiplied by {', '.join(factors)} for {result['spike_minutes']} minutes after "
+        f"{fmt(result['history_hours'], 0)} hours of baseline; false alarms on {fmt(result['quiet_days'], 0)} "
+        f"simulated days without a spike per seed. Per seed the dialogues are split in two by dialogue: the "
+        f"distilled model ({model['recipe']}) is trained on the first ({model['training']}), traffic is drawn from "
+        f"the second. Its held-out ROC-AUC on the replayed whole dialogues: {_range(model['heldout_auc'], 3)}. "
+        f"Judge: {result['judge']} (an oracle judge: what the LLM judge would give if it agreed with the human "
+        "annotators). Every estimator sees the same judged slice: equal judge spend.",
+        "",
+        f"Alert: the shipped `ConvmonDsatSpike` (read from `deploy/prometheus/rules` at run time: 30-minute rate > "
+        f"{rule['ratio']:g} × baseline, at least {rule['min_difference']:g} above it, z > {rule['min_z']:g}, "
+        f"≥ {rule['min_count']:g} conversations in the window, `for: {rule['for_minutes']}m`), evaluated every "
+        "simulated minute over exact per-minute counts: window = the last 30 minutes; baseline = up to 7 days ending "
+        "at the last 5-minute boundary at or before 30 minutes ago (the `[7d:5m] offset 30m` subquery); pooled "
+        "two-proportion z; firing when true at 16 consecutive evaluations (pending, then `ts − activeAt ≥ 15m`). "
+        "The prediction-powered rate has its own standard error, so its z is (p_w − p_b) / sqrt(se_w² + se_b²); "
+        "its volume guard counts the conversations its rate covers (all of them), or, in the last row of each "
+        "rate, the judged ones. Minutes to detect: from the spike's start to the first firing evaluation, while a "
+        "30-minute window still holds spike traffic. Error: |30-minute rate − the rate judging all traffic would "
+        "export|, mean over minutes, in points. Median [range] over seeds.",
+        "",
+        _md(_headers(factors), [_cells(r, factors) for r in result["rows"]]),
+        "",
+        *_reading(result),
+        "",
+        f"Cost: the served model scores a whole conversation in {fmt(model['score_cpu_ms_per_conversation'], 2)} "
+        f"ms of CPU (hashing features + LR, in process); the simulation took {fmt(result['cpu_s'], 0)} CPU seconds "
+        f"for {result['simulated_conversations']:,} simulated conversations "
+        f"({fmt(result['cpu_us_per_simulated_conversation'], 2)} µs each, model training included).",
+    ]
+    if result.get("plot"):
+        out += ["", f"![rates around the spike]({Path(result['plot']).name})"]
+    return "\n".join(out).strip()
