@@ -276,7 +276,8 @@ def detect(
     factors: Annotated[str, typer.Option(help="Spike sizes: the DSAT share times these in the spike window.")]
     = "2,3",
     base_share: Annotated[float, typer.Option(min=0.01, max=0.5, help="DSAT share outside the spike.")] = 0.1,
-    seeds: Annotated[str, typer.Option(help="Seeds (data split, training draw, traffic).")] = "0,1,2,3,4",
+    seeds: Annotated[str, typer.Option(help="Seeds (data split, training draw, traffic).")]
+    = "0,1,2,3,4,5,6,7,8,9",
     quiet_days: Annotated[float, typer.Option(min=0.1, help="Simulated days without a spike (false alarms).")]
     = 7.0,
     history_hours: Annotated[float, typer.Option(min=1.0, help="Baseline hours before the spike.")] = 72.0,
@@ -286,10 +287,14 @@ def detect(
     = 0.0,
     max_training_labels: Annotated[int, typer.Option(min=50, help="Cap on the distilled model's training labels "
                                                                   "(rate x volume x 24 h below it).")] = 3000,
+    sources: Annotated[str, typer.Option(help="Traffic: uss (whole USS dialogues, human labels) and/or simulator "
+                                                  "(any DSAT pattern of the simulator's truth).")] = "uss",
     datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD,CCPE",
     data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/).")] = DEFAULT_DATA,
     limit: Annotated[int | None, typer.Option(min=20, help="Use the first N dialogues per file (smoke runs).")]
     = None,
+    sim_pool: Annotated[int, typer.Option(min=100, help="Simulator conversations (split like the dialogues).")]
+    = 3000,
     plot: Annotated[Path | None, typer.Option(help="Write the rates-over-time PNG here.")] = None,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
@@ -307,7 +312,11 @@ def detect(
             raise ConfigError(f"--rates must be numbers in (0, 1]. Got {rates!r} instead.")
         if not sizes or any(f <= 1 for f in sizes):
             raise ConfigError(f"--factors must be numbers above 1. Got {factors!r} instead.")
-        config = DetectConfig(data_dir=data, datasets=_csv(datasets), volume_per_hour=volume, rates=judge_rates,
+        names = _csv(sources)
+        if not names or set(names) - {"uss", "simulator"}:
+            raise ConfigError(f"--sources must name uss and/or simulator. Got {sources!r} instead.")
+        config = DetectConfig(sources=names, data_dir=data, datasets=_csv(datasets), sim_pool=sim_pool,
+                              volume_per_hour=volume, rates=judge_rates,
                               factors=sizes, base_share=base_share, seeds=[int(v) for v in _csv(seeds)],
                               quiet_days=quiet_days, history_hours=history_hours, spike_minutes=spike_minutes,
                               judge_noise=judge_noise, max_training_labels=max_training_labels, limit=limit)

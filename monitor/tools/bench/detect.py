@@ -8,9 +8,10 @@ moves. Per seed the dialogues are split in two by dialogue: a training split and
 
 The distilled model is the served recipe (:func:`distill.train.train_items`, as ``convmon distill
 train`` builds it: hashing features, one calibrated LR for the item) trained on what the judge slice
-of ``train_hours`` of baseline traffic would have labelled (training-split dialogues drawn at the
-baseline share, at most ``max_training_labels``). The judge is an oracle: the human dialogue label,
-flipped with probability ``judge_noise`` per judgment (0 by default). Every estimator uses the same
+of ``train_hours`` of baseline traffic would have labelled (distinct training-split dialogues at the
+baseline share, at most ``max_training_labels`` and as many as the split holds at that share). The
+judge is an oracle: the human dialogue label, flipped with probability ``judge_noise`` per judgment (0 by
+default). Every estimator uses the same
 judged slice (a uniform ``rate`` of the traffic): equal judge spend.
 
 Per estimator (:mod:`monitor.tools.bench.detect_estimators`) and judge rate: false alarms per day of
@@ -37,23 +38,27 @@ from sklearn.model_selection import GroupShuffleSplit
 from distill.datasets import SHARED_DATA
 from distill.featurizers.hashing import HashingFeaturizer
 from distill.train import TrainingSet, train_items
+from monitor.contracts.errors import ConfigError
 from monitor.tools.bench.detect_estimators import ESTIMATORS, STATS, Z95, Series, estimate
 from monitor.tools.bench.detect_rule import SpikeRule, episodes, firing, load_rule
-from monitor.tools.bench.use import load_dialogues
+from monitor.tools.bench.detect_sources import Traffic, simulator_traffic, uss_traffic
 from monitor.tools.bench.use_whole import DSAT_RUBRIC, SERVED_FEATURIZER, scoring_cpu_ms
 
+MIN_POSITIVES = 10  # train_items' default: an item with fewer is not trained
 Progress = Callable[[str, int, int], None]  # (message, steps done, steps in all)
 
 
 @dataclass(frozen=True)
 class DetectConfig:
+    sources: Sequence[str] = ("uss",)
     data_dir: Path = SHARED_DATA
     datasets: Sequence[str] = ("MWOZ", "SGD", "CCPE")
+    sim_pool: int = 3000  # simulator conversations (split in two like the USS dialogues)
     volume_per_hour: int = 10_000
     rates: Sequence[float] = (0.1, 0.02)
     factors: Sequence[float] = (2.0, 3.0)
     base_share: float = 0.1
-    seeds: Sequence[int] = (0, 1, 2, 3, 4)
+    seeds: Sequence[int] = tuple(range(10))
     quiet_days: float = 7.0
     history_hours: float = 72.0
     spike_minutes: int = 120
@@ -94,26 +99,33 @@ def simulate(share: np.ndarray, pool: Pool, rate: float, config: DetectConfig,
 
 
 def _train(train: list[Any], dsat: np.ndarray, X: Any, n_labels: int, config: DetectConfig, seed: int,
-           rng: np.random.Generator) -> tuple[Any, Any]:
-    """The served model on what the judge slice of baseline traffic labels: drawn at the baseline share."""
-    rows = np.where(rng.random(n_labels) < config.base_share,
-                    rng.choice(np.flatnonzero(dsat), n_labels), rng.choice(np.flatnonzero(~dsat), n_labels))
-    labels = (dsat[rows] ^ (rng.random(n_labels) < config.judge_noise)).astype(float)[:, None]
+           rng: np.random.Generator) -> tuple[Any, Any, int]:
+    """The served model on what the judge slice of baseline traffic labels: distinct training-split dialogues
+    at the baseline share (as many as the split holds at that share, at most ``n_labels``)."""
+    pos, neg = np.flatnonzero(dsat), np.flatnonzero(~dsat)
+    n = min(n_labels, int(len(pos) / config.base_share), int(len(neg) / (1 - config.base_share)))
+    n_pos = round(n * config.base_share)
+    if n_pos < MIN_POSITIVES or n - n_pos < MIN_POSITIVES:
+        raise ConfigError(f"bench detect: the training split holds {len(pos)} DSAT and {len(neg)} other conversations, "
+                          f"{n_pos} DSAT at the baseline share {config.base_share:g}: the served recipe needs "
+                          f"{MIN_POSITIVES} of each class (more conversations: --limit, --sim-pool)")
+    rows = np.concatenate([rng.choice(pos, n_pos, replace=False), rng.choice(neg, n - n_pos, replace=False)])
+    labels = (dsat[rows] ^ (rng.random(len(rows)) < config.judge_noise)).astype(float)[:, None]
     data = TrainingSet([train[i] for i in rows], labels, DSAT_RUBRIC.item_ids,
                        np.array([train[i].conversation_id for i in rows], dtype=object))
     trained = train_items(data, SERVED_FEATURIZER, rubric=DSAT_RUBRIC, features=X[rows], random_state=seed)
-    return trained.model, trained.featurizer
+    return trained.model, trained.featurizer, len(rows)
 
 
 def _served_pool(train: list[Any], dsat: np.ndarray, X: Any, replay: list[Any], replay_dsat: np.ndarray,
                  X_replay: Any, n_labels: int, config: DetectConfig, seed: int,
                  rng: np.random.Generator) -> tuple[Pool, dict[str, Any]]:
     """Train the served model, score the replay split (its featurizer's transform: the rows of X_replay)."""
-    model, featurizer = _train(train, dsat, X, n_labels, config, seed, rng)
+    model, featurizer, used = _train(train, dsat, X, n_labels, config, seed, rng)
     proba = model.predict_proba(X_replay)[:, 0]
     pool = Pool(replay_dsat, proba, proba >= float(model.thresholds[0]))
     cpu_ms = scoring_cpu_ms(lambda b: model.predict_proba(featurizer.transform(b)), replay[:300], 1)
-    return pool, {"training_labels": n_labels, "heldout_auc": float(roc_auc_score(replay_dsat, proba)),
+    return pool, {"training_labels": used, "heldout_auc": float(roc_auc_score(replay_dsat, proba)),
                   "score_cpu_ms_per_conversation": cpu_ms}
 
 
@@ -133,14 +145,11 @@ def _errors(target: np.ndarray, s: Series, start: int, stop: int) -> dict[str, f
             "coverage95": float(np.mean(covered)) if has_se else None}
 
 
-def _seed_run(dialogues: list[Any], config: DetectConfig, seed: int, step: Callable[[str], None],
+def _seed_run(traffic: Traffic, X: Any, config: DetectConfig, seed: int, step: Callable[[str], None],
               keep: dict[str, Any] | None) -> dict[str, Any]:
-    conversations = [d.to_conversation() for d in dialogues]
-    dsat = np.array([d.label == "DSAT" for d in dialogues])
-    groups = np.array([d.dialogue_id for d in dialogues])
+    conversations, dsat, groups = traffic.conversations, traffic.dsat, traffic.groups
     split = GroupShuffleSplit(n_splits=1, train_size=config.train_fraction, random_state=seed)
     train_idx, replay_idx = next(split.split(np.zeros(len(dsat)), dsat, groups))
-    X = HashingFeaturizer().transform(conversations)
     rng = np.random.default_rng(seed)
     rule = config.rule
     out: dict[str, Any] = {"seed": seed, "rates": {}, "conversations": 0}
@@ -150,14 +159,14 @@ def _seed_run(dialogues: list[Any], config: DetectConfig, seed: int, step: Calla
     for rate in config.rates:
         n_labels = min(int(rate * config.volume_per_hour * config.train_hours), config.max_training_labels)
         if n_labels not in models:
-            step(f"seed {seed}: training the served model on {n_labels} judged labels")
+            step(f"{traffic.name}, seed {seed}: training the served model on {n_labels} judged labels")
             models[n_labels] = _served_pool([conversations[i] for i in train_idx], dsat[train_idx], X[train_idx],
                                             replay, dsat[replay_idx], X[replay_idx], n_labels, config, seed, rng)
         else:
-            step(f"seed {seed}: the served model on {n_labels} judged labels (trained above)")
+            step(f"{traffic.name}, seed {seed}: the served model on {n_labels} judged labels (trained above)")
         pool, info = models[n_labels]
         got: dict[str, Any] = dict(info)
-        step(f"seed {seed}, judge rate {rate:g}: {config.quiet_days:g} days without a spike")
+        step(f"{traffic.name}, seed {seed}, judge rate {rate:g}: {config.quiet_days:g} days without a spike")
         quiet_minutes = int(config.quiet_days * 24 * 60)
         stats = simulate(np.full(quiet_minutes, config.base_share), pool, rate, config, rng)
         out["conversations"] += int(stats["N"].sum())
@@ -166,7 +175,7 @@ def _seed_run(dialogues: list[Any], config: DetectConfig, seed: int, step: Calla
                             **_errors(target, s, rule.window, quiet_minutes)} for e, s in series.items()}
         got["spike"] = {}
         for factor in config.factors:
-            step(f"seed {seed}, judge rate {rate:g}: a {factor:g}x spike")
+            step(f"{traffic.name}, seed {seed}, judge rate {rate:g}: a {factor:g}x spike")
             share = np.full(start + config.spike_minutes + 60, config.base_share)
             share[start:start + config.spike_minutes] = min(1.0, factor * config.base_share)
             stats = simulate(share, pool, rate, config, rng)
@@ -207,10 +216,33 @@ def _rows(runs: list[dict[str, Any]], config: DetectConfig) -> list[dict[str, An
     return rows
 
 
+def _source(traffic: Traffic, config: DetectConfig, step: Callable[[str], None],
+            keep: dict[str, Any]) -> dict[str, Any]:
+    cpu = time.process_time()
+    X = HashingFeaturizer().transform(traffic.conversations)  # the served featurizer is stateless: once for all
+    runs = [_seed_run(traffic, X, config, seed, step, keep if k == 0 else None) for k, seed in enumerate(config.seeds)]
+    per_model = [run["rates"][r] for run in runs for r in run["rates"]]
+    out: dict[str, Any] = {
+        "source": traffic.name, "conversations": len(traffic.conversations),
+        "dsat_share": round(float(traffic.dsat.mean()), 4),
+        "judge": f"oracle: {traffic.label}, flipped with probability {config.judge_noise}",
+        "model": {"recipe": "served: distill.train.train_items, hashing featurizer, one item on the label",
+                  "training": f"distinct training-split conversations at the baseline share: min(rate x "
+                              f"{config.volume_per_hour}/h x {config.train_hours:g} h, {config.max_training_labels}, "
+                              "what the split holds at that share) judged labels",
+                  "training_labels": _summary([m["training_labels"] for m in per_model]),
+                  "heldout_auc": _summary([m["heldout_auc"] for m in per_model]),
+                  "score_cpu_ms_per_conversation": round(per_model[0]["score_cpu_ms_per_conversation"], 3)},
+        "rows": _rows(runs, config), "runs": runs,
+        "simulated_conversations": sum(run["conversations"] for run in runs),
+        "cpu_s": round(time.process_time() - cpu, 1)}
+    out["cpu_us_per_simulated_conversation"] = round(1e6 * out["cpu_s"] / max(out["simulated_conversations"], 1), 3)
+    return out
+
+
 def run_detect(config: DetectConfig, progress: Progress | None = None, plot: Path | None = None) -> dict[str, Any]:
-    cpu, wall = time.process_time(), time.perf_counter()
-    dialogues = [d for name in config.datasets for d in load_dialogues(config.data_dir, name, config.limit)]
-    total = len(config.seeds) * (len(config.rates) * (2 + len(config.factors)))
+    wall = time.perf_counter()
+    total = len(config.sources) * len(config.seeds) * (len(config.rates) * (2 + len(config.factors)))
     done = 0
 
     def step(message: str) -> None:
@@ -219,28 +251,22 @@ def run_detect(config: DetectConfig, progress: Progress | None = None, plot: Pat
             progress(message, done, total)
         done += 1
 
-    keep: dict[str, Any] = {}
-    runs = [_seed_run(dialogues, config, seed, step, keep if k == 0 else None) for k, seed in enumerate(config.seeds)]
+    keep: dict[str, dict[str, Any]] = {}
+    results = []
+    for name in config.sources:
+        traffic = (uss_traffic(config.data_dir, list(config.datasets), config.limit) if name == "uss"
+                   else simulator_traffic(config.sim_pool, config.seeds[0]))
+        results.append(_source(traffic, config, step, keep.setdefault(traffic.name, {})))
     if progress is not None:
         progress("done", total, total)
-    first = runs[0]["rates"][f"{config.rates[0]:g}"]
     out: dict[str, Any] = {
-        "source": "uss", "datasets": list(config.datasets), "dialogues": len(dialogues),
         "volume_per_hour": config.volume_per_hour, "base_share": config.base_share,
         "factors": list(config.factors), "rates": list(config.rates), "seeds": list(config.seeds),
         "quiet_days": config.quiet_days, "history_hours": config.history_hours,
-        "spike_minutes": config.spike_minutes,
-        "judge": f"oracle: the human dialogue label, flipped with probability {config.judge_noise}",
-        "model": {"recipe": "served: distill.train.train_items, hashing featurizer, one item on the dialogue label",
-                  "training": f"training split at the baseline share, min(rate x {config.volume_per_hour}/h x "
-                              f"{config.train_hours:g} h, {config.max_training_labels}) judged labels",
-                  "heldout_auc": _summary([run["rates"][r]["heldout_auc"] for run in runs for r in run["rates"]]),
-                  "score_cpu_ms_per_conversation": round(first["score_cpu_ms_per_conversation"], 3)},
-        "rule": asdict(config.rule), "rows": _rows(runs, config), "runs": runs,
-        "simulated_conversations": sum(run["conversations"] for run in runs),
-        "cpu_s": round(time.process_time() - cpu, 1), "wall_s": round(time.perf_counter() - wall, 1),
+        "spike_minutes": config.spike_minutes, "judge_noise": config.judge_noise,
+        "rule": asdict(config.rule), "sources": results,
+        "cpu_s": round(sum(r["cpu_s"] for r in results), 1), "wall_s": round(time.perf_counter() - wall, 1),
     }
-    out["cpu_us_per_simulated_conversation"] = round(1e6 * out["cpu_s"] / max(out["simulated_conversations"], 1), 3)
     if plot is not None:
         from monitor.tools.bench.detect_plot import plot_detect  # matplotlib only when a plot is asked for
 

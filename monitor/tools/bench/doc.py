@@ -35,7 +35,8 @@ COMMANDS = {
                                 "--out var/bench/throughput-conversations.json",
     "sampler": "convmon bench sampler --json --out var/bench/sampler.json",
     "cost": "convmon bench cost --json --out var/bench/cost.json --plot docs/bench-cost.png",
-    "detect": "convmon bench detect --json --out var/bench/detect.json --plot docs/bench-detect.png",
+    "detect": "convmon bench detect --sources uss,simulator --json --out var/bench/detect.json "
+              "--plot docs/bench-detect.png",
 }
 
 
@@ -137,7 +138,7 @@ def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str],
         ("sampler", lambda: run_sampler(SamplerConfig(data_dir=data_dir or SHARED_DATA), progress)),
         ("cost", lambda: run_cost(CostConfig(data_dir=data_dir or SHARED_DATA), progress,
                                   plot=Path("docs/bench-cost.png"))),
-        ("detect", lambda: run_detect(DetectConfig(data_dir=data_dir or SHARED_DATA),
+        ("detect", lambda: run_detect(DetectConfig(sources=("uss", "simulator"), data_dir=data_dir or SHARED_DATA),
                                       plot=Path("docs/bench-detect.png"))),
     ]
     for name, job in jobs:

@@ -46,64 +46,81 @@ def detect_table(result: dict[str, Any]) -> Table:
     factors = _factors(result)
     table = Table(title=f"DSAT spike detection, {result['volume_per_hour']:,} conversations / h, baseline share "
                         f"{result['base_share']:g} (median [range] over {len(result['seeds'])} seeds)")
-    for col in _headers(factors):
+    for col in ("traffic", *_headers(factors)):
         table.add_column(col)
-    for row in result["rows"]:
-        table.add_row(*_cells(row, factors))
+    for source in result["sources"]:
+        for row in source["rows"]:
+            table.add_row(source["source"], *_cells(row, factors))
     return table
 
 
-def _reading(result: dict[str, Any]) -> list[str]:
-    """One data-driven line per judge rate: which estimators detected every spike, and the fastest."""
+def _reading(result: dict[str, Any], source: dict[str, Any]) -> list[str]:
+    """One data-driven line per judge rate: which estimators detected every spike, and which none."""
     lines = []
     for rate in result["rates"]:
-        rows = {r["estimator"]: r for r in result["rows"] if r["rate"] == rate}
+        rows = {r["estimator"]: r for r in source["rows"] if r["rate"] == rate}
         parts = []
         for f in _factors(result):
             always = [e for e, r in rows.items() if r[f]["detected"] == r[f]["of"]]
             never = [e for e, r in rows.items() if r[f]["detected"] == 0]
             parts.append(f"{f}: detected in every seed by {', '.join(NAMES[e] for e in always) or 'none'}; "
                          f"never by {', '.join(NAMES[e] for e in never) or 'none'}")
+        ppi, judge = rows["ppi"]["quiet_mae_points"]["median"], rows["judge"]["quiet_mae_points"]["median"]
+        parts.append(f"rate error without a spike: prediction-powered {fmt(ppi, 2)} vs judge slice {fmt(judge, 2)} "
+                     "points")
         lines.append(f"- judge rate {rate:g}: " + "; ".join(parts) + ".")
     return lines
 
 
+def _source_markdown(result: dict[str, Any], source: dict[str, Any]) -> list[str]:
+    model, factors = source["model"], _factors(result)
+    return [
+        f"**{source['source']}**: {source['conversations']} conversations (DSAT share {source['dsat_share']:.1%} "
+        f"before resampling). Judge: {source['judge']}. Distilled model: {model['recipe']}, trained on "
+        f"{_range(model['training_labels'])} labels ({model['training']}); held-out ROC-AUC on the replayed "
+        f"conversations {_range(model['heldout_auc'], 3)}; {fmt(model['score_cpu_ms_per_conversation'], 2)} ms of "
+        f"CPU to score one (hashing + LR, in process). The simulation took {fmt(source['cpu_s'], 0)} CPU seconds "
+        f"for {source['simulated_conversations']:,} simulated conversations "
+        f"({fmt(source['cpu_us_per_simulated_conversation'], 2)} µs each, model training included).", "",
+        _md(_headers(factors), [_cells(r, factors) for r in source["rows"]]), "",
+        *_reading(result, source), ""]
+
+
 def detect_markdown(result: dict[str, Any]) -> str:
-    rule, model = result["rule"], result["model"]
+    rule = result["rule"]
     factors = _factors(result)
     out = [
-        f"USS traffic ({', '.join(result['datasets'])}, {result['dialogues']} whole dialogues; the label is the "
-        "dialogue label of shared/data/README) replayed at "
-        f"{result['volume_per_hour']:,} conversations an hour in simulated minutes, DSAT share "
-        f"{result['base_share']:g}, multiplied by {', '.join(factors)} for {result['spike_minutes']} minutes after "
-        f"{fmt(result['history_hours'], 0)} hours of baseline; false alarms on {fmt(result['quiet_days'], 0)} "
-        f"simulated days without a spike per seed. Per seed the dialogues are split in two by dialogue: the "
-        f"distilled model ({model['recipe']}) is trained on the first ({model['training']}), traffic is drawn from "
-        f"the second. Its held-out ROC-AUC on the replayed whole dialogues: {_range(model['heldout_auc'], 3)}. "
-        f"Judge: {result['judge']} (an oracle judge: what the LLM judge would give if it agreed with the human "
-        "annotators). Every estimator sees the same judged slice: equal judge spend.",
+        f"Traffic replayed at {result['volume_per_hour']:,} conversations an hour in simulated minutes (Poisson "
+        f"arrivals), DSAT share {result['base_share']:g}, resampled to {', '.join(factors)} that share for "
+        f"{result['spike_minutes']} minutes after {fmt(result['history_hours'], 0)} hours of baseline; false alarms "
+        f"on {fmt(result['quiet_days'], 0)} simulated days without a spike; {len(result['seeds'])} seeds (median "
+        "[range]). Per seed the conversations are split in two: the distilled model (what `convmon distill train` "
+        "builds) is trained on the first, traffic is drawn from the second. The judge is an oracle (the label "
+        "itself, what an LLM judge would give if it agreed with the annotators), flipped with probability "
+        f"{result['judge_noise']:g}. Every estimator sees the same judged slice: equal judge spend.",
         "",
-        f"Alert: the shipped `ConvmonDsatSpike` (read from `deploy/prometheus/rules` at run time: 30-minute rate > "
+        f"Alert: the shipped `ConvmonDsatSpike`, read from `deploy/prometheus/rules` at run time (30-minute rate > "
         f"{rule['ratio']:g} × baseline, at least {rule['min_difference']:g} above it, z > {rule['min_z']:g}, "
         f"≥ {rule['min_count']:g} conversations in the window, `for: {rule['for_minutes']}m`), evaluated every "
         "simulated minute over exact per-minute counts: window = the last 30 minutes; baseline = up to 7 days ending "
         "at the last 5-minute boundary at or before 30 minutes ago (the `[7d:5m] offset 30m` subquery); pooled "
-        "two-proportion z; firing when true at 16 consecutive evaluations (pending, then `ts − activeAt ≥ 15m`). "
-        "The prediction-powered rate has its own standard error, so its z is (p_w − p_b) / sqrt(se_w² + se_b²); "
-        "its volume guard counts the conversations its rate covers (all of them), or, in the last row of each "
-        "rate, the judged ones. Minutes to detect: from the spike's start to the first firing evaluation, while a "
-        "30-minute window still holds spike traffic. Error: |30-minute rate − the rate judging all traffic would "
-        "export|, mean over minutes, in points. Median [range] over seeds.",
+        "two-proportion z; firing when true at 16 consecutive evaluations (pending, then `ts − activeAt ≥ 15m`); "
+        "`tests/bench/test_detect_rule.py` checks this evaluation against promtool minute by minute. The "
+        "prediction-powered rate has its own standard error, so its z is (p_w − p_b) / sqrt(se_w² + se_b²); its "
+        "volume guard counts the conversations its rate covers (all of them), or, in the last row of each rate, "
+        "the judged ones. Minutes to detect: from the spike's start to the first firing evaluation, while a "
+        "30-minute window still holds spike traffic (later: not detected). Error: |30-minute rate − the rate "
+        "judging all traffic would export|, mean over minutes, in points. Coverage: the share of minutes whose "
+        "95 % interval holds that rate.",
         "",
-        _md(_headers(factors), [_cells(r, factors) for r in result["rows"]]),
+        "Limits: the judge is an oracle, so the judge slice is as good as it gets (a noisy judge moves every "
+        "judge-based rate alike: `--judge-noise`); traffic without a spike is stationary (the same conversations "
+        "at the same share), so a distilled model's bias never drifts here and its false alarms under real drift "
+        "are not measured; the spike moves only the DSAT share, not what DSAT conversations look like.",
         "",
-        *_reading(result),
-        "",
-        f"Cost: the served model scores a whole conversation in {fmt(model['score_cpu_ms_per_conversation'], 2)} "
-        f"ms of CPU (hashing features + LR, in process); the simulation took {fmt(result['cpu_s'], 0)} CPU seconds "
-        f"for {result['simulated_conversations']:,} simulated conversations "
-        f"({fmt(result['cpu_us_per_simulated_conversation'], 2)} µs each, model training included).",
     ]
+    for source in result["sources"]:
+        out += _source_markdown(result, source)
     if result.get("plot"):
-        out += ["", f"![rates around the spike]({Path(result['plot']).name})"]
+        out += [f"![rates around the spike]({Path(result['plot']).name})"]
     return "\n".join(out).strip()
