@@ -203,6 +203,8 @@ def _rows(runs: list[dict[str, Any]], config: DetectConfig) -> list[dict[str, An
             row: dict[str, Any] = {"rate": float(rate), "estimator": e,
                                    "false_alarms_per_day": _summary([p["quiet"][e]["false_alarms_per_day"]
                                                                      for p in per]),
+                                   "false_alarms": sum(round(p["quiet"][e]["false_alarms_per_day"] * config.quiet_days)
+                                                       for p in per),
                                    "quiet_mae_points": _summary([p["quiet"][e]["mae_points"] for p in per]),
                                    "quiet_bias_points": _summary([p["quiet"][e]["bias_points"] for p in per]),
                                    "quiet_coverage95": _summary([p["quiet"][e]["coverage95"] for p in per])}
@@ -225,7 +227,7 @@ def _source(traffic: Traffic, config: DetectConfig, step: Callable[[str], None],
     out: dict[str, Any] = {
         "source": traffic.name, "conversations": len(traffic.conversations),
         "dsat_share": round(float(traffic.dsat.mean()), 4),
-        "judge": f"oracle: {traffic.label}, flipped with probability {config.judge_noise}",
+        "judge": f"oracle: {traffic.label}, flipped with probability {config.judge_noise:g}",
         "model": {"recipe": "served: distill.train.train_items, hashing featurizer, one item on the label",
                   "training": f"distinct training-split conversations at the baseline share: min(rate x "
                               f"{config.volume_per_hour}/h x {config.train_hours:g} h, {config.max_training_labels}, "

@@ -14,6 +14,10 @@ NAMES = {"judge": "judge slice (Hájek)", "distilled_mean": "distilled mean prob
          "ppi": "prediction-powered", "ppi_judged_guard": "prediction-powered, guard on judged count"}
 
 
+SHORT = {"judge": "judge slice", "distilled_mean": "distilled mean", "distilled_verdicts": "distilled verdicts",
+         "ppi": "PPI", "ppi_judged_guard": "PPI with the judged-count guard"}
+
+
 def _range(s: dict[str, Any], digits: int = 0) -> str:
     if not s.get("n"):
         return "-"
@@ -27,7 +31,8 @@ def _cells(row: dict[str, Any], factors: list[str]) -> list[str]:
     for f in factors:
         got = row[f]
         cells += [f"{got['detected']}/{got['of']}", _range(got["minutes_to_detect"])]
-    cells += [_range(row["false_alarms_per_day"], 2), _range(row["quiet_mae_points"], 2),
+    alarms = f"{_range(row['false_alarms_per_day'], 2)} ({row['false_alarms']} in all)"
+    cells += [alarms, _range(row["quiet_mae_points"], 2),
               *[_range(row[f]["spike_mae_points"], 1) for f in factors], _range(row["quiet_coverage95"], 3)]
     return cells
 
@@ -61,13 +66,12 @@ def _reading(result: dict[str, Any], source: dict[str, Any]) -> list[str]:
         rows = {r["estimator"]: r for r in source["rows"] if r["rate"] == rate}
         parts = []
         for f in _factors(result):
-            always = [e for e, r in rows.items() if r[f]["detected"] == r[f]["of"]]
-            never = [e for e, r in rows.items() if r[f]["detected"] == 0]
-            parts.append(f"{f}: detected in every seed by {', '.join(NAMES[e] for e in always) or 'none'}; "
-                         f"never by {', '.join(NAMES[e] for e in never) or 'none'}")
+            always = [SHORT[e] for e, r in rows.items() if r[f]["detected"] == r[f]["of"]]
+            never = [SHORT[e] for e, r in rows.items() if r[f]["detected"] == 0]
+            parts.append(f"{f} detected in every seed by {', '.join(always) or 'none'}"
+                         + (f", never by {', '.join(never)}" if never else ""))
         ppi, judge = rows["ppi"]["quiet_mae_points"]["median"], rows["judge"]["quiet_mae_points"]["median"]
-        parts.append(f"rate error without a spike: prediction-powered {fmt(ppi, 2)} vs judge slice {fmt(judge, 2)} "
-                     "points")
+        parts.append(f"rate error without a spike: PPI {fmt(ppi, 2)} vs judge slice {fmt(judge, 2)} points")
         lines.append(f"- judge rate {rate:g}: " + "; ".join(parts) + ".")
     return lines
 
