@@ -17,6 +17,11 @@ evaluated, once per simulated minute t (evaluation interval 1m, as deployed), fo
 * ``for: 15m``: the alert becomes pending at the first true evaluation and fires at the evaluation
   15 minutes later if every evaluation in between was true (Prometheus' ``ts - activeAt >= for``).
 
+The alert reads the recordings of the same minute. Prometheus runs the alert group and the recording
+groups independently, so the alert may read recordings one evaluation old: a real page can come up to a
+minute later than counted here (``tests/bench/test_detect_rule.py`` checks every other minute against
+promtool).
+
 An estimator that is not a proportion of counted verdicts (the prediction-powered rate) brings its own
 standard error: its z is (p_w - p_b) / sqrt(se_w^2 + se_b^2) (:func:`condition_with_se`).
 """
