@@ -39,7 +39,7 @@ def test_ppi_is_unbiased_and_its_interval_covers_the_truth(theta: float, signal:
         covered[k] = abs(got.rate - theta) <= Z95 * got.se
     spread = estimates.std(ddof=1) / np.sqrt(REPEATS)
     assert abs(estimates.mean() - theta) < 4.5 * spread + 1e-3  # unbiased: within sampling error of the mean
-    assert 0.91 <= covered.mean() <= 0.985  # nominal 95 %; sd of a 400-run coverage is about 1.1 points
+    assert 0.91 <= covered.mean() <= 0.99  # nominal 95 %; sd of a 400-run coverage is about 1.1 points
 
 
 def test_the_distilled_mean_alone_is_biased_where_ppi_is_not() -> None:
