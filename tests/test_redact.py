@@ -126,6 +126,21 @@ def test_national_ids_phones_names_and_addresses(text: str, expected: str) -> No
     assert Redactor().redact(text) == expected
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    # a 4-4 group is a local number unless both halves are years or clock times
+    ("the van tried 5823-4417 twice", "the van tried [PHONE] twice"),
+    ("between 1998-2004 and 2023/24", "between 1998-2004 and 2023/24"),
+    ("open 0900-1730 daily, rooms 1204-1206", "open 0900-1730 daily, rooms 1204-1206"),
+    # six digits (a local number without its area code) count only next to a phone word
+    ("you can reach me at 38 61 25 tonight", "you can reach me at [PHONE] tonight"),
+    ("it costs 38 61 25 pesos, 386125 in all", "it costs 38 61 25 pesos, 386125 in all"),
+    # a national number that starts with the region's country code is not "a country code without +"
+    ("it costs 31 64 82 pesos, or 44 64 82", "it costs 31 64 82 pesos, or 44 64 82"),
+])
+def test_local_numbers_without_an_area_code(text: str, expected: str) -> None:
+    assert Redactor().redact(text) == expected
+
+
 def test_invalid_ssn_areas_are_not_national_ids() -> None:
     text = "not an ssn 000-12-3456 or 666-12-3456"
     assert Redactor(phone_regions=[]).redact(text) == text

@@ -2,9 +2,10 @@
 then kept only when they look like a phone number someone wrote, not a date or an order number.
 
 A match is a phone number when it is international (``+CC`` or ``00CC``: any of the world's country codes,
-whatever the regions), or national with at least 7 digits, not shaped like a date or a year range, and
-either next to a phone word ("call", "mobile", "Tel:") or valid for the region (``is_valid_number``) and
-written like a phone number (separators, or a leading trunk 0). A trailing extension (``x123``) joins it.
+whatever the regions; or the region's code without +, as the parser reads it), or national, not shaped like a
+date, a year range or a clock range, and either has 7+ digits next to a phone word ("call", "mobile", "Tel:")
+or is valid for the region (``is_valid_number``) and written like a phone number (separators, or a leading
+trunk 0); six digits (a local number without its area code) must be both. A trailing extension joins it.
 The matcher reads only the runs of 6 or more digits in phone punctuation: most chat turns pay one regex search.
 """
 
@@ -17,8 +18,13 @@ import phonenumbers
 # A run of digits and phone punctuation holding a phone number's 6 or more digits: the matcher reads only these
 # windows (a character of context either side), not the whole text, once per region.
 _CANDIDATE = re.compile(r"\+?\(?\d(?:[\s().\-/]{0,3}\d){5,}\)?")
+# Dates, year ranges ("1998-2004", "2023/24") and clock ranges ("0900-1730"); other 4-4 digit groups ("3670-1695",
+# a local number in Australia or Sweden) are not dates.
+_YEAR = r"(?:1[5-9]|20)\d{2}"
+_HHMM = r"(?:[01]\d|2[0-3])[0-5]\d"
 _DATE_LIKE = re.compile(
-    r"\(?\d{4}[-./]\d{1,2}[-./]\d{1,2}\)?|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}|\d{4}\s*[-/]\s*\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?")
+    r"\(?\d{4}[-./]\d{1,2}[-./]\d{1,2}\)?|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}|"
+    rf"{_YEAR}\s*[-/]\s*(?:{_YEAR}|\d{{2}})|{_HHMM}\s*[-/]\s*{_HHMM}|\d{{1,2}}:\d{{2}}(?::\d{{2}})?")
 _CUE = re.compile(r"\b(?:call|phone|tel|telephone|mobile|cell|cellphone|number|no\.|reach|text|sms|whats ?app|fax|"
                   r"dial|ring|landline|contact|handy|telefon|portable|t[eé]l[eé]fono|celular|numero|número)\b",
                   re.IGNORECASE)
@@ -32,6 +38,7 @@ _PHONE_WORD = re.compile(r"\b(?:call|phone|tel|telephone|mobile|cell|cellphone|w
                          re.IGNORECASE)
 _LOOSE = re.compile(r"(?:\+|00)?\(?\d[\d\s().\-]{4,22}\d(?:\s*(?:x|ext\.?)\s*\d{1,6})?")
 _AFTER_DIGITS = re.compile(r"\d[\s.\-]?$")
+_WITHOUT_PLUS = phonenumbers.CountryCodeSource.FROM_NUMBER_WITHOUT_PLUS_SIGN
 _TRUNK = re.compile(r"(?:\+|00)?(\d{1,3})[\s.\-]?$")
 
 
@@ -50,7 +57,7 @@ def phone_spans(text: str, regions: list[str]) -> list[tuple[int, int]]:
                 start, end = offset + match.start, offset + match.end
                 trunk = _TRUNK.search(text[max(0, start - 6):start])  # "1 (449) 293-7082": a country code, no +
                 cc = str(match.number.country_code)
-                written_with_code = re.match(rf"\(?{cc}[\s.\-(]", match.raw_string) is not None  # "1 (449) ..."
+                written_with_code = _written_with_code(match, region, cc)
                 coded = (trunk is not None and trunk[1] == cc) or written_with_code
                 if coded or _is_phone(text, start, end, match, international_only=not regions):
                     if coded and trunk is not None:
@@ -60,6 +67,15 @@ def phone_spans(text: str, regions: list[str]) -> list[tuple[int, int]]:
     if regions:
         spans.update(_next_to_phone_words(text))
     return sorted(spans)
+
+
+def _written_with_code(match: phonenumbers.PhoneNumberMatch, region: str, cc: str) -> bool:
+    """"1 (449) 293-7082", "44 20 7946 0958": the region's country code written without +. The parser decides (the
+    rest must be a possible national number): "31 64 82" in NL is a national number that starts with 31."""
+    if re.match(rf"\(?{cc}[\s.\-(]", match.raw_string) is None:
+        return False
+    number = phonenumbers.parse(match.raw_string, region, keep_raw_input=True)  # the matcher keeps no source
+    return number.country_code_source == _WITHOUT_PLUS
 
 
 def _next_to_phone_words(text: str) -> list[tuple[int, int]]:
@@ -82,12 +98,15 @@ def _is_phone(text: str, start: int, end: int, match: phonenumbers.PhoneNumberMa
     raw = match.raw_string
     if raw.lstrip("( ").startswith(("+", "00", "011")):
         return True
-    if international_only or sum(c.isdigit() for c in raw) < 7 or _DATE_LIKE.fullmatch(raw.strip()):
+    digits = sum(c.isdigit() for c in raw)
+    if international_only or digits < 6 or _DATE_LIKE.fullmatch(raw.strip()):
         return False
     if _AFTER_DIGITS.search(text, max(0, start - 2), start):  # the tail of a longer digit run
         return False
     around = text[max(0, start - CUE_WINDOW):start] + " " + text[end:end + CUE_WINDOW]
-    if _CUE.search(around):
+    cued = _CUE.search(around) is not None
+    if cued and digits >= 7:
         return True
     written_like_one = bool(_SEPARATED.search(raw)) or raw.lstrip("(").startswith("0")
-    return written_like_one and phonenumbers.is_valid_number(match.number)
+    # six digits (a local number without its area code: "47 52 27") only next to a phone word as well
+    return written_like_one and (digits >= 7 or cued) and phonenumbers.is_valid_number(match.number)

@@ -202,7 +202,7 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
             "not met: keep CONVMON_EMBEDDING_BACKEND=torch)") in text
     assert "Learning curve: not in these results" in text
     assert "calibration table here" in text and "_Not run yet._" in text
-    assert render({}).count("_Not run yet._") == 6  # use, both throughputs, distill, sampler, cost
+    assert render({}).count("_Not run yet._") == 7  # use, both throughputs, distill, sampler, cost, detect
 
 
 def test_report_keeps_sections_without_saved_results(tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_report_keeps_sections_without_saved_results(tmp_path: Path) -> None:
     (docs / "benchmarks.md").write_text(render({"use": {"results": [], "paper": [dict(PAPER_ROWS[0])]}}))
     (docs / "benchmarks-calibration.md").write_text("## Calibration: new\n\nnew numbers\n")
     text = regenerate(tmp_path / "empty", docs / "benchmarks.md").read_text()  # no saved results at all
-    assert "29.1" in text and text.count("_Not run yet._") == 5  # use kept from the old doc
+    assert "29.1" in text and text.count("_Not run yet._") == 6  # use kept from the old doc
     assert "new numbers" in text and text.count("## Calibration") == 1
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from monitor.tools.bench import (
     cost,
+    detect,
     distill_fidelity,
     doc,
     otlp_throughput,
@@ -132,10 +133,12 @@ def test_report_run_measures_the_turn_models_at_5_percent_in_the_same_command(tm
 
     monkeypatch.setattr(use, "run_use", fake_use)
     for module, name in ((distill_fidelity, "run_fidelity"), (throughput, "run_throughput"),
-                         (sampler_gain, "run_sampler"), (cost, "run_cost"), (throughput_cpu, "run_cpu_rounds")):
+                         (sampler_gain, "run_sampler"), (cost, "run_cost"), (throughput_cpu, "run_cpu_rounds"),
+                         (detect, "run_detect")):
         monkeypatch.setattr(module, name, lambda *a, **k: {})
     monkeypatch.setattr(otlp_throughput, "with_otlp_row", lambda result, *a: result)
-    for section in ("throughput_markdown", "distill_markdown", "sampler_markdown", "cost_markdown"):
+    for section in ("throughput_markdown", "distill_markdown", "sampler_markdown", "cost_markdown",
+                    "detect_markdown"):
         monkeypatch.setattr(doc, section, lambda result: "(other benchmark)")  # their results are faked empty
     text = regenerate(tmp_path / "bench", tmp_path / "docs" / "benchmarks.md", run=True,
                       data_dir=tmp_path).read_text()

@@ -1,11 +1,13 @@
-"""Issue #32 end to end: one real broker, one real worker, SQLite; personal data planted in turn text, producer
-metadata and conversation ids (e-mail addresses), default settings plus the score store.
+"""Issue #32 end to end: one real broker, one real worker, the label/score store on SQLite and on the real
+PostgreSQL (127.0.0.1:5432, database ``test``, a schema of its own); personal data planted in turn text,
+producer metadata and conversation ids (e-mail addresses), default settings plus the score store.
 
 For each row of the issue's table the raw values must never appear where convmon writes: the bytes (keys,
 values, headers) of every topic it writes (judge, labels, scores, dead letters, its changelogs; the input
-topic is the producer's), every row of every table in the label store's database, a /metrics scrape in
-both exposition formats (labels and exemplars), and the worker's log. Then ``convmon forget`` with an
-exemplar's reference erases the conversation from the database and reports the topics as JSON. The judge is
+topic is the producer's), every row of every table in the label store's database and the database's own bytes
+(the SQLite file and its WAL; ``pg_dump`` of the schema), a /metrics scrape in both exposition formats
+(labels and exemplars), and the worker's log. Then ``convmon forget`` with an exemplar's reference erases
+the conversation from the database and reports the topics as JSON. The judge is
 the project's OpenAI-compatible test server over real HTTP, asked for explanations (they quote the user).
 """
 
@@ -16,6 +18,9 @@ import os
 import re
 import subprocess
 import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import orjson
@@ -71,9 +76,38 @@ def read_all(bootstrap: str, topics: list[str]) -> dict[str, list[bytes]]:
     return asyncio.run(run())
 
 
-def test_no_planted_value_reaches_a_topic_table_metric_exemplar_or_log(broker: str, make_settings, tmp_path) -> None:
+PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Callable[[], bytes]]]:
+    """The label store's URL and a function returning the database's bytes as stored (to grep)."""
+    if request.param == "sqlite":
+        path = tmp_path / "labels.db"
+        yield f"sqlite:///{path}", lambda: b"".join(p.read_bytes() for p in tmp_path.glob("labels.db*"))
+        return
+    schema = f"privacy_{uuid.uuid4().hex[:8]}"  # other suites share the database: every table lands here
+    engine = sa.create_engine(PG_URL)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
+
+    def pg_dump() -> bytes:
+        return subprocess.run(["pg_dump", "--data-only", f"--schema={schema}", "-h", "127.0.0.1", "-U", "postgres",
+                               "test"], capture_output=True, check=True, timeout=60).stdout
+
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}", pg_dump
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+        engine.dispose()
+
+
+def test_no_planted_value_reaches_a_topic_table_metric_exemplar_or_log(
+        broker: str, make_settings, tmp_path, database: tuple[str, Callable[[], bytes]]) -> None:
+    url, stored_bytes = database
     server = OpenAIServer().start()  # the judge over real HTTP: every request body is kept
-    settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=3.0,
+    settings = make_settings(broker_url=f"kafka://{broker}", label_store_url=url, sample_rate=1.0, idle_timeout_s=3.0,
                              registry_poll_s=1.0, score_store=True, max_event_bytes=200_000,
                              openai_base_url=server.url, openai_api_key="test", judge_explanations=True)
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
@@ -137,7 +171,9 @@ def test_no_planted_value_reaches_a_topic_table_metric_exemplar_or_log(broker: s
     with engine.connect() as conn:
         tables = sa.inspect(conn).get_table_names()
         dump = " ".join(str(conn.execute(sa.text(f'SELECT * FROM "{t}"')).all()) for t in tables)
-    assert "convmon_score_items" in tables and "[EMAIL]" in dump and not leaks(dump)
+    assert "convmon_score_items" in tables and "convmon_labels" in tables and "[EMAIL]" in dump and not leaks(dump)
+    raw = stored_bytes()  # the bytes as the database keeps them (file pages, WAL; the schema's dump)
+    assert b"[EMAIL]" in raw and b"[NATIONAL_ID]" in raw and not leaks(raw), leaks(raw)
 
     # the worker's log
     assert not leaks(log) and ID_DOMAIN not in log
@@ -158,3 +194,4 @@ def test_no_planted_value_reaches_a_topic_table_metric_exemplar_or_log(broker: s
         for table in ("convmon_labels", "convmon_score_items"):
             rows = conn.execute(sa.text(f"SELECT count(*) FROM {table} WHERE conversation_id = :c"), {"c": cid})
             assert rows.scalar_one() == 0
+    engine.dispose()

@@ -29,9 +29,9 @@ def test_the_set_is_frozen_and_large_enough() -> None:
 def test_recall_meets_the_bars_on_the_tuning_split_and_is_stated_on_the_held_out_one() -> None:
     result = recall(Redactor())
     assert all(result["tune"][kind]["recall"] >= 0.98 for kind in BARS), result["tune"]
-    # held out (never tuned on): measured 1.0 everywhere but phones, 0.949 (2 of 39 missed: docs/security.md)
-    assert all(result["heldout"][kind]["recall"] >= 0.98 for kind in BARS if kind != "phone"), result["heldout"]
-    assert result["heldout"]["phone"]["recall"] >= 0.94
+    # held out (never tuned on): 1.0 on every barred type (phones 39/39 since local numbers without an area code
+    # are read: docs/security.md)
+    assert all(result["heldout"][kind]["recall"] >= 0.98 for kind in BARS), result["heldout"]
     assert result["tune"]["name"]["recall"] >= 0.6 and result["tune"]["address"]["recall"] >= 0.75
 
 
@@ -52,3 +52,19 @@ def test_bench_pii_prints_json_with_both_splits_and_the_uss_rate(tmp_path: Path)
     assert report == json.loads(out.read_text())
     assert set(report["recall"]) >= {"tune", "heldout"} and report["recall"]["spans"] == 696
     assert report["uss"]["files"] == ["CCPE"] and report["uss"]["false_positive_rate"] <= 0.01
+
+
+@pytest.mark.long  # two trainings of the served recipe (~15 s of CPU): `make faults` and CI run it
+@pytest.mark.skipif(not (SHARED_DATA / "uss" / "CCPE.txt").exists(), reason="needs the shared USS data")
+def test_scoring_effect_trains_the_served_recipe_on_raw_and_on_redacted_text() -> None:
+    from monitor.tools.bench.pii_scoring import scoring_effect
+
+    # an extra pattern that hits most CCPE turns: the redacted run must really train on different text
+    result = scoring_effect(SHARED_DATA, ["CCPE"], splits=1, redactor=Redactor([r"\bmovies?\b"]), inputs=("cut",))
+    [row] = result["rows"]
+    assert row["dataset"] == "CCPE" and row["input"] == "cut" and row["conversations"] == 500
+    assert row["turns_changed_by_redaction"] > 100
+    assert row["roc_auc"]["raw"] > 0.55 and row["roc_auc"]["redacted"] > 0.55  # the recipe has signal on cut input
+    assert row["roc_auc_per_split"]["raw"] != row["roc_auc_per_split"]["redacted"]
+    assert row["difference"] == pytest.approx(row["roc_auc"]["redacted"] - row["roc_auc"]["raw"], abs=2e-4)
+    assert result["max_abs_difference"] == abs(row["difference"]) and "judge_slice" in result

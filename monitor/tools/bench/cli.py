@@ -18,7 +18,7 @@ from rich.console import Console
 from distill.datasets import SHARED_DATA as DEFAULT_DATA
 from monitor.contracts.errors import ConvmonError
 
-app = typer.Typer(help="Benchmarks: USE accuracy (SPUR Table 1), throughput, distillation fidelity.",
+app = typer.Typer(help="Benchmarks: USE accuracy (SPUR Table 1), throughput, distillation fidelity, spike detection.",
                   no_args_is_help=True)
 console = Console(stderr=True)
 
@@ -271,6 +271,70 @@ def cost(
 
 
 @app.command()
+def detect(
+    rates: Annotated[str, typer.Option(help="Judge sample rates (the equal spend of every estimator).")] = "0.1,0.02",
+    factors: Annotated[str, typer.Option(help="Spike sizes: the DSAT share times these in the spike window.")]
+    = "2,3",
+    base_share: Annotated[float, typer.Option(min=0.01, max=0.5, help="DSAT share outside the spike.")] = 0.1,
+    seeds: Annotated[str, typer.Option(help="Seeds (data split, training draw, traffic).")]
+    = "0,1,2,3,4,5,6,7,8,9",
+    quiet_days: Annotated[float, typer.Option(min=0.1, help="Simulated days without a spike (false alarms).")]
+    = 7.0,
+    history_hours: Annotated[float, typer.Option(min=1.0, help="Baseline hours before the spike.")] = 72.0,
+    spike_minutes: Annotated[int, typer.Option(min=30, help="Spike length in simulated minutes.")] = 120,
+    volume: Annotated[int, typer.Option(min=600, help="Conversations per hour.")] = 10_000,
+    judge_noise: Annotated[float, typer.Option(min=0.0, max=0.5, help="Chance the oracle judge flips a label.")]
+    = 0.0,
+    max_training_labels: Annotated[int, typer.Option(min=50, help="Cap on the distilled model's training labels "
+                                                                  "(rate x volume x 24 h below it).")] = 3000,
+    sources: Annotated[str, typer.Option(help="Traffic: uss (whole USS dialogues, human labels) and/or simulator "
+                                                  "(any DSAT pattern of the simulator's truth).")] = "uss",
+    datasets: Annotated[str, typer.Option(help="Comma-separated USS files.")] = "MWOZ,SGD,CCPE",
+    data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/).")] = DEFAULT_DATA,
+    limit: Annotated[int | None, typer.Option(min=20, help="Use the first N dialogues per file (smoke runs).")]
+    = None,
+    sim_pool: Annotated[int, typer.Option(min=100, help="Simulator conversations (split like the dialogues).")]
+    = 3000,
+    plot: Annotated[Path | None, typer.Option(help="Write the rates-over-time PNG here.")] = None,
+    as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
+) -> None:
+    """Time to detect a DSAT spike with the shipped alert rule, and false alarms per day, for the judge slice,
+    the distilled rate and the prediction-powered rate at equal judge spend (USS traffic, simulated time)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from monitor.contracts.errors import ConfigError
+    from monitor.tools.bench.detect import DetectConfig, run_detect
+    from monitor.tools.bench.doc_detect import detect_table
+
+    def job() -> dict[str, Any]:
+        judge_rates, sizes = _floats(rates), _floats(factors)
+        if not judge_rates or any(not 0 < r <= 1 for r in judge_rates):
+            raise ConfigError(f"--rates must be numbers in (0, 1]. Got {rates!r} instead.")
+        if not sizes or any(f <= 1 for f in sizes):
+            raise ConfigError(f"--factors must be numbers above 1. Got {factors!r} instead.")
+        names = _csv(sources)
+        if not names or set(names) - {"uss", "simulator"}:
+            raise ConfigError(f"--sources must name uss and/or simulator. Got {sources!r} instead.")
+        config = DetectConfig(sources=names, data_dir=data, datasets=_csv(datasets), sim_pool=sim_pool,
+                              volume_per_hour=volume, rates=judge_rates,
+                              factors=sizes, base_share=base_share, seeds=[int(v) for v in _csv(seeds)],
+                              quiet_days=quiet_days, history_hours=history_hours, spike_minutes=spike_minutes,
+                              judge_noise=judge_noise, max_training_labels=max_training_labels, limit=limit)
+        if quiet:
+            return run_detect(config, plot=plot)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console, transient=True) as bar:
+            task = bar.add_task("bench detect", total=None)
+
+            def progress(message: str, done: int, total: int) -> None:
+                bar.update(task, description=message, completed=done, total=total)
+
+            return run_detect(config, progress, plot=plot)
+
+    _emit(_run(job), as_json, out, detect_table)
+
+
+@app.command()
 def sampler(
     rate: Annotated[float, typer.Option(min=0.001, max=0.5, help="Judged share of the stream in both arms.")] = 0.15,
     rounds: Annotated[int, typer.Option(min=2, help="Stream chunks (retraining after each).")] = 3,
@@ -311,8 +375,9 @@ def pii(
     = "MWOZ,SGD,CCPE",
     regions: Annotated[str | None, typer.Option(help="Phone regions (default: CONVMON_PII_PHONE_REGIONS' default).")]
     = None,
-    scoring: Annotated[bool, typer.Option("--scoring", help="Also the distilled AUC on USS, raw vs redacted text "
-                                                            "(hashing + LR, 5 splits: about a minute).")] = False,
+    scoring: Annotated[bool, typer.Option("--scoring", help="Also the served distilled recipe's ROC-AUC on USS, "
+                                                            "raw vs redacted text, same splits (minutes).")] = False,
+    scoring_splits: Annotated[int, typer.Option(min=1, help="Random 75/25 splits for --scoring.")] = 3,
     as_json: AsJson = False, out: Out = None,
 ) -> None:
     """Redaction recall per PII type on the committed set (tune and held-out splits), and the share of USS tokens
@@ -321,7 +386,7 @@ def pii(
 
     root = data.parent if data.name == "uss" else data
     result = _run(lambda: run(root, _csv(datasets), _csv(regions) if regions is not None else None,
-                              scoring=scoring))
+                              scoring=scoring, scoring_splits=scoring_splits))
 
     def table(r: dict[str, Any]) -> Any:
         from rich.table import Table
@@ -335,6 +400,10 @@ def pii(
             held = r["recall"]["heldout"].get(kind, {})
             t.add_row(kind, f"{r['recall']['tune'][kind]['recall']:.3f} ({r['recall']['tune'][kind]['spans']})",
                       f"{held.get('recall', float('nan')):.3f} ({held.get('spans', 0)})")
+        if "scoring" in r:
+            t.caption = "served distilled ROC-AUC on USS, raw -> redacted: " + "; ".join(
+                f"{row['dataset']} {row['input']} {row['roc_auc']['raw']:.4f} -> {row['roc_auc']['redacted']:.4f}"
+                for row in r["scoring"]["rows"]) + f" ({r['scoring']['splits']} splits)"
         return t
 
     _emit(result, as_json, out, table)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from distill.datasets import SHARED_DATA
+from monitor.tools.bench.doc_detect import detect_markdown
 from monitor.tools.bench.doc_markdown import cost_markdown, distill_markdown, sampler_markdown, throughput_markdown
 from monitor.tools.bench.doc_use import TURNS_COMMAND, use_markdown
 
@@ -34,6 +35,8 @@ COMMANDS = {
                                 "--out var/bench/throughput-conversations.json",
     "sampler": "convmon bench sampler --json --out var/bench/sampler.json",
     "cost": "convmon bench cost --json --out var/bench/cost.json --plot docs/bench-cost.png",
+    "detect": "convmon bench detect --sources uss,simulator --json --out var/bench/detect.json "
+              "--plot docs/bench-detect.png",
 }
 
 
@@ -77,7 +80,8 @@ def render(results: dict[str, dict[str, Any]], calibration: str | None = None,
                 ("Speed: whole-conversation input", "throughput-conversations", throughput_markdown),
                 ("Distillation fidelity to the teacher", "distill", distill_markdown),
                 ("Uncertainty sampling: teacher AUC at equal judge spend", "sampler", sampler_markdown),
-                ("Cost: judge slice, rate error and spend", "cost", cost_markdown)]
+                ("Cost: judge slice, rate error and spend", "cost", cost_markdown),
+                ("Spike detection: the shipped alert on each rate at equal judge spend", "detect", detect_markdown)]
     for title, key, fn in sections:
         if key not in results and title in previous:
             parts += [previous[title], ""]
@@ -113,6 +117,7 @@ def regenerate(results_dir: Path, doc: Path, *, run: bool = False, data_dir: Pat
 
 def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str], None] | None) -> None:
     from monitor.tools.bench.cost import CostConfig, run_cost
+    from monitor.tools.bench.detect import DetectConfig, run_detect
     from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
     from monitor.tools.bench.otlp_throughput import with_otlp_row
     from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
@@ -133,6 +138,8 @@ def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str],
         ("sampler", lambda: run_sampler(SamplerConfig(data_dir=data_dir or SHARED_DATA), progress)),
         ("cost", lambda: run_cost(CostConfig(data_dir=data_dir or SHARED_DATA), progress,
                                   plot=Path("docs/bench-cost.png"))),
+        ("detect", lambda: run_detect(DetectConfig(sources=("uss", "simulator"), data_dir=data_dir or SHARED_DATA),
+                                      plot=Path("docs/bench-detect.png"))),
     ]
     for name, job in jobs:
         started = time.perf_counter()

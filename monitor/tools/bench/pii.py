@@ -7,7 +7,7 @@ code or national) on the ``tune`` split the rules were tuned on and on the ``hel
 False positives: USS dialogues are crowd-sourced bookings and preferences (venue phone numbers and
 addresses, fictional names) with no one's personal data, so every token the redactor touches there is
 counted as a false positive: an upper bound. Tokens are whitespace-separated words. ``--scoring`` adds the
-distilled AUC on USS with raw and with redacted text (the classifiers see redacted text: no loss allowed).
+served distilled recipe's AUC on USS with raw and with redacted text (:mod:`monitor.tools.bench.pii_scoring`).
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ def uss_false_positives(redactor: Redactor, data: Path, files: list[str]) -> dic
                 if not turn.text:
                     continue
                 turns += 1
-                started = time.perf_counter()
+                started = time.process_time()  # CPU time: the machine may be shared
                 spans = redactor.spans(turn.text)
-                seconds += time.perf_counter() - started
+                seconds += time.process_time() - started
                 words = [m.span() for m in _TOKEN.finditer(turn.text)]
                 tokens += len(words)
                 for s, e, label in spans:
@@ -87,44 +87,13 @@ def uss_false_positives(redactor: Redactor, data: Path, files: list[str]) -> dic
             "cpu_us_per_conversation": 1e6 * seconds / max(conversations, 1)}
 
 
-def run(data: Path, files: list[str], regions: list[str] | None = None, *, scoring: bool = False) -> dict[str, Any]:
+def run(data: Path, files: list[str], regions: list[str] | None = None, *, scoring: bool = False,
+        scoring_splits: int = 3) -> dict[str, Any]:
     redactor = Redactor() if regions is None else Redactor(phone_regions=regions)
     out = {"bench": "pii", "phone_regions": redactor.phone_regions, "set": str(PII_SET.relative_to(REPO_ROOT)),
            "recall": recall(redactor), "uss": uss_false_positives(redactor, data, files)}
     if scoring:
-        out["scoring"] = scoring_effect(data, files)
+        from monitor.tools.bench.pii_scoring import scoring_effect
+
+        out["scoring"] = scoring_effect(data, files, splits=scoring_splits, redactor=redactor)
     return out
-
-
-def scoring_effect(data: Path, files: list[str], splits: int = 5) -> dict[str, Any]:
-    """Distilled AUC (DSAT vs SAT) on USS with raw and with redacted text: the hashing featurizer and a
-    balanced logistic regression on random halves. Redaction must not cost the classifiers accuracy."""
-    import numpy as np
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import roc_auc_score
-    from sklearn.model_selection import StratifiedShuffleSplit
-
-    from distill.datasets.uss import conversation_label, load_uss
-    from distill.featurizers.hashing import HashingFeaturizer
-
-    conversations, labels = [], []
-    for name in files:
-        for dialogue in load_uss(data / "uss" / f"{name}.txt"):
-            label, _ = conversation_label(dialogue)
-            if label != "NEUTRAL":
-                conversations.append(dialogue.to_conversation(cut=True))
-                labels.append(label == "DSAT")
-    y = np.array(labels)
-    redactor = Redactor()
-    versions = {"raw": conversations, "redacted": [redactor.redact_conversation(c) for c in conversations]}
-    auc: dict[str, list[float]] = {key: [] for key in versions}
-    for train, test in StratifiedShuffleSplit(n_splits=splits, test_size=0.5, random_state=0).split(y, y):
-        for key, data_ in versions.items():
-            featurizer = HashingFeaturizer().fit([data_[i] for i in train])
-            model = LogisticRegression(max_iter=2000, class_weight="balanced")
-            model.fit(featurizer.transform([data_[i] for i in train]), y[train])
-            p = model.predict_proba(featurizer.transform([data_[i] for i in test]))[:, 1]
-            auc[key].append(float(roc_auc_score(y[test], p)))
-    mean = {key: sum(v) / len(v) for key, v in auc.items()}
-    return {"conversations": len(conversations), "featurizer": "hashing", "splits": splits, "auc": mean,
-            "auc_per_split": auc, "difference": mean["redacted"] - mean["raw"]}

@@ -1,0 +1,145 @@
+"""The shipped ``ConvmonDsatSpike`` alert, evaluated over per-minute counts instead of Prometheus.
+
+The thresholds are read from the shipped rule files (``deploy/prometheus/rules``), so the benchmark
+follows the rule when it changes, and a rule whose shape no longer matches fails loudly. What is
+evaluated, once per simulated minute t (evaluation interval 1m, as deployed), for one series:
+
+* window: the conversations of the last ``window`` minutes, bins [t - 30, t) (``ratio_rate30m``,
+  ``increase30m``). Counts are exact: Prometheus extrapolates ``increase()`` to the window edges,
+  which scales numerator and denominator alike (so the ratio is unchanged) and moves the count guard
+  by under one scrape interval's conversations; that is not modelled;
+* baseline: ``sum_over_time(increase5m[7d:5m] offset 30m)``: the subquery's steps are aligned to
+  multiples of 5 minutes, so the baseline is the bins [E - 7d, E) with E = the last multiple of 5
+  minutes at or before t - 30 (``count7d``; missing history simply gives a smaller count);
+* the expression: ``p_w > 1.5 p_b and p_w - p_b > 0.02 and z > 3 and n_w >= 100``, z the pooled
+  two-proportion z (its clamp_min 0.0001 included); a ratio of 0/0 is no sample, so the expression is
+  false there (as PromQL's empty result);
+* ``for: 15m``: the alert becomes pending at the first true evaluation and fires at the evaluation
+  15 minutes later if every evaluation in between was true (Prometheus' ``ts - activeAt >= for``).
+
+The alert reads the recordings of the same minute. Prometheus runs the alert group and the recording
+groups independently, so the alert may read recordings one evaluation old: a real page can come up to a
+minute later than counted here (``tests/bench/test_detect_rule.py`` checks every other minute against
+promtool).
+
+An estimator that is not a proportion of counted verdicts (the prediction-powered rate) brings its own
+standard error: its z is (p_w - p_b) / sqrt(se_w^2 + se_b^2) (:func:`condition_with_se`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.setting_values import REPO_ROOT
+
+RULES_DIR = REPO_ROOT / "deploy" / "prometheus" / "rules"
+ALERT = "ConvmonDsatSpike"
+
+
+@dataclass(frozen=True)
+class SpikeRule:
+    """The alert's constants; minutes throughout."""
+
+    ratio: float = 1.5
+    min_difference: float = 0.02
+    min_z: float = 3.0
+    min_count: float = 100.0
+    for_minutes: int = 15
+    window: int = 30
+    baseline: int = 7 * 24 * 60
+    baseline_step: int = 5
+    baseline_offset: int = 30
+
+
+_DURATION = {"m": 1, "h": 60, "d": 24 * 60}
+
+
+def _minutes(text: str) -> int:
+    return int(text[:-1]) * _DURATION[text[-1]]
+
+
+def _find(pattern: str, text: str, what: str) -> re.Match[str]:
+    found = re.search(pattern, text)
+    if found is None:
+        raise ConfigError(f"bench detect: the shipped {ALERT} rule no longer has the shape it evaluates ({what}); "
+                          f"update monitor/tools/bench/detect_rule.py with the rule")
+    return found
+
+
+def load_rule(rules_dir: Path = RULES_DIR) -> SpikeRule:
+    """The constants of the shipped alert and of the recording rules it reads."""
+    alerts = yaml.safe_load((rules_dir / "convmon-alerts.yml").read_text(encoding="utf-8"))
+    rules = [r for g in alerts["groups"] for r in g["rules"] if r.get("alert") == ALERT]
+    if len(rules) != 1:
+        raise ConfigError(f"bench detect: expected one {ALERT} rule in {rules_dir}, found {len(rules)}")
+    expr = " ".join(rules[0]["expr"].split())
+    num = r"([0-9]*\.?[0-9]+)"
+    recording = " ".join((rules_dir / "convmon-recording.yml").read_text(encoding="utf-8").split())
+    window = _find(r"record: rubric:convmon_rubric_verdicts:rate30m expr: .*?\[(\d+[mh])\]", recording, "rate30m")
+    base = _find(r"increase5m\[(\d+[dh]):(\d+m)\] offset (\d+m)", recording, "count7d")
+    return SpikeRule(
+        ratio=float(_find(r"ratio_rate30m\{polarity=\"dsat\"\} > " + num + r" \*", expr, "ratio").group(1)),
+        min_difference=float(_find(r"ratio_baseline7d\{polarity=\"dsat\"\} > " + num, expr, "difference").group(1)),
+        min_z=float(_find(r"zscore30m\{polarity=\"dsat\"\} > " + num, expr, "z").group(1)),
+        min_count=float(_find(r"increase30m\{polarity=\"dsat\"\} >= " + num, expr, "volume").group(1)),
+        for_minutes=_minutes(str(rules[0]["for"])),
+        window=_minutes(window.group(1)),
+        baseline=_minutes(base.group(1)), baseline_step=_minutes(base.group(2)),
+        baseline_offset=_minutes(base.group(3)))
+
+
+def window_sums(per_minute: np.ndarray, rule: SpikeRule) -> tuple[np.ndarray, np.ndarray]:
+    """(window, baseline) sums of a per-minute array at each evaluation t = 1..M (index t - 1)."""
+    cs = np.concatenate([[0.0], np.cumsum(per_minute, dtype=np.float64)])
+    t = np.arange(1, len(per_minute) + 1)
+    window = cs[t] - cs[np.maximum(t - rule.window, 0)]
+    end = np.maximum((t - rule.baseline_offset) // rule.baseline_step * rule.baseline_step, 0)
+    baseline = cs[end] - cs[np.maximum(end - rule.baseline, 0)]
+    return window, baseline
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.asarray(np.divide(a, b, out=np.full(np.shape(a), np.nan), where=np.asarray(b) > 0), dtype=float)
+
+
+def condition(yes: np.ndarray, total: np.ndarray, rule: SpikeRule) -> np.ndarray:
+    """The alert expression at each minute, from per-minute yes and total counts (weights allowed)."""
+    yes_w, yes_b = window_sums(yes, rule)
+    n_w, n_b = window_sums(total, rule)
+    p_w, p_b = _div(yes_w, n_w), _div(yes_b, n_b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pooled = _div(p_w * n_w + p_b * n_b, n_w + n_b)
+        z = (p_w - p_b) / np.sqrt(np.maximum(pooled * (1 - pooled), 0.0001) * (1 / n_w + 1 / n_b))
+        return np.asarray((p_w > rule.ratio * p_b) & (p_w - p_b > rule.min_difference) & (z > rule.min_z)
+                          & (n_w >= rule.min_count), dtype=bool)
+
+
+def condition_with_se(p_w: np.ndarray, se_w: np.ndarray, p_b: np.ndarray, se_b: np.ndarray, n_w: np.ndarray,
+                      rule: SpikeRule) -> np.ndarray:
+    """The same expression for an estimator with its own standard errors (NaN compares false)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = (p_w - p_b) / np.sqrt(se_w**2 + se_b**2)
+        return np.asarray((p_w > rule.ratio * p_b) & (p_w - p_b > rule.min_difference) & (z > rule.min_z)
+                          & (n_w >= rule.min_count), dtype=bool)
+
+
+def firing(cond: np.ndarray, rule: SpikeRule) -> np.ndarray:
+    """Whether the alert fires at each evaluation: true at this one and the ``for`` minutes before it."""
+    run = np.zeros(len(cond), dtype=np.int64)
+    streak = 0
+    for i, c in enumerate(cond):
+        streak = streak + 1 if c else 0
+        run[i] = streak
+    return run > rule.for_minutes
+
+
+def episodes(fire: np.ndarray) -> np.ndarray:
+    """Indices where the alert starts firing (each a page)."""
+    fire = np.asarray(fire, dtype=bool)
+    return np.flatnonzero(fire & ~np.concatenate([[False], fire[:-1]]))
