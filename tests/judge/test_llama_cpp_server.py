@@ -32,7 +32,7 @@ from monitor.judge.build import build_judge
 from monitor.judge.check import check_endpoint
 from monitor.runtime.broker import free_port
 
-pytestmark = pytest.mark.llm_server
+pytestmark = [pytest.mark.llm_server, pytest.mark.timeout(1800)]  # a CPU model: minutes per conversation
 PYTHON_ENV = "CONVMON_TEST_LLAMA_PYTHON"
 OUT = REPO_ROOT / "var" / "llm-server"
 CONVERSATIONS = [
