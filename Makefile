@@ -24,11 +24,11 @@ demo: $(STAMP)
 # About 12 minutes on 2 cores. The fault-injection runs (`faults` marker) and the slow end-to-end runs (`long`:
 # the demo, the native Prometheus alert tests, the three slowest of tests/reliability/test_faults.py) are in
 # `make faults`, which .ci/run also runs; the fast subset:
-# .venv/bin/python -m pytest -m "not integration and not faults and not long and not soak".
+# .venv/bin/python -m pytest -m "not integration and not faults and not long and not soak and not llm_server".
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill tests
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not faults and not soak and not long"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not faults and not soak and not long and not llm_server"
 
 # The fault suites (docs/reliability.md): >= 2,000 conversations per fault, read back per id and counted
 # through a real Prometheus (tables in var/faults/), PostgreSQL outages, the judge budget; then the `long`

@@ -264,13 +264,15 @@ def demo(
                                           min=2)] = 20.0,
     alert_scale: Annotated[float, typer.Option(help="Divide every duration of the shipped alert rules by this "
                                                     "(30m -> 15s at 120).", min=1)] = 120.0,
+    spike: Annotated[bool, typer.Option(help="Simulate the DSAT spike half-way; --no-spike is the control run, "
+                                             "where the alert should never fire.")] = True,
 ) -> None:
     """Broker + worker + simulator on one machine: per-rubric rates over a recent window beside the run's
     baseline, the shipped DSAT-spike alert evaluated by Prometheus (when installed), and a PNG plot at the end."""
     from monitor.tools.demo import run_demo
 
     run_demo(load_settings(), duration_s=duration, rate=rate, metrics_port=port, window_s=window,
-             alert_scale=alert_scale)
+             alert_scale=alert_scale, spike=spike)
 
 
 

@@ -46,3 +46,20 @@ def test_short_demo_shows_the_spike_fires_the_shipped_alert_and_writes_the_plot(
     png = Path(plot.group(1))
     png = png if png.is_absolute() else Path.cwd() / png
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000
+
+
+def test_control_demo_without_the_spike_never_fires_the_alert(tmp_path: Path) -> None:
+    """The same traffic without the spike (`--no-spike`): the shipped rule must stay silent on both scorers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMON_")}
+    env.update(CONVMON_DATA_DIR=str(tmp_path), CONVMON_SAMPLE_RATE="1.0", COLUMNS="200")
+    proc = subprocess.run(
+        [sys.executable, "-m", "monitor.cli", "demo", "--duration", "80", "--rate", "15", "--window", "10",
+         "--alert-scale", "120", "--no-spike", "--port", str(free_port())],
+        env=env, capture_output=True, text=True, timeout=400,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "as shipped, evaluated by Prometheus" in out, out[-3000:]
+    assert "simulated DSAT spike" not in out, out[-3000:]
+    assert "alert ConvmonDsatSpike did not fire" in out, out[-3000:]
+    assert "fired at t=" not in out, out[-3000:]

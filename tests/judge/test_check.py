@@ -54,3 +54,16 @@ def test_the_cli_prints_one_json_object(server, monkeypatch: pytest.MonkeyPatch)
     assert report["usable"] and report["structured_output"] == "none" and report["logprobs"]["ok"]
     text = CliRunner().invoke(app, ["judge", "check"])
     assert "structured output: none" in text.stdout and "CONVMON_JUDGE_STRUCTURED_OUTPUT=false" in text.stdout
+
+
+def test_decoding_speed_is_the_fastest_probe_per_token_not_the_first_answer() -> None:
+    """Measured on llama-cpp-python (SmolLM2-135M, busy CPU): the first, one-word answer took 5.6 s for 2 tokens
+    (the server's warm-up and prefill), the 16-token one 0.58 s; the advice must not ask for a timeout of hours."""
+    from monitor.judge.check import _seconds_per_output_token
+    from monitor.judge.completion import Completion, Usage
+
+    def answer(latency: float, tokens: int) -> Completion:
+        return Completion("x", "m", "stop", Usage(10, tokens), 0.0, latency)
+
+    assert _seconds_per_output_token([answer(5.6, 2), answer(0.58, 16)]) == round(0.58 / 16, 4)
+    assert _seconds_per_output_token([None, answer(1.0, 0)]) is None
