@@ -107,7 +107,7 @@ def test_selection_is_cv_grouped_by_conversation_within_the_training_split(sgd: 
 
 def test_run_use_reports_the_turn_model_and_what_cv_chose(shared_data: Path) -> None:
     out = run_use(UseConfig(data_dir=shared_data, datasets=["SGD"], models=["majority", "hashing+turns"], splits=2,
-                            curve=[], limit=200, train_fraction=0.2, test_fraction=0.6, Cs=(1.0,)))
+                            curve=[], limit=200, train_fraction=0.1, test_fraction=0.6, Cs=(1.0,)))
     row = next(r for r in out["results"] if r["model"] == "hashing+turns")
     assert row["features"] == "hashing" and 0 <= row["weighted_f1"] <= 100 and len(row["selected"]) == 2
     assert {s["source"] for s in row["selected"]} <= {"conversations", "turns", "both"}

@@ -167,28 +167,35 @@ def _train(source: Source, n: int, config: CostConfig) -> tuple[Any, Any, list[s
     return trained.model, trained.featurizer, trained.model.item_ids
 
 
+def _fit(source: Source, n_labels: int, config: CostConfig) -> tuple[list[Regime], int]:
+    """The model trained on ``n_labels`` labels, as its probabilities on both evaluation regimes (and how many
+    items it learnt); an item it could not learn is predicted at the regime's mean."""
+    model, featurizer, item_ids = _train(source, n_labels, config)
+    columns = [source.rubric.item_ids.index(i) for i in item_ids]
+    regimes = []
+    for regime in source.regimes[:2]:
+        p = np.full(regime.labels.shape, np.nan)
+        p[:, columns] = model.predict_proba(featurizer.transform(regime.conversations))
+        regimes.append(Regime(regime.labels, np.where(np.isnan(p), np.nanmean(regime.labels, axis=0), p)))
+    return regimes, len(item_ids)
+
+
 def _rows(source: Source, config: CostConfig, volume: int, rng: np.random.Generator,
-          models: dict[int, tuple[Any, Any, list[str]]], spend: dict[str, Any],
+          models: dict[int, tuple[list[Regime], int]], spend: dict[str, Any],
           progress: Callable[[str], None] | None) -> list[dict[str, Any]]:
     rows = []
     for rate in sorted(config.slices, reverse=True):
         n_labels = min(int(rate * volume * config.train_hours), len(source.train), config.max_training_labels)
-        if n_labels not in models:
+        if n_labels not in models:  # slices and volumes with the same training size share one model's predictions
             if progress:
                 progress(f"cost {source.name}: slice {rate:.3%}, training on {n_labels} judged labels")
-            models[n_labels] = _train(source, n_labels, config)
-        model, featurizer, item_ids = models[n_labels]
-        columns = [source.rubric.item_ids.index(i) for i in item_ids]
-        regimes = []
-        for regime in source.regimes[:2]:
-            p = np.full(regime.labels.shape, np.nan)
-            p[:, columns] = model.predict_proba(featurizer.transform(regime.conversations))
-            regimes.append(Regime(regime.labels, np.where(np.isnan(p), np.nanmean(regime.labels, axis=0), p)))
+            models[n_labels] = _fit(source, n_labels, config)
+        regimes, n_items = models[n_labels]
         errors = window_errors(regimes, volume, rate, config.windows, rng)
         per_item = {e: np.nanpercentile(np.abs(err), 95, axis=0) for e, err in errors.items()}
         rows.append({
             "slice": rate, "judged_per_hour": rate * volume,
-            "training_labels": n_labels, "items_trained": len(item_ids),
+            "training_labels": n_labels, "items_trained": n_items,
             "usd_per_million": round(rate * spend["usd_per_million_judged"], 2),
             **{f"{e}_p95_max_points": round(float(np.max(v)), 3) for e, v in per_item.items()},
             **{f"{e}_p95_median_points": round(float(np.median(v)), 3) for e, v in per_item.items()},
@@ -207,7 +214,7 @@ def run_source(source: Source, config: CostConfig, progress: Callable[[str], Non
     """The main table at ``volume_per_hour``, then the smallest slice within tolerance at each of ``volumes``."""
     rng = np.random.default_rng(config.seed + 7)
     spend = spend_per_million(source.regimes[0].conversations, source.rubric, config)
-    models: dict[int, tuple[Any, Any, list[str]]] = {}
+    models: dict[int, tuple[list[Regime], int]] = {}
     rows = _rows(source, config, config.volume_per_hour, rng, models, spend, progress)
     by_volume = []
     for volume in config.volumes:
