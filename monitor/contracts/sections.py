@@ -292,6 +292,12 @@ class OtelSettings(BaseModel):
     # Verdicts as OTLP log events through the OpenTelemetry SDK (endpoint etc. from the standard OTEL_* variables).
     otel_evaluation_events: bool = False
     otel_evaluation_scorers: ScorerList = Field(default_factory=lambda: list(SCORERS))
+    otel_evaluation_conversation_id: Literal["reference", "raw"] = Field(
+        default="reference",
+        description="What gen_ai.conversation.id carries in evaluation events: 'reference' (the keyed, "
+                    "non-reversible ref-<hex> of CONVMON_PII_REFERENCE_KEY, which `convmon forget` and the score "
+                    "store resolve) or 'raw' (the input's id, for ids known to hold no personal data). Events are "
+                    "parented to the judged span either way when the input carried it.")
     otel_evaluation_queue_size: int = Field(
         default=8192, ge=1, le=1_000_000,
         description="Evaluation events held while the OTLP endpoint is slow or down (in place of "

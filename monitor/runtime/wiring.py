@@ -161,7 +161,8 @@ def build_pipeline(
         events = EvaluationEvents.from_environment(
             scorers=settings.otel_evaluation_scorers, redact=redactor.redact,
             metrics=metrics, queue_size=settings.otel_evaluation_queue_size, rubric=rubric,
-            service_dimension=service_dimension(settings))
+            service_dimension=service_dimension(settings),
+            conversation_ref=reference if settings.otel_evaluation_conversation_id == "reference" else None)
         events.judge, events.judge_version = judge.name, str(getattr(judge, "model_version", judge.name))
         exporter.evaluations, exporter.evaluation_failures = events.observe, events.failed
     models = ModelRegistry(settings.model_registry)

@@ -3,7 +3,9 @@
 One event per rubric item of every counted score record (the exporter calls :meth:`observe` once
 per (scorer, conversation)), and one per rubric item with ``error.type`` when the judge gave no score
 (:meth:`failed`). Each is parented to the judged call's span when the input carried it (OTLP input);
-without a span it carries ``gen_ai.response.id`` when known, and always ``gen_ai.conversation.id``.
+without a span it carries ``gen_ai.response.id`` when known, and always ``gen_ai.conversation.id``: by default the
+conversation's keyed reference (``ref-<hex>``, ``otel_evaluation_conversation_id``), never the raw id, which is
+often an e-mail address and would leave the process in an export.
 
 One scale per evaluation name: ``gen_ai.evaluation.score.value`` is P(yes) in 0-1 for every scorer (the
 distilled probability, the judge's own when its mode gives one (logprobs), else its verdict as 1 or 0),
@@ -92,8 +94,10 @@ class EvaluationEvents:
     """Builds the events; ``loggers`` (one per judged app) send them."""
 
     def __init__(self, loggers: Loggers, *, scorers: Sequence[str], redact: Redact, rubric: RubricSet | None = None,
-                 judge: str = "", judge_version: str = "", service_dimension: str | None = None) -> None:
+                 judge: str = "", judge_version: str = "", service_dimension: str | None = None,
+                 conversation_ref: Redact | None = None) -> None:
         self.loggers = loggers
+        self.conversation_ref = conversation_ref or (lambda conversation_id: conversation_id)  # None: the raw id
         self.scorers = frozenset(scorers)
         self.redact = redact
         self.rubric = rubric
@@ -103,18 +107,19 @@ class EvaluationEvents:
     @classmethod
     def from_environment(cls, *, scorers: Sequence[str], redact: Redact, metrics: OtelMetrics, queue_size: int,
                          exporter: LogRecordExporter | None = None, rubric: RubricSet | None = None,
-                         service_dimension: str | None = None) -> EvaluationEvents:
+                         service_dimension: str | None = None,
+                         conversation_ref: Redact | None = None) -> EvaluationEvents:
         """The OTLP exporter, queue and resource the ``OTEL_*`` variables and settings ask for."""
         resource = Resource.create({"service.name": "convmon"}).merge(OTELResourceDetector().detect())
         processor = CountedProcessor(exporter if exporter is not None else otlp_exporter(), metrics,
                                      max_queue_size=queue_size)
         return cls(Loggers(resource, processor), scorers=scorers, redact=redact, rubric=rubric,
-                   service_dimension=service_dimension)
+                   service_dimension=service_dimension, conversation_ref=conversation_ref)
 
     def observe(self, record: ScoreRecord) -> None:
         if record.scorer not in self.scorers:
             return
-        common: Attributes = {"gen_ai.conversation.id": record.conversation_id,
+        common: Attributes = {"gen_ai.conversation.id": self.conversation_ref(record.conversation_id),
                               **provenance(record.scorer, record.judge, record.model_version,
                                            f"{record.rubric_set}@{record.rubric_version}")}
         if record.response_id:
@@ -146,7 +151,8 @@ class EvaluationEvents:
         if "llm" not in self.scorers or self.rubric is None:
             return
         span, response_id = conversation.judged_span()
-        common: Attributes = {"gen_ai.conversation.id": conversation.conversation_id, "error.type": reason,
+        common: Attributes = {"gen_ai.conversation.id": self.conversation_ref(conversation.conversation_id),
+                              "error.type": reason,
                               **provenance("llm", self.judge, self.judge_version, self.rubric.key)}
         if response_id:
             common["gen_ai.response.id"] = response_id

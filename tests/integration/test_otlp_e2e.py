@@ -28,7 +28,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import Settings
-from monitor.judge.reference import is_reference
+from monitor.judge.reference import ConversationRef, is_reference
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics, free_port
 from monitor.runtime.scrape import by_label, total
@@ -39,6 +39,15 @@ from tests.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 N = 6  # conversations, all in the same messages
+REFERENCE_KEY = "otlp-e2e-reference-key-0123456789"
+REF = ConversationRef(REFERENCE_KEY.encode())  # evaluation events carry the id's reference, never the id
+
+
+def unreferenced(reference: str, ids: Any) -> str:
+    """The conversation id (one of ``ids``) whose reference an evaluation event carries."""
+    found = {REF(cid): cid for cid in ids}
+    assert reference in found, f"{reference!r} is not the reference of a known conversation id"
+    return found[reference]
 
 
 class OtlpReceiver:
@@ -122,7 +131,7 @@ def otlp_worker(make_settings: Any, broker: str, input_format: str, encoding: st
     its topics created."""
     settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=0.0, idle_timeout_s=3.0, registry_poll_s=1.0,
                              input_format=input_format, otlp_encoding=encoding, otel_evaluation_events=True,
-                             otel_evaluation_scorers=["distilled"])
+                             otel_evaluation_scorers=["distilled"], pii_reference_key=REFERENCE_KEY)
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     publish_distilled_model(settings, rubric)
     asyncio.run(ensure_topics(broker, topic_names(settings), settings.topic_partitions))
@@ -182,10 +191,11 @@ def test_otlp_traces_to_scores_evaluation_events_and_exemplars(broker: str, make
     for record in receiver.records:
         attrs = {kv.key: any_value(kv.value) for kv in record.attributes}
         assert record.event_name == "gen_ai.evaluation.result"
-        by_conversation[attrs["gen_ai.conversation.id"]].append(record)
-        trace_hex, span_hex = judged[attrs["gen_ai.conversation.id"]].split("-")
+        cid = unreferenced(attrs["gen_ai.conversation.id"], judged)
+        by_conversation[cid].append(record)
+        trace_hex, span_hex = judged[cid].split("-")
         assert (record.trace_id.hex(), record.span_id.hex()) == (trace_hex, span_hex)
-        assert attrs["gen_ai.response.id"] == f"chatcmpl-{attrs['gen_ai.conversation.id']}-1"
+        assert attrs["gen_ai.response.id"] == f"chatcmpl-{cid}-1"
         assert attrs["gen_ai.evaluation.score.label"] in ("good", "bad", "neutral")  # polarity-aware
         assert attrs["convmon.verdict"] in ("yes", "no")
         assert 0.0 <= attrs["gen_ai.evaluation.score.value"] <= 1.0 and attrs["convmon.scorer"] == "distilled"

@@ -19,7 +19,7 @@ import pytest
 from monitor.runtime.scrape import by_label, total
 from monitor.stages.otlp import any_value
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
-from tests.integration.test_otlp_e2e import OtlpReceiver, otlp_worker, produce_unkeyed
+from tests.integration.test_otlp_e2e import OtlpReceiver, otlp_worker, produce_unkeyed, unreferenced
 from tests.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
@@ -70,7 +70,7 @@ def test_otlp_log_events_to_scores_and_evaluation_events(broker: str, make_setti
     seen: dict[str, list[str]] = {}
     for record in receiver.records:
         attrs = {kv.key: any_value(kv.value) for kv in record.attributes}
-        cid = attrs["gen_ai.conversation.id"]
+        cid = unreferenced(attrs["gen_ai.conversation.id"], judged)
         assert f"{record.trace_id.hex()}-{record.span_id.hex()}" == judged[cid]  # the last call's span
         assert attrs["gen_ai.response.id"] == f"chatcmpl-{cid}-1"
         seen.setdefault(cid, []).append(attrs["gen_ai.evaluation.name"])

@@ -246,3 +246,21 @@ def test_the_judge_stage_reports_a_failed_judge_call_as_error_events() -> None:
     logs = [r.log_record.attributes or {} for r in finished(memory)]
     assert len(logs) == len(RUBRIC.items)
     assert {(a["gen_ai.conversation.id"], a["error.type"]) for a in logs} == {("f1", "judge_http_error")}
+
+
+def test_the_conversation_id_goes_out_as_its_reference_when_asked() -> None:
+    """The worker's default (``otel_evaluation_conversation_id=reference``): an id such as an e-mail address
+    never leaves in an export; the keyed reference does, which `convmon forget` and the score store resolve."""
+    from monitor.judge.reference import ConversationRef
+
+    ref = ConversationRef(b"a-key-of-at-least-16-bytes")
+    memory = InMemoryLogRecordExporter()
+    metrics = Metrics(CollectorRegistry())
+    ev = EvaluationEvents.from_environment(scorers=("llm",), redact=Redactor().redact, metrics=metrics,
+                                           queue_size=64, exporter=memory, rubric=RUBRIC, conversation_ref=ref)
+    ev.observe(llm_record().model_copy(update={"conversation_id": "jane.doe@example.com"}))
+    ev.failed(Conversation(conversation_id="jane.doe@example.com", turns=[Turn(index=0, role="user", text="hi")]),
+              "judge_unavailable")
+    ev.shutdown()
+    ids = {(entry.log_record.attributes or {})["gen_ai.conversation.id"] for entry in finished(memory)}
+    assert ids == {ref("jane.doe@example.com")}
