@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import matplotlib
 
@@ -11,13 +12,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from monitor.tools.bench.detect import DetectConfig  # noqa: E402
+
+class PlotConfig(Protocol):
+    """The run settings the plot names (``detect.DetectConfig``; not imported: detect imports this module)."""
+
+    @property
+    def spike_minutes(self) -> int: ...
+    @property
+    def base_share(self) -> float: ...
+    @property
+    def seeds(self) -> Sequence[int]: ...
+    @property
+    def rates(self) -> Sequence[float]: ...
 
 STYLE = {"judge": ("judge slice", "tab:blue"), "distilled_mean": ("distilled mean", "tab:orange"),
          "distilled_verdicts": ("distilled verdicts", "tab:brown"), "ppi": ("prediction-powered", "tab:green")}
 
 
-def plot_detect(keep: dict[str, dict[str, Any]], config: DetectConfig, path: Path) -> Path:
+def plot_detect(keep: dict[str, dict[str, Any]], config: PlotConfig, path: Path) -> Path:
     """One panel per source and spike factor, for the first seed and the first judge rate."""
     panels = [(source, factor, run) for source, runs in keep.items() for factor, run in runs.items()]
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 3.4 * len(panels)), sharex=True, squeeze=False)
