@@ -25,6 +25,7 @@ class PlotConfig(Protocol):
     @property
     def rates(self) -> Sequence[float]: ...
 
+
 STYLE = {"judge": ("judge slice", "tab:blue"), "distilled_mean": ("distilled mean", "tab:orange"),
          "distilled_verdicts": ("distilled verdicts", "tab:brown"), "ppi": ("prediction-powered", "tab:green")}
 
