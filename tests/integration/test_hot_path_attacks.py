@@ -27,14 +27,12 @@ from tests.model_fixtures import publish_distilled_model
 from tests.reliability.test_faults import no_crash, read_topic
 from tests.workers import WorkerProcess, wait_until
 
-# about 35 s alone; on a 2-core machine shared with other runs (load 3-12) it timed out at 120 s three times this
-# round: a lagging partition's clock waits for the worker to catch up before idle conversations close
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.integration
 N_UNKEYED = 30
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "known bug, open in #31: in about half the runs of 2026-11-28 (4 of 8, loaded and idle machines alike) the worker "
+    "known bug, open in #31: in about half the runs of 2026-11-28 (5 of 9; a 360 s wait did not help) the worker "
     "dead-letters the bomb, the 5 MB event and the garbage, then scores nothing more: no error, and 5 minutes later "
     "it warns that no input record arrived; alone it passes in about 30 s"))
 def test_bombs_big_events_unkeyed_input_and_internal_garbage(broker: str, make_settings, tmp_path) -> None:
@@ -76,7 +74,7 @@ def test_bombs_big_events_unkeyed_input_and_internal_garbage(broker: str, make_s
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
         asyncio.run(produce())
         wait_until(lambda: by_label(worker.samples(), "convmon_conversations_scored_total", "scorer")
-                   .get("distilled", 0) >= N_UNKEYED + 1, 360, message="every conversation scored")
+                   .get("distilled", 0) >= N_UNKEYED + 1, 120, message="every conversation scored")
         time.sleep(3)
         samples = worker.samples()
         assert worker.alive(), worker.log()
