@@ -14,7 +14,8 @@ from distill.registry import ModelRegistry
 from distill.train import TrainingSet, train_items
 from monitor.contracts.events import Conversation, Feedback, Turn
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
-from monitor.contracts.scores import aggregate_r
+from monitor.contracts.score_codec import encode_score
+from monitor.contracts.scores import ScoreRecord, aggregate_r
 from monitor.contracts.settings import REPO_ROOT
 from monitor.stages.classify import DistilledScorer
 
@@ -70,6 +71,33 @@ def test_records_carry_version_probabilities_and_r(tmp_path: Path, model_arrays)
     assert h.items[0].verdict is True and x.items[0].verdict is False
     assert abs(h.R - aggregate_r(h.items)) < 1e-9 and h.R > 0 > x.R
     assert scorer.score_batch([]) == []
+
+
+def test_unvalidated_records_are_valid_and_encode_as_validated_ones(tmp_path: Path, model_arrays) -> None:
+    """The scorer builds records without pydantic validation (hot path CPU): each one validates back to itself
+    and has the same bytes on the scores topic; probabilities out of [0, 1] are refused for the whole batch."""
+    registry = ModelRegistry(tmp_path)
+    registry.publish("distilled", *model_arrays, promote=True)
+    scorer = DistilledScorer(registry, rubric(), poll_s=60)
+    span = "0" * 31 + "1-" + "a" * 16
+    traced = Conversation(conversation_id="s", turns=[Turn(index=0, role="user", text="thanks so much"),
+                                                      Turn(index=1, role="assistant", text="ok", span=span,
+                                                           response_id="r-1")], ended_at=1.7e9)
+    conversations = [convo(f"c{k}", rng_topic, "thanks so much") for k, rng_topic in enumerate(TOPICS)] + [traced]
+    records = scorer.score_batch(conversations, shadow_flags=[k % 2 == 0 for k in range(len(conversations))],
+                                 sample_weights=[1.0, 4.0, 0.5, 1.0, 2.0])
+    assert records is not None and records[-1].span == span and records[-1].response_id == "r-1"
+    for record in records:
+        validated = ScoreRecord.model_validate(record.model_dump())
+        assert validated == record and encode_score(validated, rubric()) == encode_score(record, rubric())
+    assert records[0].metadata is not conversations[0].metadata  # the record does not share the session's dict
+    live = scorer.live
+    assert live is not None
+    live.model.predict_proba = lambda x: np.full((len(conversations), len(live.model.item_ids)), np.nan)
+    with pytest.raises(ValueError, match="outside"):
+        scorer.score_batch(conversations)
+    with pytest.raises(ValueError, match="sample weights"):
+        DistilledScorer(registry, rubric(), poll_s=60).score_batch(conversations[:1], sample_weights=[0.0])
 
 
 def test_refuses_a_model_for_another_rubric_set(tmp_path: Path, model_arrays) -> None:

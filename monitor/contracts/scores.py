@@ -89,6 +89,54 @@ def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: 
     )
 
 
+# Unvalidated construction as monitor/stages/genai.py's new_turn: pydantic's model_construct costs 5x validation.
+# Fields-sets are what validation records (the fields given); the items' one is shared, as the models are frozen
+# and pydantic copies a fields-set before it changes one (model_copy).
+_new = object.__new__
+_set_dict, _set_fields, _set_extra, _set_private = (BaseModel.__dict__[n].__set__ for n in (
+    "__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
+_ITEM_FIELDS, _RECORD_FIELDS = {"item_id", "polarity", "probability", "verdict"}, frozenset(ScoreRecord.model_fields)
+_ORDER = tuple(ScoreRecord.model_fields)  # a record's __dict__ keeps field order (model_dump_json's order)
+_DEFAULTS = {name: info.default for name, info in ScoreRecord.model_fields.items()
+             if not info.is_required() and info.default_factory is None}
+
+
+def _trusted(model: type[BaseModel], values: dict[str, Any], fields: set[str]) -> Any:
+    obj = _new(model)
+    _set_dict(obj, values)
+    _set_fields(obj, fields)
+    _set_extra(obj, None)
+    _set_private(obj, None)
+    return obj
+
+
+def trusted_item(item_id: str, polarity: Polarity, probability: float, verdict: bool) -> ItemResult:
+    """A distilled item built without validation (see :func:`trusted_record`)."""
+    item: ItemResult = _new(ItemResult)  # _trusted inlined: 20 items a record
+    _set_dict(item, {"item_id": item_id, "polarity": polarity, "verdict": verdict, "score": None,
+                     "probability": probability, "uncertain": False, "mass": None, "explanation": None})
+    _set_fields(item, _ITEM_FIELDS)
+    _set_extra(item, None)
+    _set_private(item, None)
+    return item
+
+
+def trusted_record(fields: dict[str, Any], items: list[ItemResult]) -> ScoreRecord:
+    """A record built without validation, for values this worker's own code typed (the distilled scorer's floats
+    and bools from numpy's ``tolist``, metadata and feedback of an already validated conversation): validation
+    cost the scorer 14 µs a record of 20 items. Never for anything read from outside (the scores topic, a judge's
+    answer). Defaults are filled, in field order, as :meth:`ScoreRecord.model_validate` fills them;
+    tests/stages/test_trusted_record.py checks the record and its bytes on the scores topic equal the validated
+    ones."""
+    if not fields.keys() <= _RECORD_FIELDS:
+        raise TypeError(f"not ScoreRecord fields: {sorted(fields.keys() - _RECORD_FIELDS)}")
+    given = {**_DEFAULTS, "metadata": {}, "tokens": {}, **fields, "items": items}
+    if "scored_at" not in given:
+        given["scored_at"] = time.time()
+    values = {name: given[name] for name in _ORDER}
+    return _trusted(ScoreRecord, values, {*fields, "items"})  # type: ignore[no-any-return]
+
+
 def aggregate_r(items: list[ItemResult]) -> float:
     """SPUR's R = sum(SAT scores) - sum(DSAT scores); probabilities stand in for scores if no score."""
     total = 0.0
