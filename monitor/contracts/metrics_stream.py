@@ -64,6 +64,13 @@ class StreamMetrics:
             "until it ends, idles out or is evicted).",
             registry=r,
         )
+        self.state_restore = Gauge(
+            "convmon_state_restore_seconds",
+            "Seconds the last partition assignment took to restore this worker's state before it counted again: "
+            "from the assignment to its tables read back from their changelogs and the hot path's indexes "
+            "rebuilt (the first sample is the restore at start; 0 until then).",
+            registry=r,
+        )
         self.late_events = Counter(
             "convmon_late_events",
             "Events for conversations already finished that they did not hold (late end/turn events).",

@@ -119,6 +119,10 @@ class HotPath:
         self.sessions.rebuild(owned, now)
         self.dedup.rebuild(owned, self.totals.rebuild(owned))
 
+    def restored(self, seconds: float) -> None:
+        """How long the last assignment took to restore this worker's state (runtime/ownership.py measures it)."""
+        self.metrics.state_restore.set(seconds)
+
     def revoke(self, partitions: set[int]) -> None:
         self.totals.revoke(partitions)
         self.clock.forget(partitions)
