@@ -39,40 +39,50 @@ def score_headers(record: ScoreRecord) -> list[tuple[str, bytes]]:
     return [(SCORE_ID_HEADER, score_id(record).encode())]
 
 
-def _mask(flags: list[bool]) -> int:
-    return sum(1 << j for j, flag in enumerate(flags) if flag)
-
-
-def _r(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
-
-
 def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
     """The compact bytes of ``record`` (v3 when it carries an inclusion probability, else v2); items the
     rubric set does not know are not representable and dropped
-    (the exporter skips and counts them before a record is encoded)."""
+    (the exporter skips and counts them before a record is encoded).
+
+    One pass over the rubric's items for the masks, then only the value lists the record has: half the cost of
+    one pass per field (every record on the hot path is encoded). tests/stages/test_score_codec.py checks the
+    bytes equal the earlier encoder's."""
     by_id = {item.item_id: item for item in record.items}
-    items = [by_id.get(item_id) for item_id in rubric.item_ids]
+    items = [by_id.get(item.id) for item in rubric.items]
+    yes = known = unsure = present = 0
+    any_p = any_s = any_ms = False
+    bit = 1
+    for i in items:
+        if i is not None:
+            present |= bit
+            if i.verdict is not None:
+                known |= bit
+                if i.verdict:
+                    yes |= bit
+            if i.uncertain:
+                unsure |= bit
+            any_p = any_p or i.probability is not None
+            any_s = any_s or i.score is not None
+            any_ms = any_ms or i.mass is not None
+        bit <<= 1
     out: dict[str, Any] = {
         "schema_version": 2, "conversation_id": record.conversation_id, "scorer": record.scorer,
         "judge": record.judge, "rubric_set": record.rubric_set, "rubric_version": record.rubric_version,
-        "model_version": record.model_version, "R": round(record.R, 4),
-        "y": _mask([bool(i and i.verdict) for i in items]),
-        "k": _mask([i is not None and i.verdict is not None for i in items]),
+        "model_version": record.model_version, "R": round(record.R, 4), "y": yes, "k": known,
         "scored_at": round(record.scored_at, 3), "latency_s": round(record.latency_s, 6),
     }
-    if any(i is not None and i.probability is not None for i in items):
-        out["p"] = [_r(i.probability, 3) if i else None for i in items]
-    if any(i is not None and i.score is not None for i in items):
-        out["s"] = [_r(i.score, 2) if i else None for i in items]
-    if any(i is not None and i.mass is not None for i in items):
-        out["ms"] = [_r(i.mass, 3) if i else None for i in items]
-    if any(i is not None and i.uncertain for i in items):
-        out["u"] = _mask([bool(i and i.uncertain) for i in items])
-    if not any(i is not None for i in items):
+    if any_p:
+        out["p"] = [None if i is None or i.probability is None else round(i.probability, 3) for i in items]
+    if any_s:
+        out["s"] = [None if i is None or i.score is None else round(i.score, 2) for i in items]
+    if any_ms:
+        out["ms"] = [None if i is None or i.mass is None else round(i.mass, 3) for i in items]
+    if unsure:
+        out["u"] = unsure
+    if not present:
         out["n"] = 0  # no items at all (kept apart from "every item present")
-    elif any(i is None for i in items):
-        out["n"] = _mask([i is not None for i in items])
+    elif present != bit - 1:
+        out["n"] = present
     optional = {"satisfaction": record.satisfaction, "feedback": record.feedback or None,
                 "metadata": record.metadata or None, "tokens": record.tokens or None,
                 "cost_usd": record.cost_usd or None, "span": record.span, "response_id": record.response_id}
