@@ -284,3 +284,21 @@ def test_exemplars_carry_an_opaque_reference_never_the_conversation_id(rubric: R
     assert all("dave" not in str(e.labels) for e in exemplars) and "dave" not in text
     assert ref("dave@example.net") == ConversationRef(b"0123456789abcdef0123456789abcdef")("dave@example.net")
     assert ref("dave@example.net") != ConversationRef(b"x" * 32)("dave@example.net")
+
+
+def test_a_record_s_reference_is_computed_once_for_all_its_yes_verdicts(rubric: RubricSet) -> None:
+    """The keyed hash is per record, not per "yes" verdict (hot-path CPU); each record's exemplars are its own."""
+    ref = ConversationRef(b"0123456789abcdef0123456789abcdef")
+    calls: list[str] = []
+
+    def counting(cid: str) -> str:
+        calls.append(cid)
+        return ref(cid)
+
+    exporter, m = make_exporter(rubric, reference=counting)
+    both_yes = [ItemResult(item_id="sat.gratitude", polarity="sat", verdict=True, score=8),
+                ItemResult(item_id="dsat.revision", polarity="dsat", verdict=True, score=6)]
+    exporter.observe_batch([make_score("llm", conversation_id=cid, items=list(both_yes)) for cid in ("a", "b")])
+    exemplars = [s.exemplar for f in m.registry.collect() for s in f.samples if s.exemplar is not None]
+    assert calls == ["a", "b"] and len(exemplars) == 2  # two "yes" series, one hash per record
+    assert all(e.labels["conversation_ref"] == ref("b") for e in exemplars)  # the last "yes" of each series

@@ -219,11 +219,14 @@ class Exporter:
         tally: dict[Series, float] = {}
         exemplars: dict[Series, dict[str, str]] = {}  # the drill-down: the last "yes" of each verdict series
 
+        get = tally.get
+
         def add(series: Series, amount: float = 1.0) -> None:
-            tally[series] = tally.get(series, 0.0) + amount
+            tally[series] = get(series, 0.0) + amount
 
         for score in scores:
             scorer = score.scorer
+            exemplar: dict[str, str] | None = None  # one keyed hash per record, not one per "yes" verdict
             dims, overflowed = self.labels.values(score.metadata)
             for dim in overflowed:
                 add(("dimension_overflow", (dim,)))
@@ -244,11 +247,14 @@ class Exporter:
                 p = item_probability(item)
                 verdict = verdict_label(scorer, item)
                 series: Series = ("verdicts", (item.item_id, polarity, scorer, verdict, *dims))
-                add(series)
+                tally[series] = get(series, 0.0) + 1.0  # add() inlined here: 20 items a record, 3 series each
                 if verdict == "yes":
-                    exemplars[series] = conversation_exemplar(score, self.reference)
-                add(("probability_sum", (item.item_id, polarity, scorer, *dims)), p)
-                add(("weighted_probability_sum", (item.item_id, polarity, scorer)), p * score.sample_weight)
+                    exemplar = exemplar or conversation_exemplar(score, self.reference)
+                    exemplars[series] = exemplar
+                series = ("probability_sum", (item.item_id, polarity, scorer, *dims))
+                tally[series] = get(series, 0.0) + p
+                series = ("weighted_probability_sum", (item.item_id, polarity, scorer))
+                tally[series] = get(series, 0.0) + p * score.sample_weight
             if score.satisfaction is not None:
                 add(("satisfaction_sum", (scorer, *dims)), score.satisfaction)
                 add(("satisfaction_calibrated", (scorer, *dims)))  # the sum's denominator
