@@ -125,6 +125,8 @@ def test_events_to_scores_exactly_once_with_dead_letters(broker: str, make_setti
     assert total(samples, "convmon_conversations_routed_total", route="unjudged") == expected_llm - judged_ok
     info = [labels for name, labels, _ in samples if name == "convmon_model_info"]
     assert info and info[0]["version"] == version
+    restore = total(samples, "convmon_state_restore_seconds")  # the restore at start: tables, then the rebuild
+    assert 0 < restore < 120, restore
 
     # Every judge score carried a calibrated P(satisfied): an expected count, not an argmax count.
     calibration = [labels for name, labels, _ in samples if name == "convmon_calibration_info"]
