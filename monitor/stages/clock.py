@@ -27,11 +27,16 @@ class PartitionClock:
     def observe(self, partition: int, timestamp: float | None, now: float, *, caught_up: bool = True) -> None:
         """A record of ``partition`` was consumed at wall time ``now``; ``timestamp``: its Kafka timestamp in
         seconds (None or 0: unknown, taken as ``now``); ``caught_up``: no later record was in the log. Stream time
-        never goes back: an older record (re-keyed, re-delivered, or from a producer with a slow clock) leaves it."""
+        never goes back: an older record (re-keyed, re-delivered, or from a producer with a slow clock) leaves it,
+        but still says whether the partition is caught up."""
         stream = min(timestamp, now) if timestamp else now
         previous = self._latest.get(partition)
         if previous is None or stream >= previous[0]:
             self._latest[partition] = (stream, now, caught_up)
+        elif caught_up and not previous[2]:
+            # the partition's last record is older than one before it (re-keyed records keep their input's
+            # timestamps): caught up now, the clock runs on from where it stood (#31: it stood still for good)
+            self._latest[partition] = (previous[0], now, True)
         elif not caught_up:
             self._latest[partition] = (*previous[:2], False)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from monitor.stages.clock import PartitionClock
 from monitor.stages.hotpath import Input
-from tests.stages.test_hotpath import hot_path, turn
+from tests.stages.test_hotpath import end, hot_path, turn
 
 T0 = 1_000_000.0  # wall time the records were written; the hot path's idle timeout is 10 s
 
@@ -79,3 +79,27 @@ def test_a_conversation_on_a_stalled_lagging_partition_survives_the_stall() -> N
     assert out.dead == []
     assert hot.sweep(T0 + 100.0, {0, 1, 2, 3}).closed == []
     assert len(hot.sweep(T0 + 101.5, {0, 1, 2, 3}).closed) == 1
+
+
+def test_an_older_record_that_is_the_partitions_last_lets_the_clock_run_again() -> None:
+    """Re-keyed records keep their input record's timestamp, so a re-keyed partition's timestamps go back and
+    forth. A batch read while behind, whose newest record came before an older one that is the partition's last:
+    the partition is caught up once that older record is read, and its clock runs with wall time from where it
+    stood (it stopped for good before: conversations closed by their grace period or idle timeout stayed open
+    until more input came, the hang of #31)."""
+    clock = PartitionClock()
+    clock.observe(0, T0 + 2.0, now=T0 + 3.0, caught_up=False)  # behind: a later record is in the log
+    clock.observe(0, T0 + 1.0, now=T0 + 3.0, caught_up=True)  # the last record, written before the one above
+    assert clock.now(0, T0 + 3.0) == T0 + 2.0  # no jump
+    assert clock.now(0, T0 + 63.0) == T0 + 62.0  # then wall time
+
+
+def test_a_grace_period_closes_a_conversation_whose_last_rekeyed_record_is_older() -> None:
+    """The same through the hot path: an end without ``turn_count`` closes once the grace period has passed."""
+    hot, _ = hot_path()
+    out = hot.ingest([Input(b"a", turn("a", 0), 0, rekeyed=True, timestamp=T0 + 2.0, caught_up=False),
+                      Input(b"a", end("a"), 0, rekeyed=True, timestamp=T0 + 1.0, caught_up=True)], now=T0 + 3.0)
+    assert out.closed == [] and out.dead == []
+    assert hot.sweep(T0 + 3.5, {0, 1, 2, 3}).closed == []  # within the 2 s grace period
+    [(conv, _)] = hot.sweep(T0 + 5.5, {0, 1, 2, 3}).closed
+    assert (conv.conversation_id, conv.end_reason, len(conv.turns)) == ("a", "end", 1)
