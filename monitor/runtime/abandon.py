@@ -6,8 +6,8 @@ model (``judge_profile=local``), past Kubernetes' grace period, then SIGKILL. Tu
 faust's stream iterator acknowledges a cancelled event, and its judgement would be lost.
 
 So the judge agent races each call against the app stopping. When the app stops first, the call is cancelled
-(its HTTP request is closed), the record goes back on the judge topic (sent through the delivery guard and
-flushed *before* its offset can be committed), and the event is then acknowledged as usual: the next owner of
+(its HTTP request is closed), the record goes back on the judge topic (through the checkpoint: on the broker
+*before* its offset can be committed), and the event is then acknowledged as usual: the next owner of
 the partition judges it again, and the score is deduplicated like any redelivery.
 """
 
@@ -28,7 +28,7 @@ async def until_stopping(app: Any) -> None:
         await asyncio.sleep(POLL_S)
 
 
-async def unless_stopping(app: Any, work: Coroutine[Any, Any, T], requeue: Callable[[], Awaitable[None]]) -> T | None:
+async def unless_stopping(app: Any, work: Coroutine[Any, Any, T], requeue: Callable[[], Awaitable[object]]) -> T | None:
     """``work``'s result; or, if ``app`` begins to stop first, None after cancelling ``work`` and ``requeue``."""
     call = asyncio.ensure_future(work)
     stopping = asyncio.ensure_future(until_stopping(app))

@@ -14,13 +14,20 @@ import faust
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import KafkaSettings, Settings
-from monitor.runtime.delivery import GuardedTransport
+from monitor.runtime.delivery import CommitGate, GuardedTransport
 from monitor.runtime.log_ends import TansuTransport
 
 # `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md, issue #18).
 # The input topic is not among them: it is the producer's (``CONVMON_INPUT_TOPIC``), or convmon's own
 # ``<prefix>events`` when unset. ``rekeyed`` carries input events re-produced under their conversation id.
 TOPIC_NAMES = ("rekeyed", "judge", "scores", "labels", "dead-letters")
+
+
+class App(faust.App):
+    """faust's App with the worker's checkpoint, which its consumer asks before every offset commit
+    (runtime/checkpoint.py, runtime/delivery.py); None until the worker's components are built."""
+
+    checkpoint: CommitGate | None = None
 
 
 @dataclass(frozen=True)
@@ -91,9 +98,9 @@ def bootstrap(kafka: KafkaSettings) -> str:
     return kafka.broker_url.split("://", 1)[-1]
 
 
-def create_app(settings: Settings, *, tansu: bool = False) -> tuple[faust.App, Topics]:
+def create_app(settings: Settings, *, tansu: bool = False) -> tuple[App, Topics]:
     """``tansu``: the broker is Tansu (runtime/layout.py): its consumer also checks table restore ends."""
-    app = faust.App(
+    app = App(
         settings.app_id,
         broker=settings.broker_url,
         broker_credentials=credentials(settings),

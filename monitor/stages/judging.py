@@ -15,7 +15,7 @@ conversation) is non-response: dead-lettered, counted by reason with its weight.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import orjson
 
@@ -31,14 +31,8 @@ from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.hotpath import PI, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, Send
 from monitor.stages.route import route
+from monitor.stages.scoring import Delivery
 from monitor.stages.totals import PartitionTotals
-
-
-@dataclass
-class JudgeOutputs:
-    scores: list[Send] = field(default_factory=list)
-    labels: list[Send] = field(default_factory=list)
-    dead: list[DeadLetter] = field(default_factory=list)
 
 
 def sample_weight(headers: Sequence[tuple[str, bytes]], sample_rate: float) -> float:
@@ -108,10 +102,10 @@ class JudgeStage:
 
     async def handle(self, raw: bytes | None, key: bytes | None, partition: int,
                      headers: Sequence[tuple[str, bytes]],
-                     before_count: Callable[[], None] = lambda: None) -> JudgeOutputs:
+                     before_count: Callable[[], None] = lambda: None) -> Delivery:
         """``before_count`` runs after the (long) judge call, right before counting: the worker rebuilds its
         partition state there if the assignment changed meanwhile."""
-        out = JudgeOutputs()
+        out = Delivery()
         conversation: Conversation | None = None
         try:
             conversation = Conversation.model_validate_json(raw or b"")
@@ -140,8 +134,8 @@ class JudgeStage:
         out.labels.append(Send(cid.encode(), orjson.dumps(label), []))
         return out
 
-    def _nonresponse(self, out: JudgeOutputs, raw: bytes | None, key: bytes | None, reason: str, detail: str,
-                     headers: Sequence[tuple[str, bytes]]) -> JudgeOutputs:
+    def _nonresponse(self, out: Delivery, raw: bytes | None, key: bytes | None, reason: str, detail: str,
+                     headers: Sequence[tuple[str, bytes]]) -> Delivery:
         self.metrics.judge_nonresponse.labels(reason).inc()
         self.metrics.judge_nonresponse_weight.inc(sampling(headers, self.sample_rate).weight)
         out.dead.append(self._dead(raw, key, reason, detail))

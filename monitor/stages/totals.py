@@ -14,18 +14,17 @@ group per family, so a batch writes a few records per label combination instead 
 groups) are still read; a group record supersedes them. A producer keeps one partition's records
 in order, so after a crash the changelog holds a prefix of those writes: :meth:`rebuild` takes a
 total's value when its batch committed and the value before it when not (rewriting its group), and drops
-the marks of uncommitted batches. Their input is re-delivered (faust flushes the producer before it
-commits offsets), so those conversations are counted again, once.
+the marks of uncommitted batches. Their input is re-delivered (no input offset commits before its batch's
+writes are acknowledged: runtime/checkpoint.py), so those conversations are counted again, once.
 
-Exported values advance only when the broker acknowledged a batch's commit record
-(:meth:`acknowledged`), so what Prometheus scraped never exceeds what the partition's next owner
-restores: ``max without (instance)`` over the per-partition series never goes down when a
-partition moves, and ``increase()`` over it is the number of conversations counted. An acknowledgement
-exports its batch *and every earlier one* of the partition: the writes reach the changelog in sequence
-order (one flush at a time, and the producer keeps a partition's order), but their acknowledgements can
-run out of order (aiokafka resolves a record appended to an open batch one loop turn before a batch sent
-whole with ``send_batch``), and the judge's one-record commits used to overtake the hot path's batches,
-whose totals were then never exported (#31).
+Exported values advance only once the broker acknowledged a batch's commit record, so what Prometheus scraped
+never exceeds what the partition's next owner restores: ``max without (instance)`` over the per-partition
+series never goes down when a partition moves, and ``increase()`` over it is the number of conversations
+counted. :meth:`written` marks what is committed so far; the checkpoint calls what it returns once every
+write up to there is acknowledged, which exports those batches *and every earlier one* of each partition:
+the writes reach the changelog in sequence order (one flush at a time, and the producer keeps a partition's
+order), whichever caller's check finishes first (the judge's one-record commits used to be acknowledged
+before the hot path's earlier batches, whose totals were then never exported: #31).
 """
 
 from __future__ import annotations
@@ -129,20 +128,21 @@ class PartitionTotals:
                     for m in sorted(members[group])]
             self.store.put(group_key(partition, group), [partition, group[0], list(group[1]), rows, seq], partition)
         self._seq[partition] = seq + 1
-        unacked = self._unacked.setdefault(partition, deque())
-        unacked.append((seq, written))
-        record = {"partition": partition, "seq": seq}
-        put_acked: Callable[..., None] | None = getattr(self.store, "put_acked", None)
-        if put_acked is None:  # an in-memory store: durable as soon as written
-            self.store.put(f"{COMMIT_PREFIX}{partition}", record, partition)
-            self.acknowledged(partition, seq, unacked)
-        else:
-            put_acked(f"{COMMIT_PREFIX}{partition}", record, partition,
-                      lambda: self.acknowledged(partition, seq, unacked))
+        self.store.put(f"{COMMIT_PREFIX}{partition}", {"partition": partition, "seq": seq}, partition)
+        self._unacked.setdefault(partition, deque()).append((seq, written))
+
+    def written(self) -> Callable[[], None]:
+        """Every batch committed so far: the call returned exports them. The caller makes it once the store's
+        writes up to now are on the broker (runtime/checkpoint.py; at once for a store that is durable)."""
+        marks = [(p, queue[-1][0], queue) for p, queue in self._unacked.items() if queue]
+
+        def durable() -> None:
+            for partition, seq, queue in marks:
+                self.acknowledged(partition, seq, queue)
+        return durable
 
     def acknowledged(self, partition: int, seq: int, unacked: deque[tuple[int, dict[Series, float]]]) -> None:
-        """The broker holds batch ``seq`` of ``partition``, and so every earlier batch of it (written before it
-        to the same changelog partition): export them all, in order, whichever acknowledgement runs first.
+        """The broker holds batch ``seq`` of ``partition`` and every earlier batch of it: export them all, in order.
         ``unacked`` is the partition's queue when the batch committed: after a revocation (and a rebuild) the
         partition has another one, and a late acknowledgement from before exports nothing."""
         with self._lock:

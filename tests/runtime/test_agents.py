@@ -66,23 +66,19 @@ def worker(make_settings) -> tuple[faust.App, Topics, Components, Sent]:
     app.flow_control.resume()
     sent = record_sends(topics)
     sent["flush"] = []
+    sessions = components.checkpoint.sessions
 
     async def flush() -> None:  # what the sessions table still holds back when the batch's output is flushed
-        sent["flush"].append((b"", b"", len(components.sessions._held or [])))
+        sent["flush"].append((b"flush", b"", sessions.pending))
 
     app.producer.flush = flush  # type: ignore[method-assign]
-
-    async def wait_acked() -> None:  # no broker acknowledges the commit records here
-        sent["flush"].append((b"acked", b"", len(components.sessions._held or [])))
-
-    components.counts.wait_acked = wait_acked  # type: ignore[method-assign]
     sent["changelog"] = []
 
     async def send_many(topic: str, partition: int, records: list[Any]) -> list[Any]:
         """The tables' changelog writes (runtime/tablestore.py hands them to the producer as batches)."""
         for record in records:
             sent["changelog"].append((topic.encode(), record.key, partition))
-            sent["flush"].append((b"changelog", topic.encode(), len(components.sessions._held or [])))
+            sent["flush"].append((b"changelog", topic.encode(), sessions.pending))
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.set_result(None)
         return [SimpleNamespace(future=done, records=len(records))]
@@ -134,16 +130,12 @@ def test_hot_path_agent_sessionizes_a_batch_counts_and_sends(worker) -> None:
     assert sent["rekeyed"] == []  # keyed input: nothing re-keyed
     # the sessions' writes (turns, then the close) went out only after the batch's output was flushed
     assert max(held for _, _, held in sent["flush"]) >= len(sim.events) - 1
-    assert [k for k, _, _ in sent["flush"]][:2] == [b"", b"acked"]  # flushed, commit acknowledged, then released
-    sessions = [i for i, (k, topic, _) in enumerate(sent["flush"]) if k == b"changelog" and b"sessions" in topic]
-    assert sessions and min(sessions) > 1  # the sessions' records reach the producer only after that
+    steps = [topic if k == b"changelog" else k for k, topic, _ in sent["flush"]]
+    sessions = [i for i, step in enumerate(steps) if b"sessions" in step]
+    assert sessions and all(steps[i - 1] == b"flush" or b"sessions" in steps[i - 1] for i in sessions)
+    assert min(i for i, step in enumerate(steps) if b"scored" in step) < max(sessions)  # the close after its count
     assert {p for _, _, p in sent["changelog"]} == {0}  # every write to its source event's partition
-    assert c.sessions.pending == 0  # nothing left waiting once the batch is done
-    assert components_released(c)
-
-
-def components_released(c: Components) -> bool:
-    return c.sessions._held is None
+    assert c.checkpoint.sessions.pending == 0  # nothing left waiting once the batch is done
 
 
 def test_judge_agent_scores_once_and_counts_a_redelivery_as_duplicate(worker) -> None:

@@ -1,6 +1,7 @@
 """A partition's changelog writes reach the broker in the order they were made, however flushes overlap
-(runtime/tablestore.py): the per-partition totals' commit records and the restore that reads them rely on it
-(stages/totals.py). Two flushes of one store, a large one (record batches) and a small one started while the
+(runtime/tablestore.py), and every batch's delivery future is handed back: the per-partition totals' commit records
+and the restore that reads them rely on the order (stages/totals.py), the checkpoint on the futures
+(runtime/checkpoint.py). Two flushes of one store, a large one (record batches) and a small one started while the
 first waits for the partition's previous batch to leave (records appended one by one), as the hot path's and
 the judge agent's count writes overlap; on the embedded broker."""
 
@@ -19,17 +20,17 @@ from monitor.runtime.tablestore import TableStore
 pytestmark = pytest.mark.integration
 
 
-def test_overlapping_flushes_keep_a_partitions_write_order_and_acknowledge_every_write(broker: str,
+def test_overlapping_flushes_keep_a_partitions_write_order_and_hand_back_every_delivery(broker: str,
                                                                                        make_settings) -> None:
     settings = make_settings(broker_url=f"kafka://{broker}")
 
-    async def run() -> tuple[list[str], list[str]]:
+    async def run() -> list[asyncio.Future[object]]:
         app, _ = create_app(settings)
         table = app.Table("scored", partitions=2)
         topic = table.changelog_topic.get_topic_name()
         await ensure_topics(broker, [topic], 2)
         store = TableStore(table)
-        acked: list[str] = []
+        futures: list[asyncio.Future[object]] = []
         await app.producer.start()
         try:
             written: list[str] = []
@@ -37,15 +38,16 @@ def test_overlapping_flushes_keep_a_partitions_write_order_and_acknowledge_every
                 for i in range(40):  # the hot path's batch: sent as record batches
                     store.put(f"h{round_}-{i}", [i], 0)
                     written.append(f"h{round_}-{i}")
-                store.put_acked(f"#c{round_}h", {"seq": 2 * round_}, 0, lambda r=round_: acked.append(f"h{r}"))
+                store.put(f"#c{round_}h", {"seq": 2 * round_}, 0)
                 written.append(f"#c{round_}h")
                 big = asyncio.create_task(store.flush())
                 await asyncio.sleep(0)  # the large flush has started and waits for the partition's last batch
                 store.put(f"j{round_}", [1], 0)  # the judge's commit: one record, appended to the open batch
-                store.put_acked(f"#c{round_}j", {"seq": 2 * round_ + 1}, 0, lambda r=round_: acked.append(f"j{r}"))
+                store.put(f"#c{round_}j", {"seq": 2 * round_ + 1}, 0)
                 written += [f"j{round_}", f"#c{round_}j"]
-                await asyncio.gather(big, store.flush())
-            await store.wait_acked()
+                for sent in await asyncio.gather(big, store.flush()):
+                    futures += sent
+            await asyncio.wait(futures)
         finally:
             await app.producer.stop()
         consumer = AIOKafkaConsumer(bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest")
@@ -59,7 +61,7 @@ def test_overlapping_flushes_keep_a_partitions_write_order_and_acknowledge_every
         finally:
             await consumer.stop()
         assert got == written
-        return got, acked
+        return futures
 
-    _, acked = asyncio.run(run())
-    assert sorted(acked) == sorted(f"{k}{r}" for k in "hj" for r in range(3))  # every commit acknowledged once
+    futures = asyncio.run(run())
+    assert futures and all(f.exception() is None for f in futures)  # every batch acknowledged

@@ -176,6 +176,7 @@ def test_a_verdict_is_counted_in_its_input_partition_whatever_judge_partition_ca
     headers = [(WEIGHT, b"1.0"), (PI, b"1.0"), (SAMPLED_BY, b"hash"), (SOURCE_PARTITION, b"11")]
     asyncio.run(stage.handle(raw, b"s1", 3, headers))
     asyncio.run(stage.handle(raw, b"s1", 2, headers))  # redelivered through another judge partition: once
+    stage.totals.written()()  # on the broker: exported (runtime/checkpoint.py)
     assert metrics.registry.get_sample_value("convmon_partition_conversations_scored_total",
                                              {"partition": "11", "scorer": "llm"}) == 1
     assert revoked(metrics) == 0
