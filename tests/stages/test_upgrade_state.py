@@ -16,7 +16,7 @@ import orjson
 from monitor.contracts.settings import REPO_ROOT
 from monitor.stages.hotpath import Input
 from tests.stages.memstore import MemStore
-from tests.stages.upgrade_state import T0, end, exported, main, record, turn, worker
+from tests.stages.upgrade_state import T0, durable, end, exported, main, record, turn, worker
 
 OLD = REPO_ROOT / "tests" / "data" / "upgrade-state-9858d22.json"
 
@@ -45,9 +45,11 @@ def test_the_previous_release_state_is_taken_over_without_loss_or_double_count()
     assert metrics.registry.get_sample_value("convmon_redelivered_events_total", {"kind": "end"}) == 1
     before = dict(hot.totals.exported())
     hot.count([record("done-b"), record("done-c", "llm")], {"done-b": 1, "done-c": 0}, now=T0 + 51)  # again
+    durable(hot)
     assert hot.totals.exported() == before  # already counted by the old worker: duplicates, not counted
     assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) == 1
     hot.count([record("open-a")], {"open-a": 0}, now=T0 + 52)
+    durable(hot)
     scored = ("scored", ("distilled",))
     assert hot.totals.exported()[0][scored] == before[0][scored] + 1
 

@@ -63,6 +63,14 @@ def worker(sessions: MemStore, counts: MemStore) -> tuple[HotPath, Metrics]:
     return hot, metrics
 
 
+def durable(hot: HotPath) -> None:
+    """Every write so far is on the broker, as the worker's checkpoint finds before it exports the totals
+    (runtime/checkpoint.py); a release before the checkpoint exported them at once from an in-memory store."""
+    written = getattr(hot.totals, "written", None)
+    if written is not None:
+        written()()
+
+
 def exported(hot: HotPath) -> list[list[Any]]:
     return sorted([p, attr, list(labels), value] for p, series in hot.totals.exported().items()
                   for (attr, labels), value in series.items())
@@ -82,6 +90,7 @@ def main(out: Path, commit: str) -> None:
     assert sorted(partitions) == ["done-b", "done-c"], partitions
     hot.count([record("done-b"), record("done-c")], partitions, now=T0 + 41)
     hot.count([record("done-c", "llm")], partitions, now=T0 + 42)
+    durable(hot)
     out.write_bytes(orjson.dumps({"commit": commit, "sessions": sessions.data, "scored": counts.data,
                                   "open": sorted(hot.sessions.open), "exported": exported(hot)},
                                  option=orjson.OPT_SORT_KEYS))
