@@ -95,9 +95,10 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
         """Acknowledge a batch only once it is stored (``store`` retries through outages) or dead-lettered."""
         async for events in unacked_event_batches(stream, s.label_buffer_max, within=1.0):
             rejected = await store.store([(e.key, e.value) for e in events])
-            await checkpoint.commit(Delivery(dead=[dead_letter(bad.raw, bad.key, reason=bad.reason, detail=bad.detail,
-                                                               stage=stage, max_bytes=s.max_request_bytes)
-                                                   for bad in rejected]))
+            if rejected:  # a stored batch sends nothing: it need not wait for the hot path's deliveries
+                await checkpoint.commit(Delivery(dead=[
+                    dead_letter(bad.raw, bad.key, reason=bad.reason, detail=bad.detail, stage=stage,
+                                max_bytes=s.max_request_bytes) for bad in rejected]))
             for event in events:
                 await stream.ack(event)
 

@@ -12,10 +12,10 @@ before its offsets commit.
 
 faust's ``topic.send`` returns once a record is buffered, and a failed delivery did not stop faust's next
 commit, so its input was never processed again. Here a failed one is counted
-(``convmon_delivery_failures_total{topic}``), ``convmon_offset_commits_blocked`` goes to 1, nothing more is
-handed over, the consumer refuses every later commit (it asks :meth:`Checkpoint.commit_allowed`:
-runtime/delivery.py) and ``EXIT_AFTER_S`` later (time for a scrape) the worker exits. Its successor restores
-the tables from what the broker kept and re-reads everything after the last commit.
+(``convmon_delivery_failures_total{topic}``), ``convmon_offset_commits_blocked`` goes to 1, no totals are
+exported and no sessions' writes handed over any more, the consumer refuses every later commit (it asks
+:meth:`Checkpoint.commit_allowed`: runtime/delivery.py) and ``EXIT_AFTER_S`` later (time for a scrape) the
+worker exits. Its successor restores the tables from what the broker kept and re-reads everything after the last commit.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ class Checkpoint:
 
     async def commit(self, delivery: Delivery, *, sessions: bool = False) -> bool:
         """Send ``delivery``, then the counts; flush; check every delivery; then export what was counted and, with
-        ``sessions``, hand the sessions' writes over. False once a delivery failed (nothing more is handed over)."""
+        ``sessions``, hand the sessions' writes over. False once a delivery failed: the outputs still go out, but no
+        totals are exported and no sessions' writes handed over, and no offset commits again."""
         for topic, sends in ((self.topics.rekeyed, delivery.rekey), (self.topics.judge, delivery.judge),
                              (self.topics.scores, delivery.scores), (self.topics.labels, delivery.labels)):
             await self._send(topic, sends)

@@ -64,4 +64,5 @@ def test_overlapping_flushes_keep_a_partitions_write_order_and_hand_back_every_d
         return futures
 
     futures = asyncio.run(run())
-    assert futures and all(f.exception() is None for f in futures)  # every batch acknowledged
+    # every flush (2 a round) handed at least one batch over, and every one was acknowledged
+    assert len(futures) >= 6 and all(f.exception() is None for f in futures)
