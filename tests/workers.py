@@ -33,8 +33,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
 
 class WorkerProcess:
     def __init__(self, settings: Settings, log_path: Path, *, port: int | None = None,
-                 module: str = "monitor.cli", extra_env: dict[str, str] | None = None) -> None:
-        self.module, self.extra_env = module, extra_env or {}
+                 module: str = "monitor.cli", extra_env: dict[str, str] | None = None,
+                 args: tuple[str, ...] = ()) -> None:
+        self.module, self.extra_env, self.args = module, extra_env or {}, args
         self.port = port or free_port()
         self.settings = settings.model_copy(update={"metrics_port": self.port})
         self.log_path = log_path
@@ -48,7 +49,7 @@ class WorkerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMON_")}
         env.update(settings_env(self.settings))
         env.update(self.extra_env)
-        argv = [sys.executable, "-m", self.module, *(["worker"] if self.module == "monitor.cli" else [])]
+        argv = [sys.executable, "-m", self.module, *(["worker"] if self.module == "monitor.cli" else []), *self.args]
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(argv, env=env, stdout=log,
                                          stderr=subprocess.STDOUT)

@@ -55,6 +55,7 @@ class OtlpReceiver:
 
     def __init__(self) -> None:
         self.records: list[LogRecord] = []
+        self.bodies: list[bytes] = []  # the requests as sent (resource attributes included), to grep
         self.lock = threading.Lock()
         receiver = self
 
@@ -64,6 +65,7 @@ class OtlpReceiver:
                 request = ExportLogsServiceRequest()
                 request.ParseFromString(body)
                 with receiver.lock:
+                    receiver.bodies.append(body)
                     receiver.records += [r for rl in request.resource_logs for sl in rl.scope_logs
                                          for r in sl.log_records]
                 self.send_response(200)

@@ -6,7 +6,8 @@ For each row of the issue's table the raw values must never appear where convmon
 values, headers) of every topic it writes (judge, labels, scores, dead letters, its changelogs; the input
 topic is the producer's), every row of every table in the label store's database and the database's own bytes
 (the SQLite file and its WAL; ``pg_dump`` of the schema), a /metrics scrape in both exposition formats
-(labels and exemplars), and the worker's log. Then ``convmon forget`` with an exemplar's reference erases
+(labels and exemplars), the OTLP evaluation events as an OTLP/HTTP receiver gets them (the requests' bytes,
+resource included), and the worker's log at INFO (``-v``). Then ``convmon forget`` with an exemplar's reference erases
 the conversation from the database and reports the topics as JSON. The judge is
 the project's OpenAI-compatible test server over real HTTP, asked for explanations (they quote the user).
 """
@@ -34,6 +35,7 @@ from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import by_label
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator
+from tests.integration.test_otlp_e2e import OtlpReceiver
 from tests.model_fixtures import publish_distilled_model
 from tests.topic_io import list_topics, produce, read_to_fetched_end, reader
 from tests.workers import WorkerProcess, settings_env, wait_until
@@ -43,9 +45,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.long]  # ~45 s: `make faults`
 N = 12
 TEXT = ("my email is dave.lee@example.net, call +44 20 7946 0958 or 415-555-0100, card 4111 1111 1111 1111, "
         "IBAN DE89 3704 0044 0532 0130 00, from 192.168.10.20 or 2001:db8::8a2e:370:7334, SSN 123-45-6789, "
-        "NI AB 12 34 56 C, my name is Maria Schmidt and I live at 221B Baker Street")
+        "NI AB 12 34 56 C, my name is Maria Schmidt and I live at 221B Baker Street; at home 020 7946 0958, "
+        "in Paris 01 42 68 53 00, or write to john dot doe at example dot com")
 PLANTED_TEXT = ["dave.lee@example.net", "7946 0958", "555-0100", "4111 1111 1111 1111", "DE89 3704", "192.168.10.20",
-                "2001:db8::8a2e", "123-45-6789", "AB 12 34 56 C", "Maria Schmidt", "221B Baker"]
+                "2001:db8::8a2e", "123-45-6789", "AB 12 34 56 C", "Maria Schmidt", "221B Baker", "42 68 53 00",
+                "john dot doe"]
 METADATA = {"app": "dave@example.net", "locale": "+1 415 555 0100", "model_version": "4111111111111111"}
 PLANTED = PLANTED_TEXT + list(METADATA.values())
 ID_DOMAIN = "@privacy.example.org"  # conversation ids are e-mail addresses: never in a metric, exemplar or log
@@ -109,7 +113,8 @@ def test_no_planted_value_reaches_a_topic_table_metric_exemplar_or_log(
     server = OpenAIServer().start()  # the judge over real HTTP: every request body is kept
     settings = make_settings(broker_url=f"kafka://{broker}", label_store_url=url, sample_rate=1.0, idle_timeout_s=3.0,
                              registry_poll_s=1.0, score_store=True, max_event_bytes=200_000,
-                             openai_base_url=server.url, openai_api_key="test", judge_explanations=True)
+                             openai_base_url=server.url, openai_api_key="test", judge_explanations=True,
+                             otel_evaluation_events=True)  # both scorers' verdicts out as OTLP log events
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     publish_distilled_model(settings, rubric)
     generator = ConversationGenerator(rubric, seed=32)
@@ -125,8 +130,10 @@ def test_no_planted_value_reaches_a_topic_table_metric_exemplar_or_log(
     records.append((b"bad", bad))
     asyncio.run(ensure_topics(broker, topic_names(settings), settings.topic_partitions))
 
+    receiver = OtlpReceiver()
+    otel_env = {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": receiver.url, "OTEL_BLRP_SCHEDULE_DELAY": "200"}
     try:
-        with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+        with WorkerProcess(settings, tmp_path / "worker.log", extra_env=otel_env, args=("-v",)) as worker:
             produce(broker, settings.topic("events"), records)
 
             def all_scored() -> bool:
@@ -137,12 +144,15 @@ def test_no_planted_value_reaches_a_topic_table_metric_exemplar_or_log(
             with sa.create_engine(settings.label_store_url).connect() as conn:
                 wait_until(lambda: conn.execute(sa.text("SELECT count(*) FROM convmon_score_items")).scalar_one() > 0,
                            timeout=30, message="score items written")
+            events = 2 * N * len(rubric.items)  # one per item of each conversation, from each scorer
+            wait_until(lambda: len(receiver.records) >= events, timeout=30, message="evaluation events received")
             text = httpx.get(worker.url, timeout=5).text
             openmetrics = httpx.get(worker.url, headers={"Accept": "application/openmetrics-text; version=1.0.0"},
                                     timeout=5).text
             assert worker.alive(), worker.log()
     finally:
         server.stop()
+        receiver.stop()
     log = (tmp_path / "worker.log").read_text(errors="replace")
 
     # the judge's request bodies (real HTTP): redacted text only, and the requests did carry the conversations
@@ -174,6 +184,11 @@ def test_no_planted_value_reaches_a_topic_table_metric_exemplar_or_log(
     assert "convmon_score_items" in tables and "convmon_labels" in tables and "[EMAIL]" in dump and not leaks(dump)
     raw = stored_bytes()  # the bytes as the database keeps them (file pages, WAL; the schema's dump)
     assert b"[EMAIL]" in raw and b"[NATIONAL_ID]" in raw and not leaks(raw), leaks(raw)
+
+    # OTLP evaluation events: the requests' bytes (attributes, explanations, resource); references, not ids
+    assert receiver.bodies and b"gen_ai.evaluation.explanation" in b"".join(receiver.bodies)
+    assert not [leaks(b) for b in receiver.bodies if leaks(b)] and not any(ID_DOMAIN.encode() in b
+                                                                             for b in receiver.bodies)
 
     # the worker's log
     assert not leaks(log) and ID_DOMAIN not in log
