@@ -113,7 +113,7 @@ class StreamSettings(BaseModel):
                     "convmon_conversations_evicted_total{reason=\"max_open_conversations\"}); its later turns "
                     "are then late events. Bounds worker memory whatever the input (about 2.5 KB each, "
                     "docs/deployment.md).")
-    event_batch: int = Field(default=1000, ge=1)  # events per hot-path batch (stream.take_events)
+    event_batch: int = Field(default=1000, ge=1)  # records per hot-path batch (runtime/hotbatches.py)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
     # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py, issue #22): at least sample_rate,
     # raised by the distilled models' uncertainty (active_learning_rate: the extra share of traffic to spend on

@@ -192,33 +192,34 @@ class Redactor:
     def from_settings(cls, settings: JudgeSettings) -> Redactor:
         return cls(settings.pii_extra_patterns, phone_regions=settings.pii_phone_regions)
 
-    def _rules(self) -> list[tuple[str, bool, Callable[[str], list[tuple[int, int]]]]]:
-        """(placeholder label, needs a digit, finder) in the order they run; each finder reads the text with
-        earlier finds masked. Rules that need a digit are skipped for text without one (most chat turns)."""
+    def _rules(self) -> list[tuple[str, int, Callable[[str], list[tuple[int, int]]]]]:
+        """(placeholder label, digits needed, finder) in the order they run; each finder reads the text with
+        earlier finds masked. A rule is skipped for text with fewer digits than any of its finds holds (most chat
+        turns have none, or a time or a price): it could find nothing there."""
         return [
-            *(("REDACTED", False, lambda t, p=pattern: _found(p, t)) for pattern in self._extra),
-            ("EMAIL", False, lambda t: _found(_EMAIL, t) if "@" in t else []),
-            ("EMAIL", False, lambda t: _found(_OBFUSCATED_EMAIL, t, _is_obfuscated_email)
+            *(("REDACTED", 0, lambda t, p=pattern: _found(p, t)) for pattern in self._extra),
+            ("EMAIL", 0, lambda t: _found(_EMAIL, t) if "@" in t else []),
+            ("EMAIL", 0, lambda t: _found(_OBFUSCATED_EMAIL, t, _is_obfuscated_email)
              if _AT_HINT.search(t) else []),
-            ("IBAN", True, lambda t: _checked_spans(t, _IBAN_RUN, r"[A-Za-z0-9]+", iban_valid, IBAN_CHARS,
-                                                    starts=lambda tok: _IBAN_START.match(tok) is not None)),
-            ("CARD", True, lambda t: _checked_spans(t, _DIGIT_RUN, r"\d+", luhn_valid, CARD_DIGITS)),
-            ("NATIONAL_ID", True, lambda t: _found(_SSN, t) + _found(_UK_NI, t)),
-            ("IP", True, lambda t: _found(_IPV4, t, lambda m: _is_ip(m.group())) if "." in t else []),
-            ("IP", False, lambda t: _found(_IPV6, t, lambda m: _is_ip(m.group())) if "::" in t or t.count(":") > 2
+            ("IBAN", 2, lambda t: _checked_spans(t, _IBAN_RUN, r"[A-Za-z0-9]+", iban_valid, IBAN_CHARS,
+                                                 starts=lambda tok: _IBAN_START.match(tok) is not None)),
+            ("CARD", CARD_DIGITS[0], lambda t: _checked_spans(t, _DIGIT_RUN, r"\d+", luhn_valid, CARD_DIGITS)),
+            ("NATIONAL_ID", 6, lambda t: _found(_SSN, t) + _found(_UK_NI, t)),  # SSN 9 digits, UK NI 6
+            ("IP", 4, lambda t: _found(_IPV4, t, lambda m: _is_ip(m.group())) if "." in t else []),
+            ("IP", 0, lambda t: _found(_IPV6, t, lambda m: _is_ip(m.group())) if "::" in t or t.count(":") > 2
              else []),
-            ("PHONE", True, lambda t: phone_spans(t, self.phone_regions)),
-            ("ADDRESS", True, address_spans),
-            ("NAME", False, name_spans),
+            ("PHONE", 6, lambda t: phone_spans(t, self.phone_regions)),  # its candidates hold 6 digits or more
+            ("ADDRESS", 1, address_spans),
+            ("NAME", 0, name_spans),
         ]
 
     def spans(self, text: str) -> list[Span]:
         """What would be redacted, as (start, end, label) on ``text`` itself, sorted and not overlapping."""
         found: list[Span] = []
         masked = text
-        digits = _DIGIT.search(text) is not None
-        for label, needs_digit, finder in self._finders:
-            if needs_digit and not digits:
+        digits = len(_DIGIT.findall(text))  # masking only removes digits, so no rule needs more than these
+        for label, needs_digits, finder in self._finders:
+            if digits < needs_digits:
                 continue
             new = finder(masked)
             if new:

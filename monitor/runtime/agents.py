@@ -1,9 +1,9 @@
 """Faust agents: each decodes, calls a stage (monitor/stages), hands the result to the checkpoint. Nothing here
 decides anything.
 
-One hot-path agent per input partition reads batches of events (``take_events``) and runs
-sessionize, classify, route (with the batch's distilled uncertainties) and count in process; the
-judge topic carries only the sampled slice, the scores topic one compact record per
+The hot path is a task, not an agent: it takes the input's and the re-keyed topic's records a fetch at a time
+(runtime/hotbatches.py) and runs sessionize, classify, route (with the batch's distilled uncertainties) and
+count in process; the judge topic carries only the sampled slice, the scores topic one compact record per
 (conversation, scorer). The judge agent and the label sink are separate: they wait on an API and a
 database. Every batch's sends and table writes go through the worker's checkpoint, which checks their
 delivery before the batch's offsets may commit (runtime/checkpoint.py).
@@ -12,16 +12,17 @@ delivery before the batch's offsets may commit (runtime/checkpoint.py).
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
 import faust
 from faust.exceptions import ConsumerNotStarted
-from faust.types import EventT
+from faust.types import Message
 
 from monitor.runtime.abandon import unless_stopping
-from monitor.runtime.app import Topics
-from monitor.runtime.batches import event_batches, unacked_event_batches
+from monitor.runtime.app import App, Topics
+from monitor.runtime.batches import unacked_event_batches
 from monitor.runtime.components import Components
 from monitor.runtime.topics import create_topics
 from monitor.stages.deadletter import dead_letter
@@ -35,32 +36,13 @@ log = logging.getLogger(__name__)
 TOPIC_CHECK_INTERVAL_S = 10.0
 
 
-def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
+def register_agents(app: App, topics: Topics, c: Components) -> None:
     s, hot, checkpoint = c.settings, c.hot, c.checkpoint
-    lock = c.lock  # the hot-path agent and the sweep timer share the sessionizer; a revocation waits for it
-    rekeyed_topic = topics.rekeyed.get_topic_name()
+    lock = c.lock  # the hot path and the sweep timer share the sessionizer; a revocation waits for it
 
-    def inputs(events: list[EventT[Any]]) -> list[Input]:
-        """A batch's records as the hot path reads them. Caught up: the record is its partition's last one known
-        to the consumer (its clock runs with wall time only then: stages/clock.py), by the high watermarks read
-        once per batch; unknown ones count as caught up (also with no consumer, as under ``test_context()``).
-        Re-keyed: read from convmon's re-keyed topic, or, in the input, re-keyed there by a worker of before
-        ``<prefix>rekeyed`` (its header), which only a direct layout reads where its state is."""
-        try:
-            high = {tp: app.consumer.highwater(tp) for tp in {e.message.tp for e in events}}
-        except ConsumerNotStarted:
-            high = {}
-        return [Input(e.key, e.value, e.message.partition,
-                      e.message.topic == rekeyed_topic or (not c.layout.forward and is_rekeyed(e.headers)),
-                      e.message.timestamp, (h := high.get(e.message.tp)) is None or e.message.offset + 1 >= h)
-                for e in events]
-
-    @app.agent(topics.hot)  # the input topic and convmon's re-keyed topic
-    async def hot_path(stream: faust.StreamT[Any]) -> None:
-        async for events in event_batches(stream, s.event_batch, within=s.classify_within_s):
-            async with lock:
-                now = c.ownership.refresh(hot)
-                await checkpoint.commit(await c.scoring(hot.ingest(inputs(events), now)), sessions=True)
+    app.topics.add(topics.hot)  # subscribed and co-partitioned as an agent's; its records go to hot_path below
+    hot_path = hot_path_loop(app, c, topics.rekeyed.get_topic_name())
+    app.task(hot_path)
 
     @app.timer(min(s.idle_timeout_s / 4, s.allowed_lateness_s / 2 or 1.0, 5.0))
     async def sweep_sessions() -> None:
@@ -123,6 +105,38 @@ def register_agents(app: faust.App, topics: Topics, c: Components) -> None:
                 await create_topics(s)
             except Exception as exc:  # broker still down: try again at the next tick
                 log.warning("topic check failed: %s", type(exc).__name__)
+
+
+def hot_path_loop(app: App, c: Components, rekeyed_topic: str) -> Callable[[], Awaitable[None]]:
+    """The hot path: batches of the input's and the re-keyed topic's records (runtime/hotbatches.py), each
+    sessionized, classified, routed and counted in process and handed to the checkpoint."""
+    s, hot, checkpoint = c.settings, c.hot, c.checkpoint
+
+    def inputs(messages: list[Message]) -> list[Input]:
+        """A batch's records as the hot path reads them. Caught up: the record is its partition's last one known
+        to the consumer (its clock runs with wall time only then: stages/clock.py), by the high watermarks read
+        once per batch; unknown ones count as caught up (also with no consumer, as in unit tests).
+        Re-keyed: read from convmon's re-keyed topic, or, in the input, re-keyed there by a worker of before
+        ``<prefix>rekeyed`` (its header), which only a direct layout reads where its state is."""
+        try:
+            high = {tp: app.consumer.highwater(tp) for tp in {m.tp for m in messages}}
+        except ConsumerNotStarted:
+            high = {}
+        return [Input(m.key, m.value, m.partition,
+                      m.topic == rekeyed_topic or (not c.layout.forward and is_rekeyed(m.headers)),
+                      m.timestamp, (h := high.get(m.tp)) is None or m.offset + 1 >= h)
+                for m in messages]
+
+    async def handle(messages: list[Message]) -> None:
+        async with c.lock:
+            now = c.ownership.refresh(hot)
+            await checkpoint.commit(await c.scoring(hot.ingest(inputs(messages), now)), sessions=True)
+
+    async def hot_path() -> None:
+        assert app.hot_batches is not None  # create_app's
+        await app.hot_batches.run(handle, s.event_batch, within=s.classify_within_s)
+
+    return hot_path
 
 
 def _headers(headers: object) -> list[tuple[str, bytes]]:

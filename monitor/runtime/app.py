@@ -15,6 +15,7 @@ import faust
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import KafkaSettings, Settings
 from monitor.runtime.delivery import CommitGate, GuardedTransport
+from monitor.runtime.hotbatches import HotBatches
 from monitor.runtime.log_ends import TansuTransport
 
 # `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md, issue #18).
@@ -25,9 +26,11 @@ TOPIC_NAMES = ("rekeyed", "judge", "scores", "labels", "dead-letters")
 
 class App(faust.App):
     """faust's App with the worker's checkpoint, which its consumer asks before every offset commit
-    (runtime/checkpoint.py, runtime/delivery.py); None until the worker's components are built."""
+    (runtime/checkpoint.py, runtime/delivery.py; None until the worker's components are built), and the hot
+    path's batches, which its consumer fills (runtime/hotbatches.py)."""
 
     checkpoint: CommitGate | None = None
+    hot_batches: HotBatches | None = None
 
 
 @dataclass(frozen=True)
@@ -143,4 +146,6 @@ def create_app(settings: Settings, *, tansu: bool = False) -> tuple[App, Topics]
         labels=topic("labels"),
         dead_letters=topic("dead-letters"),
     )
+    # a fetch's records of both go to the hot path as one batch; up to two batches wait while one is processed
+    app.hot_batches = HotBatches(app, topics.hot.topics, max_pending=2 * settings.event_batch)
     return app, topics

@@ -14,7 +14,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 from monitor.runtime.batchsend import BatchingProducer
-from monitor.runtime.seeks import SeekingConsumer
+from monitor.runtime.hotbatches import BatchingConsumer
 
 
 class CommitGate(Protocol):
@@ -23,9 +23,10 @@ class CommitGate(Protocol):
         ...
 
 
-class GuardedConsumer(SeekingConsumer):
+class GuardedConsumer(BatchingConsumer):
     """faust's aiokafka consumer that commits nothing once the app's checkpoint saw a failed delivery (and which
-    reads a stream partition again where its records jump instead of committing over them: runtime/seeks.py).
+    hands the hot path its records a fetch at a time, runtime/hotbatches.py, and reads a stream partition again
+    where its records jump instead of committing over them, runtime/seeks.py).
     Against Tansu its subclass in runtime/log_ends.py also checks table restore ends."""
 
     async def _commit(self, offsets: Mapping[TP, int]) -> bool:

@@ -1,7 +1,8 @@
-"""The worker's real agents (monitor/runtime/agents.py) driven through faust's ``agent.test_context()``.
+"""The worker's real agents (monitor/runtime/agents.py) driven through faust's ``agent.test_context()``, and its
+hot path through the batches its consumer fills (runtime/hotbatches.py).
 
-No broker: events are put straight into each agent's stream, and each output topic's ``send`` is
-replaced by a recorder (faust's documented way to test an agent). The real-broker tests in
+No broker: events are put straight into each agent's stream or the hot path's batches, and each output topic's
+``send`` is replaced by a recorder (faust's documented way to test an agent). The real-broker tests in
 tests/integration cover the same agents end to end; these pin what one agent does with its input:
 the hot path batches turn events into a conversation, counts and sends its distilled score and the
 judge slice; the judge agent scores a judge-topic record once, sends score and label, and counts a
@@ -18,11 +19,12 @@ from typing import Any
 import faust
 import orjson
 import pytest
+from faust.types import TP, Message
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import decode_score
-from monitor.runtime.agents import register_agents
+from monitor.runtime.agents import hot_path_loop, register_agents
 from monitor.runtime.app import Topics, create_app
 from monitor.runtime.components import Components, build_components
 from monitor.runtime.layout import BrokerLayout
@@ -87,6 +89,30 @@ def worker(make_settings) -> tuple[faust.App, Topics, Components, Sent]:
     return app, topics, components, sent
 
 
+class HotInput:
+    """Records into the worker's hot path as its consumer hands them over (a fetch at a time), with the hot-path
+    loop running as a task."""
+
+    def __init__(self, app: faust.App, topics: Topics, c: Components) -> None:
+        self.app, self.topic = app, topics.events.get_topic_name()
+        self.loop = hot_path_loop(app, c, topics.rekeyed.get_topic_name())
+        self.offsets: dict[int, int] = {}
+
+    async def __aenter__(self) -> HotInput:
+        self.task = asyncio.create_task(self.loop())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.task.cancel()
+
+    async def put(self, value: bytes, *, key: bytes, partition: int) -> Message:
+        offset = self.offsets[partition] = self.offsets.get(partition, -1) + 1
+        message = Message(self.topic, partition, offset, 1.7e9, 0, [], key, value, None,
+                          tp=TP(self.topic, partition))
+        await self.app.hot_batches.put([message], self.app.consumer_generation_id)
+        return message
+
+
 def value(metrics_registry: CollectorRegistry, name: str, **labels: str) -> float:
     """Summed over the labels not given (the metric dimensions)."""
     return sum(s.value for family in metrics_registry.collect() for s in family.samples
@@ -100,18 +126,18 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None
         await asyncio.sleep(0.05)
 
 
-def test_hot_path_agent_sessionizes_a_batch_counts_and_sends(worker) -> None:
-    app, _, c, sent = worker
+def test_hot_path_sessionizes_a_batch_counts_and_sends(worker) -> None:
+    app, topics, c, sent = worker
     rubric = c.pipeline.rubric
     sim = ConversationGenerator(rubric, seed=2).generate("agent-1", 1.7e9)
     registry = c.pipeline.metrics.registry
 
     async def run() -> None:
         c.hot.assign({0}, now=0.0)  # as Ownership does once faust restored the tables
-        async with agent_named(app, "hot_path").test_context() as agent:
-            for event in sim.events:
-                await agent.put(orjson.dumps(event), key=b"agent-1", partition=0)
+        async with HotInput(app, topics, c) as agent:
+            messages = [await agent.put(orjson.dumps(event), key=b"agent-1", partition=0) for event in sim.events]
             await wait_for(lambda: len(sent["scores"]) == 1)
+            await wait_for(lambda: all(m.acked for m in messages))  # acknowledged once the checkpoint is done
             await agent.put(b"{not json", key=b"garbage", partition=0)
             await wait_for(lambda: len(sent["dead_letters"]) == 1)
 
@@ -139,14 +165,14 @@ def test_hot_path_agent_sessionizes_a_batch_counts_and_sends(worker) -> None:
 
 
 def test_judge_agent_scores_once_and_counts_a_redelivery_as_duplicate(worker) -> None:
-    app, _, c, sent = worker
+    app, topics, c, sent = worker
     rubric = c.pipeline.rubric
     sim = ConversationGenerator(rubric, seed=3).generate("judged-1", 1.7e9)
     registry = c.pipeline.metrics.registry
 
     async def run() -> None:
         c.hot.assign({1}, now=0.0)
-        async with agent_named(app, "hot_path").test_context() as hot:
+        async with HotInput(app, topics, c) as hot:
             for event in sim.events:
                 await hot.put(orjson.dumps(event), key=b"judged-1", partition=1)
             await wait_for(lambda: len(sent["judge"]) == 1)
