@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
+from typing import cast
 
 import faust
 
@@ -17,6 +18,7 @@ from monitor.contracts.settings import KafkaSettings, Settings
 from monitor.runtime.delivery import CommitGate, GuardedTransport
 from monitor.runtime.hotbatches import HotBatches
 from monitor.runtime.log_ends import TansuTransport
+from monitor.runtime.seeks import SeekingConsumer
 
 # `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md, issue #18).
 # The input topic is not among them: it is the producer's (``CONVMON_INPUT_TOPIC``), or convmon's own
@@ -147,5 +149,6 @@ def create_app(settings: Settings, *, tansu: bool = False) -> tuple[App, Topics]
         dead_letters=topic("dead-letters"),
     )
     # a fetch's records of both go to the hot path as one batch; up to two batches wait while one is processed
-    app.hot_batches = HotBatches(app, topics.hot.topics, max_pending=2 * settings.event_batch)
+    app.hot_batches = HotBatches(app, topics.hot.topics, max_pending=2 * settings.event_batch,
+                                 on_drop=lambda tp, offset: cast(SeekingConsumer, app.consumer).read_again(tp, offset))
     return app, topics

@@ -38,10 +38,12 @@ class HotBatches:
     """Records fetched for the hot path, taken a batch at a time. ``clear()`` is called by faust's flow control
     (it manages this like its own queues): on every revocation and when the flow resumes after a rebalance."""
 
-    def __init__(self, app: faust.App, topics: Collection[str], *, max_pending: int) -> None:
+    def __init__(self, app: faust.App, topics: Collection[str], *, max_pending: int,
+                 on_drop: Callable[[TP, int], None] | None = None) -> None:
         self.app = app
         self.topics = frozenset(topics)
         self.max_pending = max_pending
+        self.on_drop = on_drop  # (partition, first offset dropped): the consumer reads it again from there
         self._pending: list[Message] = []
         self._changed = asyncio.Event()  # records were added or cleared
         self._room = asyncio.Event()  # fewer than max_pending records wait
@@ -57,11 +59,26 @@ class HotBatches:
         if self.app.flow_control.is_active() and self.app.consumer_generation_id == generation_id:
             self._pending.extend(messages)
             self._changed.set()
+        else:
+            self._dropped(messages)
 
     def clear(self) -> None:
+        self._dropped(self._pending)
         self._pending = []
         self._changed.set()
         self._room.set()
+
+    def _dropped(self, messages: list[Message]) -> None:
+        """Records fetched and never processed: read again from the first of each partition. A partition the
+        worker no longer owns is read by its next owner from the last commit."""
+        if self.on_drop is None:
+            return
+        first: dict[TP, int] = {}
+        for message in messages:
+            if message.offset < first.get(message.tp, message.offset + 1):
+                first[message.tp] = message.offset
+        for tp, offset in first.items():
+            self.on_drop(tp, offset)
 
     async def batches(self, size: int, *, within: float) -> AsyncIterator[list[Message]]:
         """Up to ``size`` records at a time, as soon as ``size`` wait or ``within`` seconds after the first."""

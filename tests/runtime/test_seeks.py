@@ -136,3 +136,104 @@ def test_a_gap_confirmed_by_the_re_read_counts_as_empty_inside_the_log(
     assert ("offsets 114-119 of t.events[0] held no record when read again" in caplog.text) == (skipped is None)
     assert sample(metrics, "convmon_consumer_gap_offsets_total", topic=EVENTS.topic) == skipped
     assert sample(metrics, "convmon_consumer_empty_offsets_total", topic=EVENTS.topic) == empty
+
+
+def test_a_stream_partition_with_nothing_committed_is_sought_to_its_log_start(make_settings) -> None:
+    """aiokafka seeks only committed offsets above 0: records fetched before the seek of a partition with no
+    commit yet, then cleared with the queues, were never read again and the next commit passed them (#31)."""
+    async def nothing_committed(app: Any) -> Mapping[TP, int | None]:
+        return {EVENTS: None}
+
+    consumer = one_partition_seeking(make_settings, nothing_committed)
+    sought: list[tuple[TP, int]] = []
+
+    async def seek(tp: TP, offset: int) -> None:
+        sought.append((tp, offset))
+
+    async def log_starts(*partitions: TP) -> Mapping[TP, int]:
+        return {tp: 40 for tp in partitions}
+
+    consumer._seek, consumer.log_starts = seek, log_starts
+    consumer._next[EVENTS] = 300
+    asyncio.run(consumer.perform_seek())
+    assert sought == [(EVENTS, 40)] and consumer._next[EVENTS] == 40 and consumer._read_offset[EVENTS] == 40
+
+
+def test_a_drop_reported_after_records_were_read_sends_the_partition_back(make_settings, monkeypatch) -> None:
+    consumer, sought = rewinding(make_settings, monkeypatch, [
+        [(EVENTS, 100), (EVENTS, 101), (EVENTS, 102), (EVENTS, 103)],
+        [(EVENTS, 104)],  # after the drop of 102-103: read again from 102
+        [(EVENTS, 102), (EVENTS, 103), (EVENTS, 104)],
+    ])
+    consumer._expect(EVENTS, 100)
+    consumer._read_offset[EVENTS] = 100
+
+    async def run() -> list[list[tuple[int, int]]]:
+        first = await read(consumer)
+        consumer._read_offset[EVENTS] = 103  # what the drain loop sets
+        consumer.read_again(EVENTS, 102)
+        return [first, await read(consumer), await read(consumer)]
+
+    assert asyncio.run(run()) == [[(0, 100), (0, 101), (0, 102), (0, 103)], [], [(0, 102), (0, 103), (0, 104)]]
+    assert sought == [(EVENTS, 102)]
+
+
+def test_when_the_flow_resumes_every_stream_partition_is_read_again_from_its_seek(make_settings) -> None:
+    """faust clears its queues (and the hot path's batches) when the flow resumes after the seek; at a first
+    start the flow was never suspended, so what they held was read after the seek and would be lost."""
+    async def committed(app: Any) -> Mapping[TP, int]:
+        return {EVENTS: 7}
+
+    consumer = one_partition_seeking(make_settings, committed)
+    sought: list[tuple[TP, int]] = []
+
+    async def seek(tp: TP, offset: int) -> None:
+        sought.append((tp, offset))
+
+    consumer._seek = seek
+
+    async def run() -> None:
+        await consumer.perform_seek()
+        consumer._next[EVENTS], consumer._read_offset[EVENTS] = 60, 59  # records 7-59 read, sitting in a queue
+        consumer.app.flow_control.resume()  # clears the queues
+        assert consumer._next[EVENTS] == 7 and consumer._read_offset[EVENTS] == 7
+        await asyncio.sleep(0.01)
+        assert sought == [(EVENTS, 7)]  # read now, not only when a later record shows the jump
+        consumer.app.flow_control.suspend()
+        consumer.app.flow_control.clear()  # a revocation: the next assignment's seek reads them again
+        await asyncio.sleep(0.01)
+        assert sought == [(EVENTS, 7)]
+
+    asyncio.run(run())
+
+
+def test_where_the_seek_put_a_partition_is_taken_before_the_fetch_loop_runs_again(make_settings) -> None:
+    """The log starts are asked for (an await) while the fetch loop moves the read offsets on: a worker took the
+    read offset of 380 for where its seek had put a partition committed at 283, sought back there after the
+    flow resumed, and never read 283-379 (a kill -9 run, 2026-11-28)."""
+    fresh = TP("t.events", 1)
+
+    async def committed(app: Any) -> Mapping[TP, int | None]:
+        return {EVENTS: 283, fresh: None}
+
+    consumer = one_partition_seeking(make_settings, committed)
+    consumer.assignment = lambda: {EVENTS, fresh}
+    sought: list[tuple[TP, int]] = []
+
+    async def seek(tp: TP, offset: int) -> None:
+        sought.append((tp, offset))
+
+    async def log_starts(*partitions: TP) -> Mapping[TP, int]:
+        consumer._read_offset[EVENTS] = 380  # the fetch loop ran meanwhile
+        return {tp: 0 for tp in partitions}
+
+    consumer._seek, consumer.log_starts = seek, log_starts
+
+    async def run() -> None:
+        await consumer.perform_seek()
+        consumer.app.flow_control.resume()
+        await asyncio.sleep(0.01)
+
+    asyncio.run(run())
+    assert consumer._started_at == {EVENTS: 283, fresh: 0}
+    assert sorted(sought) == [(EVENTS, 283), (fresh, 0), (fresh, 0)]
