@@ -64,6 +64,7 @@ class DemoResult:
     simulated: SimulationStats | None = None
     health: Health = field(default_factory=Health)  # the last reading
     max_lag: float = 0.0  # the worker's largest lag during the run
+    caught_up_at: float | None = None  # seconds after the simulator ended since when the worker has been caught up
 
 
 def _worker_env(broker_url: str, workdir: Path, metrics_port: int) -> dict[str, str]:
@@ -137,12 +138,19 @@ MAX_TAIL_S = 30.0
 
 
 def _finished(result: DemoResult, stats: SimulationStats, tail_s: float) -> bool:
-    """After the simulator: stop once the worker has taken every conversation (the hot path scored or
-    counted it unscored) and the alert is not pending, or after MAX_TAIL_S."""
+    """After the simulator: stop once the worker has taken every conversation (the hot path scored or counted it
+    unscored) and caught up on every topic for 3 s (the judge's verdicts are what the alert counts: a judge behind
+    the simulator still has the spike to deliver) and the alert is not pending, or after MAX_TAIL_S."""
     latest = result.history.latest
     seen = latest.scored_distilled + sum(latest.unscored.values()) if latest else 0.0
+    caught_up = latest is not None and latest.lag == 0 and seen >= stats.conversations
+    if not caught_up:
+        result.caught_up_at = None
+    elif result.caught_up_at is None:
+        result.caught_up_at = tail_s
     pending = result.alert is not None and result.alert.state == "pending"
-    return tail_s >= MAX_TAIL_S or (tail_s >= 3.0 and seen >= stats.conversations and not pending)
+    return tail_s >= MAX_TAIL_S or (result.caught_up_at is not None and tail_s - result.caught_up_at >= 3.0
+                                    and not pending)
 
 
 async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus | None,

@@ -212,3 +212,19 @@ def test_firing_episodes_are_the_starts_of_firing_runs() -> None:
     timeline = [(0.0, quiet), (3.0, firing), (4.0, firing), (6.0, quiet), (9.0, firing)]
     assert firing_episodes(timeline, "llm") == [(3.0, ("dsat.repetition (llm)",)), (9.0, ("dsat.repetition (llm)",))]
     assert firing_episodes(timeline, "distilled") == []
+
+
+def test_the_demo_waits_for_a_judge_still_behind_the_simulator() -> None:
+    """The alert counts the judge's verdicts: a demo that stopped once the hot path had every conversation,
+    with the judge's backlog of the spike undelivered, ended before the rule could see it (CI, 2026-11-28)."""
+    from monitor.tools.demo import MAX_TAIL_S, DemoResult, _finished
+    from monitor.tools.simulator.run import SimulationStats
+
+    result, stats = DemoResult(RateHistory()), SimulationStats(conversations=10)
+
+    def at(t: float, lag: float) -> bool:
+        result.history.add(Counts(t=t, scored_distilled=10.0, lag=lag))
+        return _finished(result, stats, t)
+
+    assert [at(t, lag) for t, lag in ((3.0, 40.0), (5.0, 0.0), (7.0, 0.0), (8.0, 0.0))] == [False] * 3 + [True]
+    assert _finished(DemoResult(RateHistory()), stats, MAX_TAIL_S)  # bounded

@@ -56,14 +56,20 @@ def scored_when_settled(ledger: Ledger, broker: str, topic: str, quiet_s: float 
         time.sleep(1.0)
 
 
-def test_a_backlog_delivered_during_a_slow_seek_is_scored(broker: str, make_settings, tmp_path: Path) -> None:
+def prepared(broker: str, make_settings: Any, prefix: str, seed: int) -> tuple[Any, list[Any], Ledger, Ledger]:
+    """Settings, a model and the topics; N whole conversations; the ledgers of all of them and of the first
+    FIRST."""
     settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=0.0, registry_poll_s=1.0)
     publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
     asyncio.run(create_topics(settings))
-    convs = simulated(N, "seek", seed=31)
-    records = [whole(c) for c in convs]
+    convs = simulated(N, prefix, seed=seed)
     ledger = Ledger(dict.fromkeys((c.conversation_id for c in convs), SCORED))
     first = Ledger(dict.fromkeys((c.conversation_id for c in convs[:FIRST]), SCORED))
+    return settings, [whole(c) for c in convs], ledger, first
+
+
+def test_a_backlog_delivered_during_a_slow_seek_is_scored(broker: str, make_settings, tmp_path: Path) -> None:
+    settings, records, ledger, first = prepared(broker, make_settings, "seek", seed=31)
     with WorkerProcess(settings, tmp_path / "first.log"):  # commits offsets: the seek has somewhere to go back to
         produce(broker, settings.topic("events"), records[:FIRST])
         assert scored_when_settled(first, broker, settings.topic("scores"))["lost"] == 0
@@ -84,7 +90,6 @@ def test_a_backlog_delivered_during_a_slow_seek_is_scored(broker: str, make_sett
     assert table["scored_once"] + table["double_counted"] == N
 
 
-
 def test_a_backlog_fetched_during_the_seek_with_nothing_committed_is_scored(broker: str, make_settings,
                                                                            tmp_path: Path) -> None:
     """Tables to restore but no input offset committed (a worker killed before its first commit: the CI kill -9
@@ -93,13 +98,7 @@ def test_a_backlog_fetched_during_the_seek_with_nothing_committed_is_scored(brok
     hot path and what waits there is cleared when the flow resumes. aiokafka seeks only committed offsets above
     0: nothing read them again and the next commit passed them. Every id must be scored and the worker must read
     to the end, with no input after the backlog."""
-    settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=0.0, registry_poll_s=1.0)
-    publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
-    asyncio.run(create_topics(settings))
-    convs = simulated(N, "fresh", seed=32)
-    records = [whole(c) for c in convs]
-    ledger = Ledger(dict.fromkeys((c.conversation_id for c in convs), SCORED))
-    first = Ledger(dict.fromkeys((c.conversation_id for c in convs[:FIRST]), SCORED))
+    settings, records, ledger, first = prepared(broker, make_settings, "fresh", seed=32)
     with WorkerProcess(settings, tmp_path / "first.log", module="tests.reliability.slow_seek_worker",
                        extra_env={"SEEK_DELAY_S": "0", "NO_OFFSET_COMMITS": "1"}):  # tables, no offsets
         produce(broker, settings.topic("events"), records[:FIRST])
