@@ -34,7 +34,7 @@ from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
 from monitor.runtime.scrape import wait_for_metrics
 from monitor.tools.demo_plot import plot_rates
-from monitor.tools.demo_rates import RateHistory, scrape_counts
+from monitor.tools.demo_rates import Counts, RateHistory, scrape_counts
 from monitor.tools.demo_view import LAG_WARN, TREND_STEP_S, Health, View, render
 from monitor.tools.local_prometheus import LocalPrometheus, prometheus_binary
 from monitor.tools.shipped_alerts import AlertState, alert_state, firing_episodes, rule_file_of
@@ -64,7 +64,6 @@ class DemoResult:
     simulated: SimulationStats | None = None
     health: Health = field(default_factory=Health)  # the last reading
     max_lag: float = 0.0  # the worker's largest lag during the run
-    caught_up_at: float | None = None  # seconds after the simulator ended since when the worker has been caught up
 
 
 def _worker_env(broker_url: str, workdir: Path, metrics_port: int) -> dict[str, str]:
@@ -137,20 +136,27 @@ def _start_prometheus(workdir: Path, target: str, scale: float) -> tuple[LocalPr
 MAX_TAIL_S = 30.0
 
 
+def _taken(snapshot: Counts) -> float:
+    """Conversations the hot path scored or counted unscored."""
+    return snapshot.scored_distilled + sum(snapshot.unscored.values())
+
+
+def _caught_up_for(history: RateHistory, conversations: int) -> float:
+    """Seconds, by the latest scrapes, that the worker has had every conversation and no lag on any topic."""
+    since: float | None = None
+    for snapshot in reversed(history.snapshots):
+        if snapshot.lag or _taken(snapshot) < conversations:
+            break
+        since = snapshot.t
+    return 0.0 if since is None else history.snapshots[-1].t - since
+
+
 def _finished(result: DemoResult, stats: SimulationStats, tail_s: float) -> bool:
     """After the simulator: stop once the worker has taken every conversation (the hot path scored or counted it
     unscored) and caught up on every topic for 3 s (the judge's verdicts are what the alert counts: a judge behind
     the simulator still has the spike to deliver) and the alert is not pending, or after MAX_TAIL_S."""
-    latest = result.history.latest
-    seen = latest.scored_distilled + sum(latest.unscored.values()) if latest else 0.0
-    caught_up = latest is not None and latest.lag == 0 and seen >= stats.conversations
-    if not caught_up:
-        result.caught_up_at = None
-    elif result.caught_up_at is None:
-        result.caught_up_at = tail_s
     pending = result.alert is not None and result.alert.state == "pending"
-    return tail_s >= MAX_TAIL_S or (result.caught_up_at is not None and tail_s - result.caught_up_at >= 3.0
-                                    and not pending)
+    return tail_s >= MAX_TAIL_S or (_caught_up_for(result.history, stats.conversations) >= 3.0 and not pending)
 
 
 async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus | None,
