@@ -29,6 +29,21 @@ class PartitionFamily:
     labels: tuple[str, ...]  # after ``partition``
 
 
+VERDICT_AT = 3  # ("rubric", "polarity", "scorer", "verdict", *dimensions)
+ZERO_VERDICTS = ("yes", "no")
+
+
+def verdict_siblings(labels: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The ``yes``/``no`` series beside a verdict series, created at zero with it.
+
+    A counter series that is born at 1 hides that first count from ``increase()``. With dimensions, every
+    new (item, dimension values) combination's first ``yes`` was such a count: on a new model version, or
+    in any young window, the DSAT rate read low, most of all for rare items (the demo's judge slice read
+    a 5 % rate as 0-2 % and its alert's baseline was empty; without dimensions :meth:`Metrics.init_rubric`
+    already creates them)."""
+    return [(*labels[:VERDICT_AT], v, *labels[VERDICT_AT + 1:]) for v in ZERO_VERDICTS if v != labels[VERDICT_AT]]
+
+
 def partition_families(dimensions: tuple[str, ...]) -> dict[str, PartitionFamily]:
     """Metrics attribute -> the per-partition total that mirrors it (issue #18 item 6).
 

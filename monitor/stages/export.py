@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter
 
 from monitor.contracts.errors import ConfigError
-from monitor.contracts.metrics import Metrics
+from monitor.contracts.metrics import Metrics, verdict_siblings
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ItemResult, ScoreRecord, verdict_label
 from monitor.judge.reference import ConversationRef
@@ -206,6 +206,9 @@ class Exporter:
         if child is None:
             counter: Counter = getattr(self.metrics, series[0])
             child = self._children[series] = counter.labels(*series[1])
+            if series[0] == "verdicts":
+                for sibling in verdict_siblings(series[1]):
+                    counter.labels(*sibling)
         return child
 
     def observe(self, score: ScoreRecord) -> None:

@@ -38,7 +38,7 @@ import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from monitor.contracts.metrics import Metrics, PartitionFamily
+from monitor.contracts.metrics import Metrics, PartitionFamily, verdict_siblings
 from monitor.stages.sessionize import Store
 
 Series = tuple[str, tuple[str, ...]]  # (Metrics attribute name, label values)
@@ -229,4 +229,8 @@ class TotalsCollector(Collector):
                 metric = metrics.get(name)
                 if metric is not None:
                     metric.add_metric([label, *labels], value)
+                    if name == "verdicts":  # a yes/no series absent so far is exported at 0 (see verdict_siblings)
+                        for sibling in verdict_siblings(labels):
+                            if ("verdicts", sibling) not in values:
+                                metric.add_metric([label, *sibling], 0.0)
         yield from metrics.values()

@@ -14,13 +14,13 @@ from monitor.tools.bench.detect_rule import RULES_DIR, SpikeRule, condition, epi
 
 def test_the_rule_is_read_from_the_shipped_files() -> None:
     assert load_rule() == SpikeRule(ratio=1.5, min_difference=0.02, min_z=3.0, min_count=100.0, for_minutes=15,
-                                    window=30, baseline=7 * 24 * 60, baseline_step=5, baseline_offset=30)
+                                    window=30, baseline=7 * 24 * 60, baseline_step=30, baseline_offset=30)
 
 
 def test_a_rule_of_another_shape_fails_loudly(tmp_path: Path) -> None:
     for name in ("convmon-alerts.yml", "convmon-recording.yml"):
         text = (RULES_DIR / name).read_text(encoding="utf-8")
-        (tmp_path / name).write_text(text.replace("zscore30m{polarity=\"dsat\"} > 3", "zscore1h{} > 3"),
+        (tmp_path / name).write_text(text.replace("zscore30m{polarity=\"dsat\", scorer=\"llm\"} > 3", "zscore1h{} > 3"),
                                      encoding="utf-8")
     with pytest.raises(Exception, match="no longer has the shape"):
         load_rule(tmp_path)

@@ -43,8 +43,8 @@ def test_scaled_rules_keep_expressions_and_divide_durations(tmp_path: Path) -> N
              for g in yaml.safe_load(p.read_text())["groups"] for r in g["rules"]}
     spike = rules["ConvmonDsatSpike"]
     assert spike["for"] == "15000ms" and ">= 100" in spike["expr"] and "> 3" in spike["expr"]
-    assert "[30000ms]" in rules["rubric:convmon_rubric_verdicts:increase30m"]["expr"]
-    assert "[10080000ms:5000ms] offset 30000ms" in rules["rubric:convmon_rubric_verdicts:count7d"]["expr"]
+    assert "[30000ms]" in rules["rubric_verdict:convmon_rubric_verdicts:increase30m"]["expr"]
+    assert "[10080000ms:30000ms] offset 30000ms" in rules["rubric:convmon_rubric_verdicts:count7d"]["expr"]
 
 
 def test_two_workers_dsat_spike_fires_and_sums_across_workers(broker: str, make_settings, tmp_path: Path) -> None:

@@ -37,18 +37,17 @@ def test_short_demo_shows_the_spike_fires_the_shipped_alert_and_writes_the_plot(
     assert shares, out[-3000:]
     before, recent = float(shares.group(1)), float(shares.group(2))
     assert 2.0 < before < 9.0 and recent > 2 * before, (before, recent)
-    # on the judge or the distilled rates: the shipped rule runs on both scorers
-    fired = [int(t) for t in re.findall(r"alert ConvmonDsatSpike fired at t=(\d+)s on the (?:judge|distilled) rates",
+    # the shipped rule reads the judge's rates (a distilled model's rate moves at each promotion)
+    fired = [int(t) for t in re.findall(r"alert ConvmonDsatSpike fired at t=(\d+)s on the judge rates",
                                         out)]
     plot = re.search(r"plot: (\S+\.png)", out)
     assert plot, out[-2000:]
     png = Path(plot.group(1))
     png = png if png.is_absolute() else Path.cwd() / png
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000
-    if not any(t >= 40 for t in fired):  # after the spike (t=40s); the rule may also false-alarm
-        pytest.xfail("#33 open: on the batch reader the short demo's alert fired in 2 of 4 runs on an idle machine "
-                     "(2026-11-28; the spike shown, the worker caught up, the rule inactive at the end): "
-                     f"{out[-1500:]}")
+    # #33: it fired in 2 of 4 runs while the baseline tiled 2.5 s increases of 2 s scrapes (read 45 of ~450
+    # verdicts: z under 3) and each new dimensioned series hid its first "yes" from increase()
+    assert any(t >= 40 for t in fired), out[-3000:]  # after the spike (t=40s)
 
 
 def test_control_demo_without_the_spike_never_fires_the_alert(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ evaluated, once per simulated minute t (evaluation interval 1m, as deployed), fo
   ``increase30m``). Counts are exact: Prometheus extrapolates ``increase()`` to the window edges,
   which scales numerator and denominator alike (so the ratio is unchanged) and moves the count guard
   by under one scrape interval's conversations; that is not modelled;
-* baseline: ``sum_over_time(increase5m[7d:5m] offset 30m)``: the subquery's steps are aligned to
-  multiples of 5 minutes, so the baseline is the bins [E - 7d, E) with E = the last multiple of 5
+* baseline: ``sum_over_time(increase30m[7d:30m] offset 30m)``: the subquery's steps are aligned to
+  multiples of 30 minutes, so the baseline is the bins [E - 7d, E) with E = the last multiple of 30
   minutes at or before t - 30 (``count7d``; missing history simply gives a smaller count);
 * the expression: ``p_w > 1.5 p_b and p_w - p_b > 0.02 and z > 3 and n_w >= 100``, z the pooled
   two-proportion z (its clamp_min 0.0001 included); a ratio of 0/0 is no sample, so the expression is
@@ -53,7 +53,7 @@ class SpikeRule:
     for_minutes: int = 15
     window: int = 30
     baseline: int = 7 * 24 * 60
-    baseline_step: int = 5
+    baseline_step: int = 30
     baseline_offset: int = 30
 
 
@@ -80,14 +80,15 @@ def load_rule(rules_dir: Path = RULES_DIR) -> SpikeRule:
         raise ConfigError(f"bench detect: expected one {ALERT} rule in {rules_dir}, found {len(rules)}")
     expr = " ".join(rules[0]["expr"].split())
     num = r"([0-9]*\.?[0-9]+)"
+    dsat = r'\{polarity="dsat"(?:, scorer="llm")?\}'  # the judge's series (the rule reads no other)
     recording = " ".join((rules_dir / "convmon-recording.yml").read_text(encoding="utf-8").split())
     window = _find(r"record: rubric:convmon_rubric_verdicts:rate30m expr: .*?\[(\d+[mh])\]", recording, "rate30m")
-    base = _find(r"increase5m\[(\d+[dh]):(\d+m)\] offset (\d+m)", recording, "count7d")
+    base = _find(r"increase30m\[(\d+[dh]):(\d+m)\] offset (\d+m)", recording, "count7d")
     return SpikeRule(
-        ratio=float(_find(r"ratio_rate30m\{polarity=\"dsat\"\} > " + num + r" \*", expr, "ratio").group(1)),
-        min_difference=float(_find(r"ratio_baseline7d\{polarity=\"dsat\"\} > " + num, expr, "difference").group(1)),
-        min_z=float(_find(r"zscore30m\{polarity=\"dsat\"\} > " + num, expr, "z").group(1)),
-        min_count=float(_find(r"increase30m\{polarity=\"dsat\"\} >= " + num, expr, "volume").group(1)),
+        ratio=float(_find(r"ratio_rate30m" + dsat + r" > " + num + r" \*", expr, "ratio").group(1)),
+        min_difference=float(_find(r"ratio_baseline7d" + dsat + r" > " + num, expr, "difference").group(1)),
+        min_z=float(_find(r"zscore30m" + dsat + r" > " + num, expr, "z").group(1)),
+        min_count=float(_find(r"increase30m" + dsat + r" >= " + num, expr, "volume").group(1)),
         for_minutes=_minutes(str(rules[0]["for"])),
         window=_minutes(window.group(1)),
         baseline=_minutes(base.group(1)), baseline_step=_minutes(base.group(2)),

@@ -10,7 +10,7 @@ from rich.table import Table
 from monitor.tools.bench.doc_markdown import _md, fmt
 
 NAMES = {"judge": "judge slice (Hájek)", "distilled_mean": "distilled mean probability",
-         "distilled_verdicts": "distilled verdicts (what the rule reads for scorer=distilled)",
+         "distilled_verdicts": "distilled verdicts (the rule's expression on scorer=distilled)",
          "ppi": "prediction-powered", "ppi_judged_guard": "prediction-powered, guard on judged count"}
 
 
@@ -107,8 +107,9 @@ def detect_markdown(result: dict[str, Any]) -> str:
         f"{rule['ratio']:g} × baseline, at least {rule['min_difference']:g} above it, z > {rule['min_z']:g}, "
         f"≥ {rule['min_count']:g} conversations in the window, `for: {rule['for_minutes']}m`), evaluated every "
         "simulated minute over exact per-minute counts: window = the last 30 minutes; baseline = up to 7 days ending "
-        "at the last 5-minute boundary at or before 30 minutes ago (the `[7d:5m] offset 30m` subquery); pooled "
-        "two-proportion z; firing when true at 16 consecutive evaluations (pending, then `ts − activeAt ≥ 15m`); "
+        f"at the last {rule['baseline_step']}-minute boundary at or before 30 minutes ago (the "
+        f"`[7d:{rule['baseline_step']}m] offset 30m` subquery); pooled two-proportion z; firing when true at 16 "
+        "consecutive evaluations (pending, then `ts − activeAt ≥ 15m`); "
         "`tests/bench/test_detect_rule.py` checks this evaluation against promtool minute by minute (Prometheus may "
         "evaluate the alert on recordings a minute old, so a real page can come up to a minute later). The "
         "prediction-powered rate has its own standard error, so its z is (p_w − p_b) / sqrt(se_w² + se_b²); its "
@@ -116,7 +117,9 @@ def detect_markdown(result: dict[str, Any]) -> str:
         "the judged ones. Minutes to detect: from the spike's start to the first firing evaluation, while a "
         "30-minute window still holds spike traffic (later: not detected). Error: |30-minute rate − the rate "
         "judging all traffic would export|, mean over minutes, in points. Coverage: the share of minutes whose "
-        "95 % interval holds that rate.",
+        "95 % interval holds that rate. The shipped rule pages on the judge's rates only (a distilled model's rate "
+        "moves at each promotion, CHANGELOG); the distilled and prediction-powered rows show what the same "
+        "expression would do on those rates.",
         "",
         "Limits: the judge is an oracle, so the judge slice is as good as it gets (a noisy judge moves every "
         "judge-based rate alike: `--judge-noise`); traffic without a spike is stationary (the same conversations "
