@@ -19,7 +19,10 @@ from aiokafka import ConsumerRecord
 
 ANY_REASON = "*"
 SCORE_ID_HEADER = "convmon-score-id"
-PER_COPY = ("scored_at", "latency_s")  # what may differ between two copies of one score
+# what may differ between two copies of one score: when and how fast it was made, and what the copy's own judge
+# request used (a re-sent conversation is judged again; a provider's prompt cache, the stand-in judge's too, makes
+# the second request's usage, hence its cost, differ)
+PER_COPY = ("scored_at", "latency_s", "tokens", "cost_usd")
 _CID = re.compile(rb'"conversation_id"\s*:\s*"([^"]{1,256})"')
 _GARBAGE = re.compile(rb"garbage-\d+")
 
@@ -136,8 +139,10 @@ class Ledger:
         by_expect: dict[str, Counter[str]] = defaultdict(Counter)
         for cid, result in outcomes.items():
             by_expect[self.expect[cid].label][result] += 1
-        examples = {kind: [(cid, self.scores.get(cid, 0), self.dead.get(cid, [])) for cid, o in outcomes.items()
-                           if o == kind][:8] for kind in ("lost", "double", "wrong")}
+        examples: dict[str, list[Any]] = {
+            kind: [(cid, self.scores.get(cid, 0), self.dead.get(cid, [])) for cid, o in outcomes.items()
+                   if o == kind][:8] for kind in ("lost", "double", "wrong")}
+        examples["disagree"] = [(cid, _differing(copies)) for cid, copies in self.copies.items() if len(copies) > 1][:8]
         return {
             "produced": len(self.expect),
             # the truth for the scored counters: ids that must be scored, and policy ids that were scored once
@@ -162,3 +167,10 @@ class Ledger:
             "foreign_scores": self.foreign_scores,
             "examples": examples,
         }
+
+
+def _differing(copies: Iterable[bytes]) -> dict[str, list[Any]]:
+    """The top-level fields in which copies of one score differ, with each copy's value."""
+    values = [orjson.loads(c) for c in copies]
+    keys = sorted({k for v in values for k in v})
+    return {k: [v.get(k) for v in values] for k in keys if len({orjson.dumps(v.get(k)) for v in values}) > 1}

@@ -1,5 +1,7 @@
-"""One fault run: workers under a supervisor, a real Prometheus scraping them, known conversations in,
-every outcome read back from the output topics, and a table of what happened to each id.
+"""One fault run: workers under a supervisor, the HTTP judge (monitor/tools/openai_server.py) on a hash slice
+of the conversations, a real Prometheus scraping the workers, known conversations in, every outcome read back
+from the output topics, and a table of what happened to each id, per scorer, and of every per-partition total
+the workers export against the truth.
 
 The run only uses black-box contracts (docs/input.md, the scores and dead-letters topics,
 /metrics through Prometheus), so it measures today's runtime and a rewritten one alike. The table
@@ -8,26 +10,37 @@ is written as JSON to ``var/faults/<name>.json`` and printed.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+from aiokafka import ConsumerRecord
+from prometheus_client import CollectorRegistry
 
 from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import decode_event
+from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.score_codec import decode_score
 from monitor.contracts.settings import REPO_ROOT, Settings
-from monitor.runtime.scrape import total
+from monitor.runtime.broker import ensure_topics
+from monitor.runtime.scrape import Sample, scrape, total
+from monitor.stages.export import Exporter
+from monitor.stages.sampler import route_draw
+from monitor.tools.openai_server import OpenAIServer
+from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
 from monitor.tools.simulator.generate import ConversationGenerator, SimConversation
-from tests.accounting import Expect, Ledger
+from tests.accounting import SCORED, Expect, Ledger
 from tests.model_fixtures import publish_distilled_model
 from tests.prometheus_server import PrometheusServer
 from tests.readback import compare, read_to_end
@@ -44,6 +57,10 @@ ARTIFACTS = REPO_ROOT / "var" / "faults"
 STALL_S = 90.0  # no new outcome for this long, with everything produced: the run is over
 GAP_WARNING, REWIND_WARNING = "will be committed without a record", ": reading it again from"  # runtime/seeks.py
 MAX_RUN_S = 600.0  # a bound on one fault run however it behaves (the whole suite takes ~11 min)
+JUDGE_RATE = 0.25  # the judge's hash slice (no boosts by default: pi = the rate, the slice is known per id)
+SETTLE_S = 30.0  # exported totals must equal the truth this long after the last input was produced
+P_DIGITS_ERROR = 0.0005  # the scores topic rounds probabilities to 3 decimals
+Key = tuple[str, tuple[tuple[str, str], ...]]  # sample name, labels without partition
 
 
 # --- inputs -----------------------------------------------------------------------------------------
@@ -84,10 +101,108 @@ def turn_events(conv: SimConversation, *, keyed: bool = True) -> list[Record]:
             for e in events]
 
 
+def otlp_traces(prefix: str, n: int, *, per_message: int = 50) -> tuple[list[str], list[Record]]:
+    """``n`` two-call chats traced by a real OpenTelemetry SDK and encoded as the Collector's kafka exporter
+    publishes them: unkeyed ``otlp_proto`` messages of ``per_message`` conversations' first calls, each followed
+    by one of their second calls (repeating the history). The conversations end by idle expiry."""
+    app = GenAiApp()
+    chats = [Chat(f"{prefix}-{i:05d}", conversation_texts(2, f"{prefix}{i}")) for i in range(n)]
+    records: list[Record] = []
+    for start in range(0, n, per_message):
+        group = chats[start:start + per_message]
+        for call in (0, 1):
+            app.trace(group, calls=[call])
+            records.append((None, app.take_traces("otlp_proto")))
+    app.shutdown()
+    return [c.conversation_id for c in chats], records
+
+
 def interleave(*streams: Sequence[Record], at: int) -> list[Record]:
     """``streams[0]`` with the other streams inserted after its ``at``-th record."""
     first = list(streams[0])
     return first[:at] + [r for s in streams[1:] for r in s] + first[at:]
+
+
+# --- the judge and the exported totals (issue #31) --------------------------------------------------
+
+def judge_settings(url: str) -> dict[str, Any]:
+    """The worker's judge settings for the stand-in server. It has no provider limits: the client's default
+    ones (200,000 tokens a minute) pace the judge to about 2 requests a second, minutes for a fault's slice."""
+    return {"openai_base_url": url, "openai_api_key": "sk-test", "judge_concurrency": 8, "judge_timeout_s": 10.0,
+            "judge_requests_per_minute": 1e6, "judge_tokens_per_minute": 1e9}
+
+
+def totals_names(settings: Settings) -> set[str]:
+    return {f.name + "_total" for f in Metrics(CollectorRegistry(), dimensions=tuple(
+        settings.metric_dimensions)).partition_families.values()}
+
+
+def exported(samples_per_worker: Iterable[list[Sample]], names: set[str]) -> dict[Key, float]:
+    """Each partition's series at its largest value over the workers (Prometheus' ``max without (instance)``),
+    then summed over partitions."""
+    per_partition: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for samples in samples_per_worker:
+        for name, labels, value in samples:
+            if name in names:
+                key = (name, tuple(sorted(labels.items())))
+                per_partition[key] = max(per_partition.get(key, 0.0), value)
+    out: dict[Key, float] = defaultdict(float)
+    for (name, labels), value in per_partition.items():
+        out[(name, tuple((k, v) for k, v in labels if k != "partition"))] += value
+    return dict(out)
+
+
+def truth_of(records: Iterable[ConsumerRecord], settings: Settings) -> tuple[dict[Key, float], Counter[str]]:
+    """The partition totals of the first copy of every (scorer, conversation) among score ``records``."""
+    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
+    seen: set[tuple[str, str]] = set()
+    scores = []
+    for record in records:
+        score = decode_score(record.value, rubric)
+        if (score.scorer, score.conversation_id) not in seen:
+            seen.add((score.scorer, score.conversation_id))
+            scores.append(score)
+    metrics = Metrics(CollectorRegistry(), dimensions=tuple(settings.metric_dimensions))
+    exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
+                        rubric=rubric, allowed_values=settings.dimension_values,
+                        series_budget=settings.metric_series_budget)
+    families = metrics.partition_families
+    out: dict[Key, float] = defaultdict(float)
+    for (attribute, values), amount in exporter.observe_batch(scores).items():
+        family = families.get(attribute)
+        if family is not None:
+            out[(family.name + "_total", tuple(sorted(zip(family.labels, values, strict=True))))] += amount
+    return dict(out), Counter(s.scorer for s in scores)
+
+
+def truth(broker: str, settings: Settings) -> tuple[dict[Key, float], Counter[str]]:
+    """The partition totals of the first copy of every (scorer, conversation) on the scores topic."""
+    return truth_of(read_to_end(broker, settings.topic("scores")).records, settings)
+
+
+def mismatches(got: dict[Key, float], want: dict[Key, float], scored: Counter[str]) -> list[str]:
+    """Every series whose exported total is not the truth (probability sums within the topic's rounding)."""
+    wrong = []
+    for key in sorted(set(got) | set(want)):
+        name, labels = key
+        tolerance = P_DIGITS_ERROR * scored[dict(labels).get("scorer", "")] if "probability" in name else 1e-6
+        if abs(got.get(key, 0.0) - want.get(key, 0.0)) > tolerance + 1e-6:
+            wrong.append(f"{name}{dict(labels)}: exported {got.get(key)} truth {want.get(key)}")
+    return wrong
+
+
+def scored_by_scorer(totals: dict[Key, float]) -> dict[str, float]:
+    out: Counter[str] = Counter()
+    for (name, labels), value in totals.items():
+        if name == "convmon_partition_conversations_scored_total":
+            out[dict(labels)["scorer"]] += value
+    return dict(out)
+
+
+def judge_slice(expect: dict[str, Expect], rate: float, salt: str = "") -> dict[str, Expect]:
+    """What the judge must score: the ids of the hash slice (the router's draw below the rate) that should be
+    scored (or, policy ids, either scored or dead-lettered)."""
+    return {cid: e for cid, e in expect.items() if (e == SCORED or e.either) and route_draw(cid, salt) < rate}
 
 
 # --- the run ----------------------------------------------------------------------------------------
@@ -106,29 +221,45 @@ class FaultRun:
     """Use as a context manager; ``finish()`` waits for the outcomes and returns the table."""
 
     def __init__(self, name: str, workdir: Path, broker: str, *, workers: Sequence[str] = ("a",),
-                 idle_timeout_s: float = 10.0, max_event_bytes: int = 1_000_000, scrape_s: float = 1.0,
+                 idle_timeout_s: float = 10.0, max_event_bytes: int = 1_000_000, scrape_s: float | None = None,
+                 judge_rate: float = JUDGE_RATE, input_partitions: int | None = None, readback_timeout_s: float = 120.0,
                  **settings: Any) -> None:
+        """``judge_rate`` > 0 starts the HTTP judge and judges that hash slice; ``input_partitions`` makes the
+        input a producer's topic (``<prefix>otlp_spans``, CONVMON_INPUT_TOPIC) of that many partitions;
+        ``readback_timeout_s`` bounds the full re-read of each output topic at the end."""
+        self.readback_timeout_s = readback_timeout_s
         self.name = name
         self.workdir = workdir
         self.broker = broker
         unique = uuid.uuid4().hex[:8]
+        self.judge = OpenAIServer(keep_requests=False).start() if judge_rate > 0 else None
+        if self.judge is not None:
+            settings = {**judge_settings(self.judge.url), **settings}
+        if input_partitions is not None:
+            settings["input_topic"] = f"f{unique}.otlp_spans"
         self.settings = Settings(
             app_id=f"faults-{name}-{unique}", topic_prefix=f"f{unique}.", broker_url=f"kafka://{broker}",
-            sample_rate=settings.pop("sample_rate", 0.0), idle_timeout_s=idle_timeout_s, registry_poll_s=1.0,
+            sample_rate=judge_rate, idle_timeout_s=idle_timeout_s, registry_poll_s=1.0,
             data_dir=workdir,
             model_registry=workdir / "models", label_store_url=f"sqlite:///{workdir / 'labels.db'}",
             max_event_bytes=max_event_bytes, metrics_port=0, **settings,
         )
+        if input_partitions is not None:  # the producer's topic exists before convmon starts
+            asyncio.run(ensure_topics(broker, [self.settings.input_topic_name], input_partitions))
         publish_distilled_model(self.settings, load_rubric_set(self.settings.rubric_set, self.settings.prompts_dir))
+        # with the judge's series /metrics is several MB, more than a 1 s scrape timeout renders on a loaded machine
+        scrape_s = scrape_s if scrape_s is not None else 5.0 if self.judge is not None else 1.0
         self.supervisor = Supervisor({w: WorkerProcess(self.settings, workdir / f"worker-{w}.log") for w in workers})
         self.prometheus = PrometheusServer(workdir / "prometheus",
                                            [w.target for w in self.supervisor.workers.values()], scrape_s=scrape_s)
         self.ledger = Ledger({})
+        self.judged = Ledger({}, scorer="llm")  # the judge's hash slice, per id (empty with the judge off)
         self.scores = TopicTail(broker, self.settings.topic("scores"))
         self.dead = TopicTail(broker, self.settings.topic("dead-letters"))
         self.started = time.time()
         self.notes: dict[str, Any] = {"preconditions": {}}
         self.produced = 0
+        self.produced_at = time.time()
 
     def __enter__(self) -> FaultRun:
         return self
@@ -136,14 +267,22 @@ class FaultRun:
     def __exit__(self, *exc: object) -> None:
         self.supervisor.shutdown()
         self.prometheus.stop()
+        if self.judge is not None:
+            self.judge.stop()
 
     # inputs
     def expect(self, ids: Sequence[str], outcome: Expect) -> None:
         self.ledger.expect.update(dict.fromkeys(ids, outcome))
+        if self.judge is not None:
+            self.judged.expect.update(judge_slice(dict.fromkeys(ids, outcome), self.settings.sample_rate,
+                                                  self.settings.sample_salt))
 
     def produce(self, records: Sequence[Record], *, topic: str = "events", max_request_size: int = 1 << 20) -> None:
-        produce(self.broker, self.settings.topic(topic), records, max_request_size=max_request_size)
+        """To ``<prefix><topic>``; ``events`` is the input topic, whatever its name."""
+        name = self.settings.input_topic_name if topic == "events" else self.settings.topic(topic)
+        produce(self.broker, name, records, max_request_size=max_request_size)
         self.produced += len(records)
+        self.produced_at = time.time()
 
     def produce_in_chunks(self, records: Sequence[Record], *, chunks: int, pace_s: float,
                           at: dict[int, Callable[[], None]]) -> None:
@@ -167,8 +306,12 @@ class FaultRun:
 
     # progress
     def poll(self) -> int:
-        self.ledger.add_scores(self.scores.poll())
-        self.ledger.add_dead_letters(self.dead.poll())
+        """The ids accounted for (distilled scores, dead letters); the judge's are in ``self.judged``."""
+        scores, dead = self.scores.poll(), self.dead.poll()
+        self.ledger.add_scores(scores)
+        self.ledger.add_dead_letters(dead)
+        self.judged.add_scores(scores)
+        self.judged.add_dead_letters(dead)
         return self.ledger.accounted()
 
     def wait_accounted(self, fraction: float, *, also: Callable[[], bool] = lambda: True,
@@ -176,13 +319,13 @@ class FaultRun:
         """Until ``fraction`` of the ids have an outcome (and ``also()``); False if the run stalls first.
         ``poll_s=0`` polls back to back, to catch a fast worker early in a backlog."""
         goal = fraction * (len(self.ledger.expect) + len(self.ledger.garbage))
-        last, last_change = -1, time.monotonic()
+        last, last_change = (-1, -1), time.monotonic()
         while time.monotonic() - last_change < STALL_S and not self.supervisor.all_down() and not self._overtime():
             now = self.poll()
             if now >= goal and also():
                 return True
-            if now != last:
-                last, last_change = now, time.monotonic()
+            if (now, self.judged.accounted()) != last:  # the judge's progress is progress too
+                last, last_change = (now, self.judged.accounted()), time.monotonic()
             time.sleep(poll_s)
         return False
 
@@ -199,14 +342,14 @@ class FaultRun:
                     samples = worker.samples()
                 except httpx.HTTPError:
                     continue
-                name, topic = "convmon_consumer_partition_lag_messages", self.settings.topic("events")
+                name, topic = "convmon_consumer_partition_lag_messages", self.settings.input_topic_name
                 if any(n == name and labels.get("topic") == topic for n, labels, _ in samples):
                     lags.append(total(samples, name, topic=topic))
         return sum(lags) if lags else None
 
     def finish(self, settle_s: float = 5.0) -> FaultResult:
         """Wait for every outcome (or a stall), settle, ask Prometheus, and write the table."""
-        complete = self.wait_accounted(1.0)
+        complete = self.wait_accounted(1.0, also=self.judged.complete)  # the judge's slice too
         quiet_since = time.monotonic()
         while time.monotonic() - quiet_since < settle_s and not self._overtime():  # duplicates would arrive now
             before = (len(self.scores.records), len(self.dead.records))
@@ -220,6 +363,7 @@ class FaultRun:
             self.prometheus.wait_stable(f"sum({SCORED_SERIES})")
         table = self._read_back_again()
         table["events_lag_at_end"] = self._events_lag()
+        table["exported_totals"] = self._exported_totals()
         series = self.prometheus.increases(SCORED_SERIES, self.started)
         dead_series = self.prometheus.increases(DEAD_LETTER_SERIES, self.started)
         increase = sum(s.increase for s in series)
@@ -266,6 +410,8 @@ class FaultRun:
               f"\n  crashes={len(table['worker_crashes'])} agent_crashes={table['agent_crashes']} "
               f"kills={table['worker_kills']} gaps={table['gap_warnings']} rewinds={table['rewinds']} "
               f"duration={table['duration_s']}s table: {path}"
+              f"\n  judge {json.dumps({k: v for k, v in table['judge'].items() if k != 'examples'})}"
+              f"\n  exported totals {json.dumps({k: v for k, v in table['exported_totals'].items() if k != 'differ'})}"
               f"\n  read back at the end: complete={back['complete']} tails agree={back['tails_agree']} "
               f"scores tail/full {back['scores']['tail_records']}/{back['scores']['full_records']} "
               f"(partitions disagreeing {back['scores']['partitions_disagreeing']}; first records from offset 0 "
@@ -273,6 +419,21 @@ class FaultRun:
               f"{json.dumps(back['tail_table'])}")
         return FaultResult(self.name, table, path)
 
+
+    def _exported_totals(self) -> dict[str, Any]:
+        """Every per-partition total the live workers export (``max without (instance)`` per partition, summed)
+        against the truth from the scores topic, scraped directly at least ``SETTLE_S`` after the last input."""
+        time.sleep(max(0.0, self.produced_at + SETTLE_S - time.time()))
+        live = []
+        for worker in self.supervisor.workers.values():
+            if worker.alive():
+                live.append(scrape(worker.url, timeout=30.0))
+        got = exported(live, totals_names(self.settings))
+        want, scored = truth_of(self.full_scores, self.settings)
+        wrong = mismatches(got, want, scored)
+        return {"series": len(set(got) | set(want)), "series_differing": len(wrong), "differ": wrong[:12],
+                "scored_exported": scored_by_scorer(got), "scored_truth": dict(scored),
+                "workers_scraped": len(live), "after_last_input_s": round(time.time() - self.produced_at, 1)}
 
     def _log_count(self, text: str) -> int:
         return sum(w.log_path.read_text(errors="replace").count(text) for w in self.supervisor.workers.values()
@@ -283,12 +444,24 @@ class FaultRun:
         broker's fetches report (tests/readback.py): what the broker holds, independent of how the tails went.
         Where a tail disagrees with it, per partition, is in ``readback`` (a tail behind is a read-back
         problem, not a lost record: issue #18)."""
-        scores = read_to_end(self.broker, self.settings.topic("scores"))
-        dead = read_to_end(self.broker, self.settings.topic("dead-letters"))
+        scores = read_to_end(self.broker, self.settings.topic("scores"), timeout_s=self.readback_timeout_s)
+        dead = read_to_end(self.broker, self.settings.topic("dead-letters"), timeout_s=self.readback_timeout_s)
+        self.full_scores = scores.records
         again = Ledger(dict(self.ledger.expect), garbage=set(self.ledger.garbage))
         again.add_scores(scores.records)
         again.add_dead_letters(dead.records)
         table = again.table()
+        # the judge, per id: every id of its hash slice scored once by "llm" (by its score id), none outside it
+        judged = Ledger(dict(self.judged.expect), scorer="llm")
+        judged.add_scores(scores.records)
+        judged.add_dead_letters(dead.records)
+        j = judged.table()
+        table["judge"] = {"rate": self.settings.sample_rate, "slice": j["produced"], "scored_once": j["scored_once"],
+                          "lost": j["lost"], "double_counted": j["double_counted"],
+                          "wrong_outcome": j["wrong_outcome"], "scored_once_by_score_id": j["scored_once_by_score_id"],
+                          "expected_scored": j["expected_scored"], "copies_disagree": j["copies_disagree"],
+                          "outside_slice": j["foreign_scores"], "records": sum(judged.scores.values()),
+                          "examples": j["examples"]}
         tail = self.ledger.table()
         checks = {"scores": compare(self.scores.records, scores, self.scores.positions),
                   "dead_letters": compare(self.dead.records, dead, self.dead.positions)}

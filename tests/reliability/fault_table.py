@@ -11,10 +11,12 @@ from typing import Any
 from tests.reliability.fault_run import ARTIFACTS
 
 ORDER = ("kill_9_twice", "broker_restart", "unkeyed", "metadata_bomb", "five_mb_events", "internal_garbage",
-         "scale_out_in")
-HEADER = ("| fault | produced | scored once | dead-lettered as expected | lost | double counted | wrong outcome "
-          "| dead letters by reason | garbage dead-lettered | Prometheus increase() / truth | scraped at all "
-          "| worker exits / agent crashes | scores read back: tail / full (partitions disagreeing) | run |")
+         "scale_out_in", "two_workers_one_killed", "otlp_1_partition", "otlp_3_partitions")
+HEADER = ("| fault | produced | distilled: scored once | dead-lettered as expected | lost | double counted "
+          "| wrong outcome | dead letters by reason | garbage dead-lettered | judge: slice / judged once by score id "
+          "/ lost / double / outside | Prometheus first + increase() / truth | exported totals: series differing "
+          "/ series (scored distilled, llm) | worker exits / agent crashes | scores read back: tail / full "
+          "(partitions disagreeing) | run |")
 
 
 def row(t: dict[str, Any]) -> str:
@@ -28,9 +30,18 @@ def row(t: dict[str, Any]) -> str:
         s = back["scores"]
         read = (f"{s['tail_records']} / {s['full_records']} ({len(s['partitions_disagreeing'])})"
                 + ("" if back.get("complete", s["complete"]) else ", not to the end"))
+    j = t.get("judge")  # tables written before the judge was on (#31) have none
+    judge = (f"{j['slice']} / {j['scored_once_by_score_id']} / {j['lost']} / {j['double_counted']} / "
+             f"{j['outside_slice']}" if j else "-")
+    e = t.get("exported_totals")
+    totals = "-"
+    if e:
+        scored = e["scored_exported"]
+        totals = (f"{e['series_differing']} / {e['series']} ({round(scored.get('distilled', 0))}, "
+                  f"{round(scored.get('llm', 0))})")
     cells = [t["fault"], t["produced"], t["scored_once"], t["dead_lettered"], t["lost"], t["double_counted"],
-             t["wrong_outcome"], reasons or "-", garbage, f"{prom['counted']} / {prom['truth']}",
-             round(prom["scraped_total"]), exits, read, f"{t['duration_s']} s"]
+             t["wrong_outcome"], reasons or "-", garbage, judge, f"{round(prom['scraped_total'])} / {prom['truth']}",
+             totals, exits, read, f"{t['duration_s']} s"]
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 

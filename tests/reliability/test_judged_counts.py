@@ -18,101 +18,41 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
-from monitor.contracts.score_codec import decode_score
 from monitor.contracts.settings import Settings
 from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import Sample, scrape, total
-from monitor.stages.export import Exporter
 from monitor.tools.openai_server import OpenAIServer
 from tests.accounting import SCORED, Ledger
 from tests.model_fixtures import publish_distilled_model
 from tests.readback import read_to_end
-from tests.reliability.fault_run import FaultResult, FaultRun, simulated, whole
+from tests.reliability.fault_run import (
+    FaultResult,
+    FaultRun,
+    Key,
+    exported,
+    judge_settings,
+    mismatches,
+    scored_by_scorer,
+    simulated,
+    totals_names,
+    truth,
+    whole,
+)
 from tests.topic_io import produce
 from tests.workers import WorkerProcess, wait_until
 
 N = 2000
 RATE = 0.25  # the judge's hash-slice rate (uncertainty and feedback raise some conversations' pi above it)
 SETTLE_S = 30.0  # exported totals must equal the truth this long after the last input was produced
-P_DIGITS_ERROR = 0.0005  # the scores topic rounds probabilities to 3 decimals
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(1200)]
-Key = tuple[str, tuple[tuple[str, str], ...]]  # sample name, labels without partition
-
-
-def judge_settings(url: str) -> dict[str, Any]:
-    return {"openai_base_url": url, "openai_api_key": "sk-test", "judge_concurrency": 8, "judge_timeout_s": 10.0}
-
-
-def totals_names(settings: Settings) -> set[str]:
-    return {f.name + "_total" for f in Metrics(CollectorRegistry(), dimensions=tuple(
-        settings.metric_dimensions)).partition_families.values()}
-
-
-def exported(samples_per_worker: Iterable[list[Sample]], names: set[str]) -> dict[Key, float]:
-    """Each partition's series at its largest value over the workers, then summed over partitions."""
-    per_partition: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-    for samples in samples_per_worker:
-        for name, labels, value in samples:
-            if name in names:
-                key = (name, tuple(sorted(labels.items())))
-                per_partition[key] = max(per_partition.get(key, 0.0), value)
-    out: dict[Key, float] = defaultdict(float)
-    for (name, labels), value in per_partition.items():
-        out[(name, tuple((k, v) for k, v in labels if k != "partition"))] += value
-    return dict(out)
-
-
-def truth(broker: str, settings: Settings) -> tuple[dict[Key, float], Counter[str]]:
-    """The partition totals of the first copy of every (scorer, conversation) on the scores topic."""
-    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
-    seen: set[tuple[str, str]] = set()
-    scores = []
-    for record in read_to_end(broker, settings.topic("scores")).records:
-        score = decode_score(record.value, rubric)
-        if (score.scorer, score.conversation_id) not in seen:
-            seen.add((score.scorer, score.conversation_id))
-            scores.append(score)
-    metrics = Metrics(CollectorRegistry(), dimensions=tuple(settings.metric_dimensions))
-    exporter = Exporter(metrics, dimensions=list(settings.metric_dimensions), cap=settings.dimension_cap,
-                        rubric=rubric, allowed_values=settings.dimension_values,
-                        series_budget=settings.metric_series_budget)
-    families = metrics.partition_families
-    out: dict[Key, float] = defaultdict(float)
-    for (attribute, values), amount in exporter.observe_batch(scores).items():
-        family = families.get(attribute)
-        if family is not None:
-            out[(family.name + "_total", tuple(sorted(zip(family.labels, values, strict=True))))] += amount
-    return dict(out), Counter(s.scorer for s in scores)
-
-
-def mismatches(got: dict[Key, float], want: dict[Key, float], scored: Counter[str]) -> list[str]:
-    """Every series whose exported total is not the truth (probability sums within the topic's rounding)."""
-    wrong = []
-    for key in sorted(set(got) | set(want)):
-        name, labels = key
-        tolerance = P_DIGITS_ERROR * scored[dict(labels).get("scorer", "")] if "probability" in name else 1e-6
-        if abs(got.get(key, 0.0) - want.get(key, 0.0)) > tolerance + 1e-6:
-            wrong.append(f"{name}{dict(labels)}: exported {got.get(key)} truth {want.get(key)}")
-    return wrong
-
-
-def scored_by_scorer(totals: dict[Key, float]) -> dict[str, float]:
-    out: Counter[str] = Counter()
-    for (name, labels), value in totals.items():
-        if name == "convmon_partition_conversations_scored_total":
-            out[dict(labels)["scorer"]] += value
-    return dict(out)
 
 
 def per_id_llm(broker: str, settings: Settings, ids: list[str]) -> dict[str, Any]:
@@ -151,8 +91,7 @@ def judged_kill_9(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Judg
     ids = [c.conversation_id for c in convs]
     # scraped every 5 s: with the judge's series /metrics is several MB, more than a 1 s scrape timeout renders
     # on a loaded machine
-    with OpenAIServer() as judge, FaultRun("judged_kill_9", tmp_path_factory.mktemp("judged"), broker, scrape_s=5.0,
-                                           sample_rate=RATE, **judge_settings(judge.url)) as run:
+    with FaultRun("judged_kill_9", tmp_path_factory.mktemp("judged"), broker, scrape_s=5.0, judge_rate=RATE) as run:
         run.expect(ids, SCORED)
         run.supervisor.start("a")
 
