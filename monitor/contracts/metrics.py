@@ -91,7 +91,7 @@ class Metrics(StreamMetrics, ScoreMetrics, JudgeMetrics, ModelMetrics, OtelMetri
         for item in rubric.items:
             for scorer in scorers:
                 self.probability_sum.labels(item.id, item.polarity, scorer)
-                for verdict in ("yes", "no"):
+                for verdict in ZERO_VERDICTS:
                     self.verdicts.labels(item.id, item.polarity, scorer, verdict)
 
 

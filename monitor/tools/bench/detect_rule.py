@@ -80,7 +80,7 @@ def load_rule(rules_dir: Path = RULES_DIR) -> SpikeRule:
         raise ConfigError(f"bench detect: expected one {ALERT} rule in {rules_dir}, found {len(rules)}")
     expr = " ".join(rules[0]["expr"].split())
     num = r"([0-9]*\.?[0-9]+)"
-    dsat = r'\{polarity="dsat"(?:, scorer="llm")?\}'  # the judge's series (the rule reads no other)
+    dsat = r'\{polarity="dsat", scorer="llm"\}'  # the judge's series (the rule reads no other)
     recording = " ".join((rules_dir / "convmon-recording.yml").read_text(encoding="utf-8").split())
     window = _find(r"record: rubric:convmon_rubric_verdicts:rate30m expr: .*?\[(\d+[mh])\]", recording, "rate30m")
     base = _find(r"increase30m\[(\d+[dh]):(\d+m)\] offset (\d+m)", recording, "count7d")
