@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.contracts.events import Conversation, ResponseId, SpanRef
 from monitor.contracts.rubric_set import Polarity, RubricSet
+from monitor.contracts.trusted import new, set_dict, set_extra, set_fields, set_private, trusted
 
 Scorer = Literal["llm", "distilled"]
 SampledBy = Literal["hash", "uncertainty", "feedback"]
@@ -89,35 +90,21 @@ def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: 
     )
 
 
-# Unvalidated construction as monitor/stages/genai.py's new_turn: pydantic's model_construct costs 5x validation.
-# Fields-sets are what validation records (the fields given); the items' one is shared, as the models are frozen
-# and pydantic copies a fields-set before it changes one (model_copy).
-_new = object.__new__
-_set_dict, _set_fields, _set_extra, _set_private = (BaseModel.__dict__[n].__set__ for n in (
-    "__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
+# Unvalidated construction (contracts/trusted.py): the items' fields-set is shared.
 _ITEM_FIELDS, _RECORD_FIELDS = {"item_id", "polarity", "probability", "verdict"}, frozenset(ScoreRecord.model_fields)
 _ORDER = tuple(ScoreRecord.model_fields)  # a record's __dict__ keeps field order (model_dump_json's order)
 _DEFAULTS = {name: info.default for name, info in ScoreRecord.model_fields.items()
              if not info.is_required() and info.default_factory is None}
 
 
-def _trusted(model: type[BaseModel], values: dict[str, Any], fields: set[str]) -> Any:
-    obj = _new(model)
-    _set_dict(obj, values)
-    _set_fields(obj, fields)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
-
-
 def trusted_item(item_id: str, polarity: Polarity, probability: float, verdict: bool) -> ItemResult:
     """A distilled item built without validation (see :func:`trusted_record`)."""
-    item: ItemResult = _new(ItemResult)  # _trusted inlined: 20 items a record
-    _set_dict(item, {"item_id": item_id, "polarity": polarity, "verdict": verdict, "score": None,
-                     "probability": probability, "uncertain": False, "mass": None, "explanation": None})
-    _set_fields(item, _ITEM_FIELDS)
-    _set_extra(item, None)
-    _set_private(item, None)
+    item: ItemResult = new(ItemResult)  # trusted() inlined: 20 items a record
+    set_dict(item, {"item_id": item_id, "polarity": polarity, "verdict": verdict, "score": None,
+                    "probability": probability, "uncertain": False, "mass": None, "explanation": None})
+    set_fields(item, _ITEM_FIELDS)
+    set_extra(item, None)
+    set_private(item, None)
     return item
 
 
@@ -134,7 +121,7 @@ def trusted_record(fields: dict[str, Any], items: list[ItemResult]) -> ScoreReco
     if "scored_at" not in given:
         given["scored_at"] = time.time()
     values = {name: given[name] for name in _ORDER}
-    return _trusted(ScoreRecord, values, {*fields, "items"})  # type: ignore[no-any-return]
+    return trusted(ScoreRecord, values, {*fields, "items"})
 
 
 def aggregate_r(items: list[ItemResult]) -> float:

@@ -39,6 +39,7 @@ _PHONE_WORD = re.compile(r"\b(?:call|phone|tel|telephone|mobile|cell|cellphone|w
 _LOOSE = re.compile(r"(?:\+|00)?\(?\d[\d\s().\-]{4,22}\d(?:\s*(?:x|ext\.?)\s*\d{1,6})?")
 _AFTER_DIGITS = re.compile(r"\d[\s.\-]?$")
 _WITHOUT_PLUS = phonenumbers.CountryCodeSource.FROM_NUMBER_WITHOUT_PLUS_SIGN
+_EDGE = frozenset(" \t\n\r.,;:!?")  # characters no phonenumbers match starts or ends with
 _TRUNK = re.compile(r"(?:\+|00)?(\d{1,3})[\s.\-]?$")
 
 
@@ -51,8 +52,14 @@ def phone_spans(text: str, regions: list[str]) -> list[tuple[int, int]]:
     for candidate in candidates:
         offset = max(0, candidate.start() - 1)
         window = text[offset:candidate.end() + 1]
+        # Once a region's span covers the candidate, the others can only find spans inside it (merged away by
+        # the redactor) when nothing next to it can join a match: no match starts or ends on a space or these.
+        whole = (candidate.start(), candidate.end())
+        closed = all(text[i:i + 1] in _EDGE for i in (candidate.start() - 1, candidate.end()) if 0 <= i < len(text))
         # a number written with + carries its country: one region reads it as well as fourteen
         for region in (regions or ["ZZ"])[:1] if candidate.group().startswith("+") else (regions or ["ZZ"]):
+            if closed and any(s <= whole[0] and e >= whole[1] for s, e in spans):
+                break
             for match in phonenumbers.PhoneNumberMatcher(window, region, leniency=phonenumbers.Leniency.POSSIBLE):
                 start, end = offset + match.start, offset + match.end
                 trunk = _TRUNK.search(text[max(0, start - 6):start])  # "1 (449) 293-7082": a country code, no +

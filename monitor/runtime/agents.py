@@ -123,7 +123,7 @@ def hot_path_loop(app: App, c: Components, rekeyed_topic: str) -> Callable[[], A
         except ConsumerNotStarted:
             high = {}
         return [Input(m.key, m.value, m.partition,
-                      m.topic == rekeyed_topic or (not c.layout.forward and is_rekeyed(m.headers)),
+                      m.topic == rekeyed_topic or (not c.layout.forward and bool(m.headers) and is_rekeyed(m.headers)),
                       m.timestamp, (h := high.get(m.tp)) is None or m.offset + 1 >= h)
                 for m in messages]
 

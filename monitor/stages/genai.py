@@ -22,9 +22,9 @@ from typing import Any
 
 import msgspec
 import orjson
-from pydantic import BaseModel
 
 from monitor.contracts.events import Feedback, Role, TurnEvent
+from monitor.contracts.trusted import trusted
 
 CONVERSATION = "gen_ai.conversation.id"
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
@@ -219,10 +219,6 @@ def span_ref(trace_id: bytes, span_id: bytes) -> str | None:
 # every turn's fields-set (all fields are set): one set shared by all, as TurnEvent is frozen and pydantic
 # copies the set before it changes one (model_copy), so no turn's set is ever changed in place
 _TURN_FIELDS = set(TurnEvent.model_fields)
-_new = object.__new__
-_slots = BaseModel.__dict__
-_set_dict, _set_fields, _set_extra, _set_private = (_slots[n].__set__ for n in (
-    "__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 
 
 def new_turn(cid: str, index: int, role: Role, text: str, timestamp: float, metadata: dict[str, str],
@@ -230,11 +226,6 @@ def new_turn(cid: str, index: int, role: Role, text: str, timestamp: float, meta
     """Built without validation: every field is valid by construction here (non-empty text, bounded ids,
     a known role, finite times), validation was most of the decode cost, and even pydantic's
     ``model_construct`` costs 4x this (tests/stages/test_otlp_input.py checks it equals a validated event)."""
-    event = _new(TurnEvent)
-    _set_dict(event, {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role, "text": text,
-                      "timestamp": timestamp, "feedback": None, "metadata": metadata, "span": span,
-                      "response_id": response_id})
-    _set_fields(event, _TURN_FIELDS)
-    _set_extra(event, None)
-    _set_private(event, None)
-    return event
+    return trusted(TurnEvent, {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role,
+                               "text": text, "timestamp": timestamp, "feedback": None, "metadata": metadata,
+                               "span": span, "response_id": response_id}, _TURN_FIELDS)

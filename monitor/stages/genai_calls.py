@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from monitor.contracts.events import EndEvent, TurnEvent
+from monitor.contracts.trusted import new, set_dict, set_extra, set_fields, set_private
 from monitor.stages.genai import (
     _TURN_FIELDS,
     COMPLETION,
@@ -27,11 +28,6 @@ from monitor.stages.genai import (
     Call,
     GenAiMapping,
     NoContent,
-    _new,
-    _set_dict,
-    _set_extra,
-    _set_fields,
-    _set_private,
     call_dimensions,
     call_feedback,
     flag,
@@ -151,13 +147,13 @@ def chat_turns(call: Call, cid: str, sent: str, got: str, m: GenAiMapping, seen:
                 text = _text(message)
             if text:
                 if index not in seen:  # new_turn() inline (the general path calls it: a test compares them)
-                    out[index] = last = _new(TurnEvent)
-                    _set_dict(last, {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role,
-                                     "text": text, "timestamp": start, "feedback": None, "metadata": metadata,
-                                     "span": None, "response_id": None})
-                    _set_fields(last, _TURN_FIELDS)
-                    _set_extra(last, None)
-                    _set_private(last, None)
+                    out[index] = last = new(TurnEvent)
+                    set_dict(last, {"type": "turn", "conversation_id": cid, "turn_index": index, "role": role,
+                                    "text": text, "timestamp": start, "feedback": None, "metadata": metadata,
+                                    "span": None, "response_id": None})
+                    set_fields(last, _TURN_FIELDS)
+                    set_extra(last, None)
+                    set_private(last, None)
                 index += 1
     if known is not None:
         if sent[-1:] != "]":

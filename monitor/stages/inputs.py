@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -67,7 +66,9 @@ class UnknownFields:
         self.seen.add(name)
         return name
 
-    def count(self, names: Iterable[str]) -> None:
+    def count(self, names: tuple[str, ...]) -> None:
+        if not names:  # nearly every event: no Counter to build
+            return
         for label, n in Counter(self.label(name) for name in names).items():
             self.counter.labels(label).inc(n)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
 from monitor.contracts.events import Conversation, EndEvent, Feedback, Turn
+from monitor.contracts.trusted import trusted
 from monitor.stages.bounds import TRUNCATION_MARK as TRUNCATION_MARK
 from monitor.stages.bounds import json_bytes, turn_size
 
@@ -63,7 +64,9 @@ class Open:
 
     partition: int
     last_seen: float
-    sizes: dict[int, tuple[int, int]] = field(default_factory=dict)  # turn index -> (chars, JSON bytes)
+    sizes: dict[int, tuple[int, int]] = field(default_factory=dict)  # turn index -> (chars, JSON bytes): set_size
+    chars: int = 0  # the sums of ``sizes``, kept as turns come (summing per turn is quadratic in a conversation)
+    nbytes: int = 0
     dropped: set[int] = field(default_factory=set)  # indices dropped by the caps (this process's lifetime)
     meta: dict[str, str] = field(default_factory=dict)
     meta_bytes: int = 2
@@ -71,6 +74,12 @@ class Open:
     reasons: set[str] = field(default_factory=set)  # the caps that cut it (stored in the header's "tr")
     end: dict[str, Any] | None = None
     end_seen: float = 0.0
+
+    def set_size(self, index: int, size: tuple[int, int]) -> None:
+        old = self.sizes.get(index, (0, 0))
+        self.chars += size[0] - old[0]
+        self.nbytes += size[1] - old[1]
+        self.sizes[index] = size
 
     def complete(self) -> bool:
         count = self.end.get("n") if self.end else None
@@ -131,7 +140,7 @@ def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Ope
             ends[rest] = value
     for cid, o in open_.items():
         for i, entry in sorted(turns.get(cid, [])):
-            o.sizes[i] = turn_size(entry["x"], entry.get("sp"), entry.get("ri"))
+            o.set_size(i, turn_size(entry["x"], entry.get("sp"), entry.get("ri")))
             o.meta.update(entry.get("m", {}))
         o.meta_bytes = json_bytes(o.meta)
         if cid in ends:
@@ -139,8 +148,12 @@ def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Ope
     return open_, closed
 
 
+_TURN_FIELDS, _CONVERSATION_FIELDS = frozenset(Turn.model_fields), frozenset(Conversation.model_fields)
+
+
 def assemble(store: Store, cid: str, o: Open, reason: Literal["end", "idle"]) -> Conversation:
-    """Built from already-validated parts, without re-validation; metadata merges in turn order, end last."""
+    """Built from already-validated parts without re-validation (contracts/trusted.py); metadata merges in turn
+    order, end last."""
     turns: list[Turn] = []
     metadata: dict[str, str] = {}
     feedback: dict[str, Any] = {}
@@ -148,8 +161,8 @@ def assemble(store: Store, cid: str, o: Open, reason: Literal["end", "idle"]) ->
     for index in sorted(o.sizes):
         entry = store.get(turn_key(cid, index))
         ts = entry["ts"]
-        turns.append(Turn.model_construct(index=index, role=entry["r"], text=entry["x"], timestamp=ts,
-                                          span=entry.get("sp"), response_id=entry.get("ri")))
+        turns.append(trusted(Turn, {"index": index, "role": entry["r"], "text": entry["x"], "timestamp": ts,
+                                    "span": entry.get("sp"), "response_id": entry.get("ri")}, _TURN_FIELDS))
         metadata.update(entry.get("m", {}))
         feedback.update(entry.get("f", {}))
         first = ts if first is None else min(first, ts)
@@ -157,12 +170,11 @@ def assemble(store: Store, cid: str, o: Open, reason: Literal["end", "idle"]) ->
     end = o.end or {}
     metadata.update(end.get("m", {}))
     feedback.update(end.get("f", {}))
-    return Conversation.model_construct(
-        type="conversation", conversation_id=cid, turns=turns,
-        feedback=Feedback.model_construct(**feedback) if feedback else None, metadata=metadata,
-        started_at=first, ended_at=end.get("ts", last), end_reason=reason, truncated=o.truncated,
-        simulated_truth=end.get("st"),
-    )
+    return trusted(Conversation, {
+        "type": "conversation", "conversation_id": cid, "turns": turns,
+        "feedback": Feedback.model_construct(**feedback) if feedback else None, "metadata": metadata,
+        "started_at": first, "ended_at": end.get("ts", last), "end_reason": reason, "truncated": o.truncated,
+        "simulated_truth": end.get("st")}, _CONVERSATION_FIELDS)
 
 
 def end_event(cid: str, end: dict[str, Any]) -> EndEvent:

@@ -111,8 +111,8 @@ class Sessionizer:
             outcome = "truncated"
         size = turn_size(text, ev.span, ev.response_id)
         old = o.sizes.get(ev.turn_index)
-        chars = sum(c for c, _ in o.sizes.values()) - (old[0] if old else 0) + size[0]
-        nbytes = sum(b for _, b in o.sizes.values()) - (old[1] if old else 0) + size[1]
+        chars = o.chars - (old[0] if old else 0) + size[0]
+        nbytes = o.nbytes - (old[1] if old else 0) + size[1]
         over = over_cap(self.limits, len(o.sizes) if old is None else 0, chars, nbytes)
         if over is not None:
             o.dropped.add(ev.turn_index)
@@ -133,7 +133,7 @@ class Sessionizer:
         if ev.response_id:
             entry["ri"] = ev.response_id
         self.store.put(turn_key(cid, ev.turn_index), entry, o.partition)
-        o.sizes[ev.turn_index] = size
+        o.set_size(ev.turn_index, size)
         o.dropped.discard(ev.turn_index)
         if outcome == "truncated":
             self.tally.turns["max_turn_chars"] += 1

@@ -284,8 +284,8 @@ class SessionizerMachine(RuleBasedStateMachine):
             assert faust_json.loads(faust_json.dumps(value)) is not None, key
         for cid, o in self.s.open.items():
             assert len(o.sizes) <= LIMITS.max_turns
-            assert sum(c for c, _ in o.sizes.values()) <= LIMITS.max_chars
-            assert sum(b for _, b in o.sizes.values()) <= LIMITS.max_bytes
+            assert o.chars == sum(c for c, _ in o.sizes.values()) <= LIMITS.max_chars  # the running sums hold
+            assert o.nbytes == sum(b for _, b in o.sizes.values()) <= LIMITS.max_bytes
             assert len(orjson.dumps(o.meta)) <= LIMITS.max_metadata_bytes
             assert o.sizes.keys() <= self.accepted.get(cid, {}).keys()
 

@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from monitor.runtime.app import create_app
 from monitor.runtime.broker import ensure_topics
-from monitor.runtime.tablestore import TableStore
+from monitor.runtime.tablestore import TableStore, Write
 
 pytestmark = pytest.mark.integration
 
@@ -66,3 +66,19 @@ def test_overlapping_flushes_keep_a_partitions_write_order_and_hand_back_every_d
     futures = asyncio.run(run())
     # every flush (2 a round) handed at least one batch over, and every one was acknowledged
     assert len(futures) >= 6 and all(f.exception() is None for f in futures)
+
+
+def test_a_write_is_serialized_to_the_bytes_faust_send_changelog_gives_it(make_settings) -> None:
+    """TableStore serializes with the table's codecs directly: the changelog bytes (keys are compacted on, and
+    restored by faust) must stay exactly what faust's topic layers make of the same key and value."""
+    app, _ = create_app(make_settings())
+    table = app.Table("sessions", partitions=4)
+    store, topic = TableStore(table), table.changelog_topic
+    values: list[object] = [{"r": "user", "x": "héllo \u2028 \"q\"", "ts": 1.7e9, "m": {"k": "v"}},
+                            {"p": 3, "c": 1700000000.25, "n": 24, "e": 1}, [1, 2.5, None, True], "s", 0, None]
+    for i, value in enumerate(values):
+        key = f"t|conv-{i}|{i}"
+        want_key, _ = topic.prepare_key(key, table.key_serializer)
+        want_value, want_headers = topic.prepare_value(value, "raw" if value is None else table.value_serializer)
+        record = store._record(Write(key, value, i % 4))
+        assert (record.key, record.value, record.headers) == (want_key, want_value, want_headers)

@@ -174,3 +174,18 @@ def test_an_idle_closed_conversation_takes_no_end_and_no_new_turn() -> None:
     assert s.turn(t(2), 0, now=12.0) == ("late", [])  # the gap: never part of the conversation
     assert s.turn(t(3), 0, now=12.0) == ("late", [])  # past the gap: cannot tell, so late (conservative)
     assert s.end(end(), 0, now=12.0, rekeyed=False) == ("late", [])
+
+
+def test_an_assembled_conversation_equals_the_validated_one_bytes_included() -> None:
+    """assemble builds the conversation without validation (contracts/trusted.py): it must be the model validation
+    makes of the same fields: equal, the same fields-set, the same JSON."""
+    s = make()
+    s.turn(t(1, text="second", metadata={"k": "v"}), 0, now=1.0)
+    s.turn(t(0, text="first", span="0" * 32 + "-" + "1" * 16, response_id="r1"), 0, now=1.0)
+    _, [conv] = s.end(end(feedback=Feedback(csat=4), simulated_truth=["sat.gratitude"], turn_count=2), 0, now=2.0,
+                      rekeyed=False)
+    validated = type(conv).model_validate(conv.model_dump())
+    assert conv == validated and conv.turns[0] == validated.turns[0]
+    assert conv.model_fields_set == validated.model_fields_set
+    assert [x.model_fields_set for x in conv.turns] == [x.model_fields_set for x in validated.turns]
+    assert conv.model_dump_json() == validated.model_dump_json() and encode(conv) == encode(validated)
