@@ -11,6 +11,7 @@ count conversations per reason and turns per reason.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ class Limits:
     max_metadata_bytes: int = 8192
     max_open: int = 50_000  # open conversations per partition (max_open_conversations)
 
-    @property
+    @functools.cached_property  # read per turn
     def max_turn_chars(self) -> int:
         return max(self.max_chars // 4, 50)
 

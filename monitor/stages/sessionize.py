@@ -120,10 +120,11 @@ class Sessionizer:
             self._flag(cid, o, over)
             return "truncated", self._close_if_complete(cid, o, now)
         entry: dict[str, Any] = {"r": ev.role, "x": text, "ts": ev.timestamp}
-        previous = self.store.get(turn_key(cid, ev.turn_index)) if old is not None else None
-        meta = {**(previous or {}).get("m", {}), **self._fit_metadata(cid, o, ev.metadata)}
-        feedback = {**(previous or {}).get("f", {}), **(ev.feedback.model_dump(exclude_none=True)
-                                                           if ev.feedback else {})}
+        meta = self._fit_metadata(cid, o, ev.metadata) if ev.metadata else {}
+        feedback = ev.feedback.model_dump(exclude_none=True) if ev.feedback else {}
+        if old is not None:  # a turn given again: merged over what is stored
+            previous = self.store.get(turn_key(cid, ev.turn_index)) or {}
+            meta, feedback = {**previous.get("m", {}), **meta}, {**previous.get("f", {}), **feedback}
         if meta:
             entry["m"] = meta
         if feedback:
