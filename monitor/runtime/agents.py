@@ -165,10 +165,17 @@ def register_lag_timer(app: faust.App, topics: Topics, c: Components, interval_s
 def processed_offsets(app: faust.App) -> dict[tuple[str, int], int | None]:
     """The offset of the last record each owned partition processed.
 
-    faust keeps it only in the private ``Consumer._read_offset`` (no public accessor; the public
-    ``position()`` is the fetch position, ahead by whatever faust has buffered). This is the one
-    place that reads it: if a faust upgrade removes it, lag falls back to 0-based positions (all
-    lag) and the unit test in tests/runtime pins the attribute.
+    faust keeps the last record read only in the private ``Consumer._read_offset`` (no public accessor; the public
+    ``position()`` is the fetch position, ahead by whatever faust has buffered). This is the one place that reads
+    it: if a faust upgrade removes it, lag falls back to 0-based positions (all lag) and the unit test in
+    tests/runtime pins the attribute. The hot topics' records count as read when fetched, so the ones the hot path
+    holds unprocessed (runtime/hotbatches.py) are subtracted: else a worker behind its fetches showed no lag.
     """
     read = getattr(app.consumer, "_read_offset", {})
-    return {(tp.topic, tp.partition): offset for tp, offset in read.items()}
+    hot = getattr(app, "hot_batches", None)
+    waiting = hot.waiting() if hot is not None else {}
+    out: dict[tuple[str, int], int | None] = {}
+    for tp, offset in read.items():
+        last = offset - waiting[tp] if offset is not None and tp in waiting else offset
+        out[(tp.topic, tp.partition)] = None if last is None or last < 0 else last
+    return out

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,7 @@ class HotBatches:
         self.max_pending = max_pending
         self.on_drop = on_drop  # (partition, first offset dropped): the consumer reads it again from there
         self._pending: list[Message] = []
+        self._taken: list[Message] = []  # the batch the handler is processing
         self._changed = asyncio.Event()  # records were added or cleared
         self._room = asyncio.Event()  # fewer than max_pending records wait
         self._room.set()
@@ -61,6 +63,11 @@ class HotBatches:
             self._changed.set()
         else:
             self._dropped(messages)
+
+    def waiting(self) -> Counter[TP]:
+        """Records fetched and not yet processed, per partition: the consumer's read offset is already past them,
+        so the lag gauges subtract them (runtime/agents.py ``processed_offsets``)."""
+        return Counter(m.tp for m in (*self._pending, *self._taken))
 
     def clear(self) -> None:
         self._dropped(self._pending)
@@ -105,10 +112,12 @@ class HotBatches:
         later commit if one of its deliveries failed). An exception stops the worker: nothing is acknowledged."""
         try:
             async for batch in self.batches(size, within=within):
+                self._taken = batch
                 await handler(batch)
                 ack = self.app.consumer.ack
                 for message in batch:
                     ack(message)
+                self._taken = []
         except asyncio.CancelledError:
             raise
         except Exception as exc:

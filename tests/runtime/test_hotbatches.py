@@ -136,3 +136,30 @@ def test_every_record_dropped_unprocessed_is_reported_by_its_partitions_first_of
         return dropped
 
     assert asyncio.run(run()) == [(0, 5), (1, 3), (0, 7), (0, 9)]
+
+
+def test_records_fetched_and_not_yet_processed_are_not_counted_as_processed_by_the_lag_gauges() -> None:
+    """The consumer's read offset passes a hot record when it is fetched: the lag gauges subtract what the hot path
+    still holds (waiting or in the batch being processed), else a worker behind its fetches showed lag 0."""
+    from monitor.runtime.agents import processed_offsets
+
+    async def run() -> None:
+        app = stand_in_app()
+        batches = app.hot_batches = HotBatches(app, ["events"], max_pending=100)
+        app.consumer._read_offset = {TP("events", 0): 9, TP("events", 1): 4, TP("judge", 0): 2}
+        await batches.put([message(i) for i in range(10)] + [message(4, partition=1)], 1)
+        assert processed_offsets(app) == {("events", 0): None, ("events", 1): 3, ("judge", 0): 2}
+        seen: list[dict[tuple[str, int], int | None]] = []
+
+        async def handler(batch: list[Message]) -> None:
+            seen.append(processed_offsets(app))  # the batch being processed is not processed yet
+            if len(seen) == 2:
+                raise asyncio.CancelledError
+
+        with pytest.raises(asyncio.CancelledError):
+            await batches.run(handler, 4, within=0.0)
+        assert seen[0] == {("events", 0): None, ("events", 1): 3, ("judge", 0): 2}
+        assert seen[1][("events", 0)] == 3  # four records processed and acknowledged: offsets 0-3
+        assert batches.waiting() == {TP("events", 0): 6, TP("events", 1): 1}
+
+    asyncio.run(run())
