@@ -70,6 +70,47 @@ def throughput(
     emit(run_bench(measure), as_json, out, throughput_table)
 
 
+@app.command()
+def latency(
+    rate: Annotated[float, typer.Option(min=0.01, help="Conversations started per second (paced, not a backlog).")]
+    = 50.0,
+    duration: Annotated[float, typer.Option(min=1.0, help="Seconds over which conversations start (rate x duration "
+                                                          "of them).")] = 60.0,
+    spread: Annotated[float, typer.Option(min=0.0, help="Seconds a conversation's turns are spread over before its "
+                                                        "end event.")] = 5.0,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes in the group.")] = 1,
+    partitions: Annotated[int, typer.Option(min=1, help="Topic partitions.")] = 4,
+    featurizer: Annotated[str, typer.Option(help="Featurizer spec of the distilled model.")] = "hashing",
+    data: Annotated[Path, typer.Option(help="Shared data directory (holding uss/): the USS dialogues.")]
+    = DEFAULT_DATA,
+    warmup: Annotated[int, typer.Option(min=1, help="Conversations scored before the paced run.")] = 100,
+    drain_timeout: Annotated[float, typer.Option(min=1.0, help="Seconds to wait for the last scores after the "
+                                                               "last end event.")] = 120.0,
+    worker_checkout: Annotated[Path | None, typer.Option(
+        help="Run the worker from this checkout of the repository (e.g. an older release) instead of this one.")]
+    = None,
+    seed: Seed = 0,
+    as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
+) -> None:
+    """Event-to-score latency at a paced input rate (issue #31): each conversation's end event's produce time to
+    its distilled score's timestamp, p50/p95/p99/max, and the worker's CPU per conversation."""
+    from rich.table import Table
+
+    from monitor.tools.bench.latency import LatencyConfig, latency_rows, run_latency
+
+    config = LatencyConfig(rate=rate, duration_s=duration, spread_s=spread, workers=workers, partitions=partitions,
+                           featurizer=featurizer, data_dir=data, warmup=warmup, drain_timeout_s=drain_timeout,
+                           worker_checkout=worker_checkout, seed=seed)
+
+    def table(result: dict[str, Any]) -> Table:
+        t = Table("measure", "value", title="event to score latency, paced input")
+        for key, value in latency_rows(result):
+            t.add_row(key, value)
+        return t
+
+    emit(run_bench(lambda: run_latency(config, progress_lines(quiet))), as_json, out, table)
+
+
 @app.command("open-conversations")
 def open_conversations(
     conversations: Annotated[int, typer.Option(min=1, help="One-turn conversations that never end.")] = 100_000,
