@@ -12,7 +12,7 @@ redacted by the dead-letter writer (``dead_letter_raw`` keeps them raw, opt-in).
 
 from __future__ import annotations
 
-from monitor.contracts.events import Conversation, EndEvent, Event, TurnEvent, encode
+from monitor.contracts.events import Conversation, EndEvent, Event, TurnEvent
 from monitor.judge.redact import Redactor
 from monitor.stages.inputs import Decoded, InputDecoder, JsonInput
 
@@ -48,7 +48,8 @@ class InputRedaction:
 
 
 class RedactingInput:
-    """An input decoder whose events come out redacted; a changed event's bytes are its redacted encoding."""
+    """An input decoder whose events come out redacted; a changed event has no bytes (``Decoded``'s None): whoever
+    sends it on (the re-key hop, a dead letter) encodes the redacted event, so the original bytes never travel."""
 
     def __init__(self, inner: InputDecoder, redaction: InputRedaction) -> None:
         self.inner = inner
@@ -60,5 +61,5 @@ class RedactingInput:
         events: list[tuple[Event, bytes | None]] = []
         for event, event_raw in decoded.events:
             redacted = self.redaction.event(event)
-            events.append((event, event_raw) if redacted is event else (redacted, encode(redacted)))
+            events.append((event, event_raw) if redacted is event else (redacted, None))  # None: encoded if re-keyed
         return Decoded(events, decoded.problem, decoded.unknown_fields)

@@ -13,7 +13,7 @@ from monitor.judge.redact import Redactor
 from monitor.stages.boundary import InputRedaction, RedactingInput
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import HotPath, Input
+from monitor.stages.hotpath import HotPath, Input, rekeyed_record
 from monitor.stages.inputs import JsonInput
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals
@@ -100,6 +100,6 @@ def test_otlp_input_is_redacted_at_the_same_boundary() -> None:
     assert decoded.events and decoded.problem is None
     texts = [e.text for e, _ in decoded.events if isinstance(e, TurnEvent)]
     assert sum("[EMAIL]" in t or "[CARD]" in t or "[IBAN]" in t or "[IP]" in t or "[PHONE]" in t for t in texts) == 5
-    for event, raw in decoded.events:
-        assert raw is not None and not leaks(raw, TEXT_PII + ["dave@example.net"])
+    for event, raw in decoded.events:  # what the re-key hop sends: the redacted event's encoding (raw is None)
+        assert not leaks(rekeyed_record(event, raw, None).value, TEXT_PII + ["dave@example.net"])
         assert event.metadata.get("app") == "[EMAIL]"
