@@ -39,9 +39,9 @@ from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port, stop_process
-from monitor.runtime.scrape import Sample, scrape, wait_for_metrics
+from monitor.runtime.scrape import Sample, scrape
 from monitor.tools.bench.throughput_input import publish_model, uss_dialogues
-from monitor.tools.bench.throughput_paths import WORKER, cpu_seconds, produce_timed, settings_env
+from monitor.tools.bench.throughput_paths import WORKER, cpu_seconds, produce_timed, start_processes
 from monitor.tools.bench.turns import turn_event_messages
 
 Progress = Callable[[str], None] | None
@@ -49,6 +49,10 @@ Progress = Callable[[str], None] | None
 # refuses unknown CONVMON_* fields, so settings_env's full dump would not start it).
 WORKER_SETTINGS = ("broker_url", "topic_partitions", "sample_rate", "featurizer", "data_dir", "model_registry",
                    "registry_poll_s", "app_id", "topic_prefix", "label_store_url", "metrics_port")
+
+
+def _worker_setting(name: str) -> bool:
+    return name.removeprefix("CONVMON_").lower() in WORKER_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -305,31 +309,6 @@ async def _drive(config: LatencyConfig, settings: Settings, bootstrap: str, warm
     return out
 
 
-def _start_workers(settings: Settings, processes: int, checkout: Path, log_path: Path
-                   ) -> tuple[list[subprocess.Popen[bytes]], list[str], dict[str, str]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    urls: list[str] = []
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
-    base.setdefault("HF_HUB_OFFLINE", "1")
-    env = {}
-    try:
-        for i in range(processes):
-            port = settings.metrics_port if i == 0 else free_port()
-            chosen = settings_env(settings.model_copy(update={"metrics_port": port}))
-            env = base | {k: v for k, v in chosen.items() if k.removeprefix("CONVMON_").lower() in WORKER_SETTINGS}
-            with log_path.open("ab") as log:
-                procs.append(subprocess.Popen([sys.executable, "-m", *WORKER], env=env, stdout=log,
-                                              stderr=subprocess.STDOUT, cwd=str(checkout)))
-            urls.append(f"http://127.0.0.1:{port}/metrics")
-        for proc, url in zip(procs, urls, strict=True):
-            wait_for_metrics(url, proc, log_path=log_path)
-    except BaseException:
-        for proc in procs:
-            stop_process(proc)
-        raise
-    return procs, urls, env
-
-
 def run_latency(config: LatencyConfig, progress: Progress = None) -> dict[str, Any]:
     """One paced run against fresh worker processes on an embedded broker; see the module docstring."""
     checkout = Path(config.worker_checkout or REPO_ROOT).resolve()
@@ -350,7 +329,8 @@ def run_latency(config: LatencyConfig, progress: Progress = None) -> dict[str, A
         log_path = Path(tmp) / "worker.log"
         if progress:
             progress(f"latency: starting {config.workers} worker(s) in {checkout}")
-        procs, urls, env = _start_workers(settings, config.workers, checkout, log_path)
+        procs, urls, env = start_processes(settings, WORKER, config.workers, log_path, cwd=checkout,
+                                           settings_filter=_worker_setting)
         try:
             code = worker_code(checkout, env, procs[0].pid)
             measured = asyncio.run(_drive(config, settings, broker.bootstrap, warmup, schedule,

@@ -173,26 +173,44 @@ WORKER = ("monitor.cli", "worker")
 FLOOR = ("monitor.tools.bench.framework_floor",)
 
 
+def start_processes(settings: Settings, module: Sequence[str], processes: int, log_path: Path, *,
+                    cwd: Path = REPO_ROOT, settings_filter: Callable[[str], bool] = lambda _: True,
+                    ) -> tuple[list[subprocess.Popen[bytes]], list[str], dict[str, str]]:
+    """``processes`` of ``python -m module`` in ``cwd``, each on its own metrics port, answering ``/metrics``;
+    their /metrics URLs and the last one's environment. This process's CONVMON_* and OPENAI_* variables are not
+    passed on: the settings say what runs (``settings_filter`` keeps only the CONVMON_* names an older checkout
+    knows). A process that does not start stops them all."""
+    procs: list[subprocess.Popen[bytes]] = []
+    urls: list[str] = []
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
+    base.setdefault("HF_HUB_OFFLINE", "1")
+    env: dict[str, str] = {}
+    try:
+        for i in range(processes):
+            port = settings.metrics_port if i == 0 else free_port()
+            chosen = settings_env(settings.model_copy(update={"metrics_port": port}))
+            env = base | {k: v for k, v in chosen.items() if settings_filter(k)}
+            with log_path.open("ab") as log:
+                procs.append(subprocess.Popen([sys.executable, "-m", *module], env=env, stdout=log,
+                                              stderr=subprocess.STDOUT, cwd=str(cwd)))
+            urls.append(f"http://127.0.0.1:{port}/metrics")
+        for proc, url in zip(procs, urls, strict=True):
+            wait_for_metrics(url, proc, log_path=log_path)
+    except BaseException:
+        for proc in procs:
+            stop_process(proc)
+        raise
+    return procs, urls, env
+
+
 def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, bytes]],
                  measured: list[tuple[bytes, bytes]], log_path: Path, timeout_s: float,
                  module: Sequence[str] = WORKER, processes: int = 1, broker_pid: int | None = None) -> dict[str, Any]:
     """Run ``processes`` worker processes in one consumer group (the monitor, or the framework floor) over
     the messages; their conversations / s and the largest peak RSS, and the CPU (cores) the workers, the
     broker (``broker_pid``) and this process used meanwhile."""
-    procs: list[subprocess.Popen[bytes]] = []
-    urls: list[str] = []
+    procs, urls, _ = start_processes(settings, module, processes, log_path)
     try:
-        for i in range(processes):
-            port = settings.metrics_port if i == 0 else free_port()
-            env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMON_")}
-            env.update(settings_env(settings.model_copy(update={"metrics_port": port})))
-            env.setdefault("HF_HUB_OFFLINE", "1")
-            with log_path.open("ab") as log:
-                procs.append(subprocess.Popen([sys.executable, "-m", *module], env=env, stdout=log,
-                                              stderr=subprocess.STDOUT, cwd=str(REPO_ROOT)))
-            urls.append(f"http://127.0.0.1:{port}/metrics")
-        for proc, url in zip(procs, urls, strict=True):
-            wait_for_metrics(url, proc, log_path=log_path)
         timing: dict[str, float] = {}
         rate, produce_rate = asyncio.run(_drive_worker(settings.kafka, bootstrap, warmup, measured, timeout_s,
                                                        [p.pid for p in procs], urls, timing, broker_pid))
