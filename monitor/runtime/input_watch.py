@@ -49,7 +49,7 @@ class InputWatch:
         self.metrics.input_idle.set(idle)
         if idle >= self.warn_after_s and not self.warned:
             self.warned = True
-            return (f"no input record on {self.topic} for {idle / 60:.0f} min: is the producer sending to this "
+            return (f"no input record on {self.topic} for {idle:.0f} s: is the producer sending to this "
                     "topic (CONVMON_INPUT_TOPIC, CONVMON_TOPIC_PREFIX, CONVMON_BROKER_URL)? With more workers than "
                     "partitions an idle worker sees this too (CONVMON_INPUT_IDLE_WARN_S)")
         return None
