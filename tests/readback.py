@@ -38,16 +38,16 @@ class ReadBack:
     duration_s: float = 0.0
 
 
-def read_to_end(bootstrap: str, topic: str, *, timeout_s: float = 120.0) -> ReadBack:
+def read_to_end(bootstrap: str, topic: str, *, timeout_s: float = 120.0, fetch_max_wait_ms: int = 100) -> ReadBack:
     """Read ``topic`` from its first offsets until each partition's position reached its fetched high watermark,
     confirmed by a later fetch (a partition still being written is read on to its end then)."""
-    return asyncio.run(_read_to_end(bootstrap, topic, timeout_s))
+    return asyncio.run(_read_to_end(bootstrap, topic, timeout_s, fetch_max_wait_ms))
 
 
-async def _read_to_end(bootstrap: str, topic: str, timeout_s: float) -> ReadBack:
+async def _read_to_end(bootstrap: str, topic: str, timeout_s: float, fetch_max_wait_ms: int) -> ReadBack:
     started = time.monotonic()
     out = ReadBack(topic)
-    consumer = reader(bootstrap)
+    consumer = reader(bootstrap, fetch_max_wait_ms=fetch_max_wait_ms)
     await consumer.start()
     try:
         await consumer._client.force_metadata_update()
