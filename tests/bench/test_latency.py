@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from distill.datasets import UssDialogue
@@ -16,7 +15,6 @@ from monitor.tools.bench.latency import (
     latency_rows,
     latency_summary,
     paced_schedule,
-    percentile,
     run_latency,
 )
 from monitor.tools.bench.throughput_input import uss_dialogues
@@ -35,14 +33,6 @@ def test_latency_is_score_time_minus_end_time_with_missing_ids_named() -> None:
 def test_nothing_scored_has_no_percentiles_and_every_id_missing() -> None:
     out = latency_summary({"b": 1.0, "a": 2.0}, {})
     assert out == {"conversations": 2, "scored": 0, "missing": 2, "missing_ids": ["a", "b"]}
-
-
-def test_percentile_is_numpys_linear_interpolation() -> None:
-    values = sorted(np.random.default_rng(3).exponential(1.0, 997).tolist())
-    for q in (0, 50, 95, 99, 100):
-        assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
-    with pytest.raises(ValueError):
-        percentile([], 50)
 
 
 def _dialogues(shared_data: Path) -> tuple[UssDialogue, ...]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -41,7 +42,7 @@ from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port, stop_process
 from monitor.runtime.scrape import Sample, scrape
 from monitor.tools.bench.throughput_input import publish_model, uss_dialogues
-from monitor.tools.bench.throughput_paths import WORKER, cpu_seconds, produce_timed, start_processes
+from monitor.tools.bench.throughput_paths import WORKER, cpu_of, produce_timed, start_processes
 from monitor.tools.bench.turns import turn_event_messages
 
 Progress = Callable[[str], None] | None
@@ -107,16 +108,6 @@ def paced_schedule(dialogues: Sequence[UssDialogue], n: int, *, rate: float, spr
     return out
 
 
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0-100) of sorted values, interpolated linearly (numpy's default)."""
-    if not ordered:
-        raise ValueError("no values")
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 def latency_summary(produced: Mapping[str, float], scored: Mapping[str, float]) -> dict[str, Any]:
     """Per-conversation latency (score time - end event's produce time, seconds) of every produced id: p50, p95,
     p99, max and mean, how many were scored, and the ids never scored. Scores of ids not produced are ignored."""
@@ -125,7 +116,7 @@ def latency_summary(produced: Mapping[str, float], scored: Mapping[str, float]) 
     out: dict[str, Any] = {"conversations": len(produced), "scored": len(latencies), "missing": len(missing),
                            "missing_ids": missing}
     if latencies:
-        out |= {f"p{q}_s": percentile(latencies, q) for q in (50, 95, 99)}
+        out |= {f"p{q}_s": float(np.percentile(latencies, q)) for q in (50, 95, 99)}
         out |= {"max_s": latencies[-1], "min_s": latencies[0], "mean_s": sum(latencies) / len(latencies)}
     return out
 
@@ -241,11 +232,6 @@ async def _watch(urls: Sequence[str], topic: str, run: _Run, every_s: float, n: 
             pass
 
 
-def _cpu(pids: Sequence[int | None]) -> float | None:
-    seconds = [cpu_seconds(pid) if pid else None for pid in pids]
-    return None if any(s is None for s in seconds) else sum(s for s in seconds if s is not None)
-
-
 async def _drive(config: LatencyConfig, settings: Settings, bootstrap: str, warmup: list[tuple[bytes, bytes]],
                  schedule: Sequence[Scheduled], pids: Sequence[int], urls: Sequence[str], broker_pid: int | None,
                  progress: Progress) -> dict[str, Any]:
@@ -271,7 +257,8 @@ async def _drive(config: LatencyConfig, settings: Settings, bootstrap: str, warm
         before = [s for url in urls for s in scrape(url)]
         run = _Run({s.event["conversation_id"] for s in schedule if s.end})
         load0 = os.getloadavg()
-        cpu0, broker0, driver0, started = _cpu(pids), _cpu([broker_pid]), time.process_time(), time.perf_counter()
+        broker0 = cpu_of([broker_pid]) if broker_pid else None
+        cpu0, driver0, started = cpu_of(pids), time.process_time(), time.perf_counter()
         tasks = [asyncio.create_task(_read_scores(consumer, run)),
                  asyncio.create_task(_watch(urls, kafka.topic("events"), run, config.metrics_every_s,
                                             len(run.wanted), progress))]
@@ -282,7 +269,8 @@ async def _drive(config: LatencyConfig, settings: Settings, bootstrap: str, warm
         except TimeoutError:
             run.done.set()
         elapsed = time.perf_counter() - started
-        cpu1, broker1, driver1 = _cpu(pids), _cpu([broker_pid]), time.process_time()
+        cpu1, driver1 = cpu_of(pids), time.process_time()
+        broker1 = cpu_of([broker_pid]) if broker_pid else None
         await asyncio.gather(*tasks)
         after = [s for url in urls for s in scrape(url)]
     finally:
@@ -295,7 +283,7 @@ async def _drive(config: LatencyConfig, settings: Settings, bootstrap: str, warm
         "max_send_slip_s": run.max_slip_s, "load_average_1m": [load0[0], os.getloadavg()[0]],
         "score_timestamp_types": sorted(run.timestamp_types),  # 0: CreateTime (the worker's producer), 1: LogAppend
         "exported": {"input_lag_max": max(run.lag) if run.lag else None,
-                     "input_lag_p99": percentile(sorted(run.lag), 99) if run.lag else None,
+                     "input_lag_p99": float(np.percentile(run.lag, 99)) if run.lag else None,
                      "input_lag_last": run.lag[-1] if run.lag else None, "lag_scrapes": len(run.lag),
                      "scrape_errors": run.scrape_errors,
                      "score_delay_p99_bucket_le": histogram_quantile_le(

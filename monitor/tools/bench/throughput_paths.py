@@ -123,7 +123,8 @@ def batch_totals(metrics_urls: Sequence[str]) -> tuple[float, float, float]:
             total(samples, "convmon_classify_batch_duration_seconds_sum"))
 
 
-def _cpu(pids: Sequence[int]) -> float | None:
+def cpu_of(pids: Sequence[int]) -> float | None:
+    """CPU seconds the processes used so far, together (None if one cannot be read)."""
     seconds = [cpu_seconds(pid) for pid in pids]
     return None if any(s is None for s in seconds) else sum(s for s in seconds if s is not None)
 
@@ -140,19 +141,19 @@ async def _drive_worker(kafka: KafkaSettings, bootstrap: str, warmup: list[tuple
         await produce_timed(bootstrap, kafka.topic("events"), warmup)  # model load, group join, first batches
         await _scored(consumer, {k.decode() for k, _ in warmup}, deadline)
         batches0 = batch_totals(metrics_urls)
-        cpu0, started = _cpu(pids), time.perf_counter()
-        broker0, driver0 = _cpu([broker_pid]) if broker_pid else None, time.process_time()
+        cpu0, started = cpu_of(pids), time.perf_counter()
+        broker0, driver0 = cpu_of([broker_pid]) if broker_pid else None, time.process_time()
         produce_s = await produce_timed(bootstrap, kafka.topic("events"), measured)
         wanted = {k.decode() for k, _ in measured}
         sizes: list[int] = []
         finished = await _scored(consumer, set(wanted), deadline, sizes)
-        cpu1 = _cpu(pids)
+        cpu1 = cpu_of(pids)
         elapsed = time.perf_counter() - started
         if cpu0 is not None and cpu1 is not None:  # >= 1.0 means the workers used a whole core or more
             timing["worker_cpu_cores"] = (cpu1 - cpu0) / elapsed
             timing["worker_cpu_s"] = cpu1 - cpu0
         # what else ran on the same cores: the broker, and this process (it produces the input, reads the scores)
-        broker1 = _cpu([broker_pid]) if broker_pid else None
+        broker1 = cpu_of([broker_pid]) if broker_pid else None
         if broker0 is not None and broker1 is not None:
             timing["broker_cpu_cores"] = (broker1 - broker0) / elapsed
         timing["driver_cpu_cores"] = (time.process_time() - driver0) / elapsed
