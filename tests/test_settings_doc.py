@@ -28,7 +28,8 @@ def test_every_setting_is_on_the_page() -> None:
     assert sorted(SETTINGS - _names(page)) == []
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/settings.md", "docs/input.md"])
+@pytest.mark.parametrize("doc", ["README.md", "docs/settings.md", "docs/input.md", "docs/reliability.md",
+                                 "docs/performance.md"])
 def test_every_convmon_name_mentioned_is_a_setting(doc: str) -> None:
     unknown = sorted(_names((REPO_ROOT / doc).read_text(encoding="utf-8")) - SETTINGS)
     assert not unknown, f"{doc} mentions settings that do not exist: {unknown}"
