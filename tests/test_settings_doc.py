@@ -45,6 +45,16 @@ def test_a_setting_without_description_or_row_fails_the_generator(monkeypatch: p
         settings_doc.generate()
 
 
+def test_a_row_whose_written_default_is_not_the_models_fails_the_generator(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # CONVMON_PII_PHONE_REGIONS was documented as ["US"] long after its default became 14 regions
+    rows = tuple((names, '`["US"]`', meaning) if names == ("CONVMON_PII_PHONE_REGIONS",) else (names, default, meaning)
+                 for names, default, meaning in settings_doc.ROWS)
+    monkeypatch.setattr(settings_doc, "ROWS", rows)
+    with pytest.raises(ConfigError, match=r"default is not the model's \['CONVMON_PII_PHONE_REGIONS'\]"):
+        settings_doc.generate()
+
+
 def test_the_check_sees_abbreviated_names_as_missing() -> None:
     # the table once wrote `..._SASL_MECHANISM` after CONVMON_KAFKA_SECURITY_PROTOCOL: that is no mention
     assert _names("`CONVMON_KAFKA_SECURITY_PROTOCOL`, `..._SASL_MECHANISM`") == {"CONVMON_KAFKA_SECURITY_PROTOCOL"}

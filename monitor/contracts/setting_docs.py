@@ -168,7 +168,7 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
      ('retrain the satisfaction calibration from thumbs/CSAT once this many labelled conversations exist '
       '(0: off); whose satisfaction to serve ([docs/calibration.md](calibration.md))')),
     (('CONVMON_PII_PHONE_REGIONS',),
-     '`["US"]`',
+     '`["US", "GB", "DE", "FR", "ES", "IT", "NL", "BR", "IN", "JP", "AU", "PL", "SE", "CA"]`',
      ('countries (ISO codes, validated) whose national-format phone numbers are redacted, via '
       '`phonenumbers`; `+CC` numbers always are. E-mails (also spelled out: `john dot doe at example dot '
       'com`, `john[at]example[.]com`), Luhn-valid card numbers in any grouping, IBANs (mod-97), IPs and '

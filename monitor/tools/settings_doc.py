@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -75,6 +76,20 @@ def _default(info: FieldInfo) -> str:
     return f"`{value}`" if value != "" else "empty"
 
 
+def _disagrees(written: str, info: FieldInfo) -> bool:
+    """Whether a row's hand-written default that is one backticked literal (`` `50` ``, `` `["US"]` ``) says
+    something else than the model's default; prose defaults (`` `prompts/` of the source tree``) are not read."""
+    literal = re.fullmatch(r"`([^`]*)`", written)
+    if literal is None:
+        return False
+    try:
+        value = json.loads(literal[1])
+    except json.JSONDecodeError:
+        return False
+    default = info.get_default(call_default_factory=True)
+    return bool(value != (list(default) if isinstance(default, tuple) else default))
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -87,9 +102,12 @@ def generate() -> str:
     missing = sorted(env_name(f) for f in fields
                      if f not in rows_by_field and not (Settings.model_fields[f].description or "").strip())
     unsectioned = sorted(fields - {f for s in SECTIONS for f in s.model_fields})
-    if stale or missing or unsectioned:
+    wrong = sorted(names[0] for names, default, _ in ROWS
+                   if len(names) == 1 and field_of(names[0]) in fields
+                   and _disagrees(default, Settings.model_fields[field_of(names[0])]))
+    if stale or missing or unsectioned or wrong:
         raise ConfigError(f"settings page: stale rows {stale}, settings without a description {missing}, "
-                          f"settings in no section {unsectioned}")
+                          f"settings in no section {unsectioned}, rows whose default is not the model's {wrong}")
     parts = [HEADER]
     for section in SECTIONS:
         title = (section.__doc__ or section.__name__).strip().splitlines()[0]
