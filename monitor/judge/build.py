@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING
 
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
@@ -18,13 +18,15 @@ from monitor.contracts.sections import JudgeSettings, RubricSettings
 from monitor.judge.base import Judge
 from monitor.judge.client import JudgeClient
 from monitor.judge.jury import JuryScorer, Scorer, permuted
-from monitor.judge.ledger import SqlLedger
 from monitor.judge.likert import LikertScorer
 from monitor.judge.llm import LLMJudge
 from monitor.judge.logprobs import LogprobsScorer
 from monitor.judge.redact import Redactor
 from monitor.judge.simulated import SimulatedJudge
 from monitor.judge.spur import SpurScorer
+
+if TYPE_CHECKING:
+    import httpx
 
 _MODES: dict[str, type[SpurScorer | LikertScorer | LogprobsScorer]] = {
     "spur": SpurScorer, "likert": LikertScorer, "logprobs": LogprobsScorer,
@@ -42,6 +44,8 @@ def build_judge(
     """
     if not judge.judge_configured:
         return SimulatedJudge(rubric)
+    from monitor.judge.sql_ledger import SqlLedger  # SQLAlchemy: imported when a judge needs its ledger
+
     redactor = Redactor.from_settings(judge)
     client = JudgeClient(judge, metrics, http_client=http_client, ledger=SqlLedger(ledger_url))
     models = list(judge.judge_models) or [judge.judge_model]

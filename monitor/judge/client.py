@@ -19,8 +19,6 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from monitor.contracts.errors import JudgeError, JudgeUnavailable
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.sections import JudgeSettings
@@ -41,6 +39,7 @@ from monitor.judge.ratelimit import RateLimiter
 from monitor.judge.statuses import classify
 
 if TYPE_CHECKING:  # the openai package (its types: ~1 s of CPU) is imported when a client is made
+    import httpx
     import openai
 
 log = logging.getLogger(__name__)

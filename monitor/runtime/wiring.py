@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import httpx
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from monitor.contracts.events import Conversation
@@ -27,6 +26,8 @@ from monitor.stages.labels import LabelSink, RejectedOnce
 from monitor.stages.sampler import InclusionPolicy
 
 if TYPE_CHECKING:
+    import httpx
+
     from distill.registry import ModelRegistry
     from distill.score_store import ScoreStore
     from distill.store import LabelStore

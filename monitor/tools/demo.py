@@ -159,6 +159,12 @@ def _finished(result: DemoResult, stats: SimulationStats, tail_s: float) -> bool
     return tail_s >= MAX_TAIL_S or (_caught_up_for(result.history, stats.conversations) >= 3.0 and not pending)
 
 
+def _live_screen() -> Live:
+    """The redrawn screen. Written to a file or a pipe, it ends without a newline (rich adds one only on a
+    terminal): ``_summary`` starts a line of its own."""
+    return Live(console=console, auto_refresh=False)
+
+
 async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus | None,
                  sim: asyncio.Task[SimulationStats], procs: list[subprocess.Popen[bytes]], duration_s: float,
                  started: float) -> None:
@@ -166,7 +172,7 @@ async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus
     alert: AlertState | None = None
     dead = 0.0
     failed, prom_failed = 0, (0 if prom is not None else None)
-    with Live(console=console, auto_refresh=False) as live:
+    with _live_screen() as live:
         while True:
             t = time.monotonic() - started
             for proc in procs:

@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 from monitor.contracts.errors import BudgetExhausted
 from monitor.contracts.metrics import Metrics
 from monitor.judge.budget import DailyBudget
-from monitor.judge.ledger import LedgerDay, SqlLedger
+from monitor.judge.ledger import LedgerDay
+from monitor.judge.sql_ledger import SqlLedger
 
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 

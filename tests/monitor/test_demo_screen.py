@@ -1,21 +1,26 @@
 """The demo's screen and plot say what is true: the baseline leaves the spike out, every item name is whole in an
-80-column terminal, a lagging worker and failed scrapes show, and the plot promises no shading it did not draw."""
+80-column terminal, a lagging worker and failed scrapes show, the plot promises no shading it did not draw, and the
+summary starts on a line of its own after the live screen."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+import pytest
 import yaml
 from rich.console import Console
 
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
 from monitor.runtime.broker import free_port
+from monitor.tools import demo
 from monitor.tools.demo_plot import alert_caption
 from monitor.tools.demo_rates import Counts, RateHistory, counts, parse_families
 from monitor.tools.demo_view import Health, View, render
 from monitor.tools.local_prometheus import LocalPrometheus
 from monitor.tools.shipped_alerts import alert_state
+from monitor.tools.simulator.run import SimulationStats
 
 RUBRIC = load_rubric_set(Settings().rubric_set, Settings().prompts_dir)
 
@@ -89,3 +94,23 @@ def test_the_demo_prometheus_sets_its_scrape_timeout(tmp_path: Path) -> None:
         prom.stop()
     config = yaml.safe_load((tmp_path / "prometheus.yml").read_text())
     assert config["global"]["scrape_timeout"] == config["global"]["scrape_interval"] == "1000ms"
+
+
+def test_the_summary_starts_on_its_own_line_after_the_live_screen(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    # Written to a pipe (CI, `make demo | tee`), the live screen ends without a newline: the summary's first line
+    # once ran on from the screen's last ("... unit testssimulated 300 conversations ...").
+    out = io.StringIO()
+    monkeypatch.setattr(demo, "console", Console(file=out, width=120, color_system=None))
+    assert not demo.console.is_terminal
+    history = spiked_history()
+    with demo._live_screen() as live:
+        live.update(render(view(), history, 100.0, None, health=Health(), width=120), refresh=True)
+    screen_end = out.getvalue()
+    assert not screen_end.endswith("\n")  # what the summary must cope with
+    result = demo.DemoResult(history=history, simulated=SimulationStats(conversations=300, events=900,
+                                                                        spiked_conversations=150))
+    demo._summary(result, RUBRIC, view(), tmp_path)
+    lines = out.getvalue().splitlines()
+    assert "simulated 300 conversations (150 after the spike at t=50s), 900 events" in lines
+    assert screen_end.splitlines()[-1] in lines  # the screen's last line is whole too
