@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, Turn, encode
+from monitor.contracts.settings import REPO_ROOT
 from monitor.tools.bench.cli import app
 from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
-from monitor.tools.bench.doc import regenerate, render
+from monitor.tools.bench.doc import KEEP, kept_subsections, regenerate, render, split_sections
 from monitor.tools.bench.doc_markdown import distill_markdown, throughput_markdown
 from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
 from monitor.tools.bench.throughput_input import distinct_texts_per_conversation, uss_dialogues, uss_messages
@@ -217,6 +218,25 @@ def test_report_keeps_sections_without_saved_results(tmp_path: Path) -> None:
     text = regenerate(tmp_path / "empty", docs / "benchmarks.md").read_text()  # no saved results at all
     assert "29.1" in text and text.count("_Not run yet._") == 6  # use kept from the old doc
     assert "new numbers" in text and text.count("## Calibration") == 1
+
+
+def test_a_regenerated_section_keeps_the_subsections_written_by_hand(tmp_path: Path) -> None:
+    title = "Accuracy: SPUR Table 1 protocol on USS"
+    old = (f"## {title}\n\nold generated table\n\n### Old generated part\nstale numbers\n\n"
+           f"### Tried by hand\n{KEEP}\nhand-measured 0.671\n")
+    text = render({"use": {"results": [], "paper": [dict(PAPER_ROWS[0])]}}, previous={title: old})
+    section = split_sections(text)[title]
+    assert "hand-measured 0.671" in section and "### Tried by hand" in section
+    assert "stale numbers" not in section and "old generated table" not in section
+
+
+def test_the_committed_doc_marks_its_hand_written_measurements() -> None:
+    """What `bench report` would drop on the next run is marked, so it is kept (the #31 and #36 comparisons)."""
+    sections = split_sections((REPO_ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8"))
+    kept = {title: [k.splitlines()[0] for k in kept_subsections(text)] for title, text in sections.items()}
+    assert "### Whole conversations: what was tried (issue #36)" in kept["Accuracy: SPUR Table 1 protocol on USS"]
+    assert "### This release against main 9858d22: the 2.5× bar (issue #31)" in kept[
+        "Speed: distilled path vs raw consume, and the judge path"]
 
 
 def test_use_baselines_on_the_same_splits(shared_data: Path) -> None:
