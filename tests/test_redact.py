@@ -6,7 +6,7 @@ import random
 import re
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from monitor.contracts.errors import ConfigError
@@ -312,3 +312,86 @@ def test_names_need_a_capital_past_the_first_character(text: str) -> None:
         assert found == pii_names.name_spans(text)
     finally:
         pii_names._CAP_START = pattern
+
+
+
+def _variants(words: list[str]) -> st.SearchStrategy[str]:
+    return st.sampled_from(words).flatmap(lambda w: st.sampled_from([w, w.upper(), w.title(), w.lower()]))
+
+
+_NAMED = st.builds(lambda pre, cue, dot, sep, name, post: f"{pre}{cue}{dot}{sep}{name}{post}",
+                   st.sampled_from(["", "x", "ok ", "(", "-", "a"]),
+                   _variants(["my name is", "I'm", "i am", "mr", "mrs", "dr", "prof", "sig", "spoke to", "under",
+                              "this is", "regards", "thanks", "thank you", "cheers", "name", "signora", "mevr"]),
+                   st.sampled_from(["", ".", ",", ":", " :"]), st.sampled_from(["", " ", "  ", "\n", "\t", ": "]),
+                   st.sampled_from(["Anna", "anna", "Sorry", "Éva", "O'Neil", "X", "Lee van Dyk", ""]),
+                   st.sampled_from(["", ".", " x", "!", "Lee"]))
+
+
+@settings(max_examples=400)
+@given(st.lists(_NAMED, min_size=1, max_size=3).map(" ".join))
+def test_names_need_a_cue_right_before_a_capital(text: str) -> None:
+    """name_spans skips the cue search in ASCII text where no cue stands right before a capital (found by a search
+    of the reversed text): the names must be those the cue search finds."""
+    from monitor.judge import pii_names
+
+    found = pii_names.name_spans(text)
+    gate = pii_names._CUE_BEFORE_CAPITAL
+    pii_names._CUE_BEFORE_CAPITAL = re.compile("")  # always found: the cue search runs
+    try:
+        assert found == pii_names.name_spans(text)
+    finally:
+        pii_names._CUE_BEFORE_CAPITAL = gate
+
+
+_STREETS = st.builds(
+    lambda number, comma, sep, street, after: f"{number}{comma}{sep}{street}{after}",
+    st.sampled_from(["12", "221B", "5", "10-12", "7", "", "n.5", "n 5"]), st.sampled_from(["", ","]),
+    st.sampled_from([" ", "  ", "\n", ""]),
+    _variants(["Baker Street", "street", "Hauptstr.", "Heinzallee", "Ringstrasse", "Weg", "Via Roma", "Calle Mayor",
+               "Calle de la Paz", "ul. Marszalkowska", "avenue Caron", "rue de la Paix", "bis rue Caron",
+               "ter avenue Foch", "during", "Park", "Apt. 4", "Suite 5", "the"]),
+    st.sampled_from(["", " 92", ", 5", " n. 7", ",  12", " 3b", ", Paris 75001", "x"]))
+
+
+@settings(max_examples=400)
+@given(st.lists(_STREETS, min_size=1, max_size=3).map(" ".join))
+def test_the_street_searches_skipped_by_their_gates_could_have_found_nothing(text: str) -> None:
+    """address_spans skips the street-word and French-type searches in ASCII text that lacks what each needs (a
+    type word and a space, a street word's end before a number, a number before a type): the spans must be the
+    same as with both searches run."""
+    from monitor.judge import pii_names
+
+    found = pii_names.address_spans(text)
+    gates = (pii_names._TYPE_BEFORE_SPACE, pii_names._NUMBER_AFTER_SUFFIX, pii_names._TYPE_AFTER_NUMBER)
+    always = re.compile("")
+    pii_names._TYPE_BEFORE_SPACE = pii_names._NUMBER_AFTER_SUFFIX = pii_names._TYPE_AFTER_NUMBER = always
+    try:
+        assert found == pii_names.address_spans(text)
+    finally:
+        pii_names._TYPE_BEFORE_SPACE, pii_names._NUMBER_AFTER_SUFFIX, pii_names._TYPE_AFTER_NUMBER = gates
+
+
+_EMAILS = st.builds(lambda user, at, host, dot, tld: f"{user}{at}{host}{dot}{tld}",
+                    st.sampled_from(["john", "john dot doe", "j.doe", "look", ""]),
+                    _variants([" at ", "[at]", "(at)", "{ at }", "<@>", " @ ", "@", "at"]),
+                    st.sampled_from(["example", "mail", "x1"]),
+                    _variants(["[.]", "(dot)", " dot ", ".", "dot", " (.) "]),
+                    _variants(["com", "co", "museum", "uk", "x"]))
+
+
+@settings(max_examples=400)
+@given(st.lists(_EMAILS, min_size=1, max_size=3).map(" ".join))
+def test_obfuscated_emails_need_an_at_sign_a_bracket_or_a_spelled_dot(text: str) -> None:
+    """The obfuscated e-mail search is skipped for text without "@", a bracket or "dot": the redaction must be
+    what the search gives when it runs on every text with an "at"."""
+    from monitor.judge import redact
+
+    redactor = Redactor()
+    fast = redactor.redact(text)
+    gate = redact._may_hold_obfuscated_email
+    redact._may_hold_obfuscated_email = lambda t: redact._AT_HINT.search(t) is not None  # type: ignore[assignment]
+    try:
+        assert fast == redactor.redact(text)
+    finally:
+        redact._may_hold_obfuscated_email = gate

@@ -68,6 +68,7 @@ _SSN = re.compile(r"(?<![\w-])(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\
 _UK_NI = re.compile(r"(?<!\w)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-Z](?!\w)", re.IGNORECASE)
 _DIGIT = re.compile(r"\d")
 _AT_HINT = re.compile(r"[\[({<]\s*(?:at|@)|\sat\s|@", re.IGNORECASE)  # what any obfuscated e-mail holds
+_BRACKETS = "[({<"
 MASK = "_"  # what an earlier find reads as to later rules: a word character, no digit, no capital
 Span = tuple[int, int, str]  # start, end, placeholder label
 CARD_DIGITS = (12, 19)
@@ -136,6 +137,18 @@ def _is_obfuscated_email(match: re.Match[str]) -> bool:
         re.search(rf"{_B_DOT}|{_W_DOT}", domain, re.IGNORECASE) and _COMMON_TLD.fullmatch(tld)))
 
 
+def _may_hold_obfuscated_email(text: str) -> bool:
+    """Whether ``_OBFUSCATED_EMAIL`` could find one that ``_is_obfuscated_email`` keeps. An "at" that is a bare
+    word is kept only with a bracketed or spelled-out dot in the domain, so text without "@", a bracket or the
+    letters "dot" holds none: the search is skipped for most prose with an " at " (1.3 -> 0.3 µs a turn)."""
+    if "@" in text:
+        return True
+    lowered = text.lower()
+    if "at" not in lowered or ("dot" not in lowered and not any(b in text for b in _BRACKETS)):
+        return False
+    return _AT_HINT.search(text) is not None
+
+
 def _is_ip(value: str) -> bool:
     try:
         ipaddress.ip_address(value)
@@ -200,7 +213,7 @@ class Redactor:
             *(("REDACTED", 0, lambda t, p=pattern: _found(p, t)) for pattern in self._extra),
             ("EMAIL", 0, lambda t: _found(_EMAIL, t) if "@" in t else []),
             ("EMAIL", 0, lambda t: _found(_OBFUSCATED_EMAIL, t, _is_obfuscated_email)
-             if _AT_HINT.search(t) else []),
+             if _may_hold_obfuscated_email(t) else []),
             ("IBAN", 2, lambda t: _checked_spans(t, _IBAN_RUN, r"[A-Za-z0-9]+", iban_valid, IBAN_CHARS,
                                                  starts=lambda tok: _IBAN_START.match(tok) is not None)),
             ("CARD", CARD_DIGITS[0], lambda t: _checked_spans(t, _DIGIT_RUN, r"\d+", luhn_valid, CARD_DIGITS)),
