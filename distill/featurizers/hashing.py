@@ -16,6 +16,7 @@ and featurize with (3, 5); only new models get the new default.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,6 +28,15 @@ from sklearn.preprocessing import normalize
 from distill.featurizers.base import check_conversations, user_turns_in_context
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
+
+
+def words_and_pairs(text: str) -> list[str]:
+    """What ``HashingVectorizer(ngram_range=(1, 2), lowercase=True)`` hashes for ``text``, in its order; its own
+    analyzer joins each pair in a Python loop, a fifth of this featurizer's time on USS turns."""
+    words = _TOKEN.findall(text.lower())
+    return words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
 
 
 def _block(vectorizer: HashingVectorizer, texts: list[str], owner: sp.csr_matrix) -> sp.csr_matrix:
@@ -109,12 +119,13 @@ class HashingFeaturizer(TransformerMixin, BaseEstimator):
             shape=(len(conversations), len(rows)),
         )
         common = {"alternate_sign": False, "norm": None, "dtype": np.float32, "lowercase": True}
-        words = HashingVectorizer(n_features=self.n_word_features, ngram_range=(1, 2), **common)
+        phrases = {"alternate_sign": False, "norm": None, "dtype": np.float32, "analyzer": words_and_pairs}
+        words = HashingVectorizer(n_features=self.n_word_features, **phrases)
         chars = HashingVectorizer(
             n_features=self.n_char_features, analyzer="char_wb", ngram_range=tuple(self.char_ngram_range), **common
         )
         context = HashingVectorizer(n_features=self.n_context_features, ngram_range=(1, 1), **common)
-        final = HashingVectorizer(n_features=self.n_last_features, ngram_range=(1, 2), **common)
+        final = HashingVectorizer(n_features=self.n_last_features, **phrases)
         identity = sp.identity(len(conversations), dtype=np.float32, format="csr")
         blocks = [
             _block(words, users, owner),

@@ -6,14 +6,17 @@ import json
 from pathlib import Path
 
 import httpx
+import hypothesis.strategies as st
 import numpy as np
 import openai
 import pytest
 import scipy.sparse as sp
+from hypothesis import given
+from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.pipeline import FeatureUnion
 
 from distill.featurizers.base import user_turns_in_context
-from distill.featurizers.hashing import HashingFeaturizer
+from distill.featurizers.hashing import HashingFeaturizer, words_and_pairs
 from distill.featurizers.openai_api import OpenAIFeaturizer
 from distill.featurizers.spec import featurizer_config, featurizer_from_config, featurizer_name, make_featurizer
 from monitor.contracts.errors import ConfigError
@@ -177,3 +180,22 @@ def test_shape_featurizer_counts_turns_beside_text() -> None:
     np.testing.assert_allclose(Xu.toarray()[:, -2:], ShapeFeaturizer().transform([A, B]), rtol=1e-6)
     with pytest.raises(ConfigError, match="'weight' parameter of ShapeFeaturizer must be a float >= 0"):
         ShapeFeaturizer(weight=-1).transform([A])
+
+
+@given(st.text(st.sampled_from(list("ab Cd éÉ_1 \n\t.,'-ßİ")), max_size=40))
+def test_words_and_pairs_are_what_scikit_learns_word_analyzer_gives(text: str) -> None:
+    """The hashing featurizer's own word 1-2-gram analyzer (cheaper) hashes exactly scikit-learn's terms, in order,
+    so models trained before it score the same."""
+    assert words_and_pairs(text) == HashingVectorizer(ngram_range=(1, 2)).build_analyzer()(text)
+
+
+def test_hashing_features_equal_those_of_scikit_learns_word_analyzer(monkeypatch: pytest.MonkeyPatch) -> None:
+    conversations = [Conversation(conversation_id=str(i), turns=[
+        Turn(index=0, role="assistant", text="Hello! How can I help?"),
+        Turn(index=1, role="user", text=f"I need a Taxi to the   hotel, number {i}. THANKS a lot"),
+        Turn(index=2, role="assistant", text="Booked."),
+        Turn(index=3, role="user", text="Great, thank you! Über-nice café")]) for i in range(5)]
+    fast = HashingFeaturizer().fit(conversations).transform(conversations)
+    monkeypatch.setattr("distill.featurizers.hashing.words_and_pairs",
+                        lambda text: HashingVectorizer(ngram_range=(1, 2)).build_analyzer()(text))
+    assert (fast != HashingFeaturizer().fit(conversations).transform(conversations)).nnz == 0
