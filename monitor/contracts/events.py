@@ -149,6 +149,8 @@ def _drop_unknown(obj: dict[str, Any], model: type[Record]) -> list[str]:
     kept, so it cannot reach metadata, a topic or a log."""
     known = model.model_fields
     unknown = [k for k in obj if k not in known]
+    if not unknown and model is not Conversation:
+        return unknown  # every event of a well-behaved producer: nothing to remove or dedupe
     for k in unknown:
         del obj[k]
     if model is Conversation and isinstance(obj.get("turns"), list):
