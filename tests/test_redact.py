@@ -271,6 +271,29 @@ def test_rules_skipped_for_too_few_digits_could_have_found_nothing(pieces: list[
     assert gated.spans(text) == ungated.spans(text)
 
 
+
+_DIGIT_RULE_PIECES = st.sampled_from([
+    "DE89 3704 0044 0532 0130 00", "GB82WEST12345698765432", "gb82 west 1234 5698 7654 32", "1.2.3.4", "10.0.0.1",
+    "192.168.0.1", "123-45-6789", "123 45 6789", "AB 12 34 56 C", "ab123456c", "QQ123456A", " ", ",", ".", "-", "x",
+    "7", "(", ":"])
+
+
+@settings(max_examples=300)
+@given(st.lists(_DIGIT_RULE_PIECES | st.text(alphabet="0123456789 -./:abXYDE", max_size=8), max_size=8))
+def test_the_digit_rules_skipped_by_their_gates_could_have_found_nothing(pieces: list[str]) -> None:
+    """The IBAN, national-id and IPv4 searches run only where a cheaper search finds what each needs ("DE89"
+    backwards, an id's digit groups, digit-dot-digit): the spans must be the same as with each search run."""
+    from monitor.judge import redact
+
+    text = "".join(pieces)
+    found = Redactor().spans(text)
+    gates = (redact._IBAN_START_BACKWARDS, redact._ID_DIGITS, redact._DIGIT_DOT_DIGIT)
+    redact._IBAN_START_BACKWARDS = redact._ID_DIGITS = redact._DIGIT_DOT_DIGIT = re.compile("")
+    try:
+        assert found == Redactor().spans(text)
+    finally:
+        redact._IBAN_START_BACKWARDS, redact._ID_DIGITS, redact._DIGIT_DOT_DIGIT = gates
+
 _PHONE_TEXTS = st.builds(
     lambda lead, before, number, after, tail: f"{lead}{before}{number}{after}{tail}",
     st.sampled_from(["", "my phone is ", "Call ", "order ", "ref ", "on 2023-01-02 ", "abc"]),

@@ -67,6 +67,11 @@ _SSN = re.compile(r"(?<![\w-])(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\
 # suffixes are A-D, but test and temporary numbers (and Faker's) use others: any letter is taken.
 _UK_NI = re.compile(r"(?<!\w)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-Z](?!\w)", re.IGNORECASE)
 _DIGIT = re.compile(r"\d")
+# Necessary conditions before three digit rules' searches, cheaper because they start at a digit rather than at
+# every letter or position (about 12 µs a USS conversation together):
+_IBAN_START_BACKWARDS = re.compile(r"\d{2}[A-Za-z]{2}")  # an IBAN's "DE89", searched in the reversed text
+_ID_DIGITS = re.compile(r"\d\d ?\d\d ?\d\d|\d{3}[- ]\d\d[- ]\d{4}")  # a UK NI number's or an SSN's digits
+_DIGIT_DOT_DIGIT = re.compile(r"\d\.\d")  # in every IPv4 address
 _AT_HINT = re.compile(r"[\[({<]\s*(?:at|@)|\sat\s|@", re.IGNORECASE)  # what any obfuscated e-mail holds
 _BRACKETS = "[({<"
 MASK = "_"  # what an earlier find reads as to later rules: a word character, no digit, no capital
@@ -215,10 +220,12 @@ class Redactor:
             ("EMAIL", 0, lambda t: _found(_OBFUSCATED_EMAIL, t, _is_obfuscated_email)
              if _may_hold_obfuscated_email(t) else []),
             ("IBAN", 2, lambda t: _checked_spans(t, _IBAN_RUN, r"[A-Za-z0-9]+", iban_valid, IBAN_CHARS,
-                                                 starts=lambda tok: _IBAN_START.match(tok) is not None)),
+                                                 starts=lambda tok: _IBAN_START.match(tok) is not None)
+             if _IBAN_START_BACKWARDS.search(t[::-1]) else []),
             ("CARD", CARD_DIGITS[0], lambda t: _checked_spans(t, _DIGIT_RUN, r"\d+", luhn_valid, CARD_DIGITS)),
-            ("NATIONAL_ID", 6, lambda t: _found(_SSN, t) + _found(_UK_NI, t)),  # SSN 9 digits, UK NI 6
-            ("IP", 4, lambda t: _found(_IPV4, t, lambda m: _is_ip(m.group())) if "." in t else []),
+            ("NATIONAL_ID", 6, lambda t: _found(_SSN, t) + _found(_UK_NI, t)  # SSN 9 digits, UK NI 6
+             if _ID_DIGITS.search(t) else []),
+            ("IP", 4, lambda t: _found(_IPV4, t, lambda m: _is_ip(m.group())) if _DIGIT_DOT_DIGIT.search(t) else []),
             ("IP", 0, lambda t: _found(_IPV6, t, lambda m: _is_ip(m.group())) if "::" in t or t.count(":") > 2
              else []),
             ("PHONE", 6, lambda t: phone_spans(t, self.phone_regions)),  # its candidates hold 6 digits or more
