@@ -118,8 +118,9 @@ class HashingFeaturizer(TransformerMixin, BaseEstimator):
             (np.ones(len(rows), dtype=np.float32), (rows, np.arange(len(rows)))),
             shape=(len(conversations), len(rows)),
         )
-        common = {"alternate_sign": False, "norm": None, "dtype": np.float32, "lowercase": True}
-        phrases = {"alternate_sign": False, "norm": None, "dtype": np.float32, "analyzer": words_and_pairs}
+        counts = {"alternate_sign": False, "norm": None, "dtype": np.float32}
+        common = {**counts, "lowercase": True}
+        phrases = {**counts, "analyzer": words_and_pairs}
         words = HashingVectorizer(n_features=self.n_word_features, **phrases)
         chars = HashingVectorizer(
             n_features=self.n_char_features, analyzer="char_wb", ngram_range=tuple(self.char_ngram_range), **common

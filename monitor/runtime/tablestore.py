@@ -44,8 +44,7 @@ class TableStore:
         self._flushing = asyncio.Lock()  # one flush at a time: a partition's records keep their order
         self.partitions = cast(int, table.partitions)  # the changelog's (convmon's partition count)
         codec = cast(Any, table)  # faust's tables have these; TableT does not declare them
-        # The table's codecs themselves: faust's topic/schema layers around them cost more than the JSON (a record
-        # per turn)
+        # The table's own codecs: faust's topic/schema layers around them cost more than the JSON (a record a turn)
         self._key_codec, self._value_codec = get_codec(codec.key_serializer), get_codec(codec.value_serializer)
 
     @property
