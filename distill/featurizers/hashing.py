@@ -17,15 +17,17 @@ and featurize with (3, 5); only new models get the new default.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.feature_extraction import FeatureHasher
 from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.preprocessing import normalize
 
 from distill.featurizers.base import check_conversations, user_turns_in_context
+from distill.featurizers.char_grams import char_wb_counts
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
 
@@ -39,8 +41,28 @@ def words_and_pairs(text: str) -> list[str]:
     return words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
 
 
-def _block(vectorizer: HashingVectorizer, texts: list[str], owner: sp.csr_matrix) -> sp.csr_matrix:
-    counts = owner @ vectorizer.transform(texts)
+def words(text: str) -> list[str]:
+    """What ``HashingVectorizer(lowercase=True)`` hashes for ``text``: its lower-cased words."""
+    return _TOKEN.findall(text.lower())
+
+
+def _hashed(analyze: Callable[[str], list[str]], texts: list[str], n_features: int) -> sp.csr_matrix:
+    """``HashingVectorizer(analyzer=analyze, n_features=n_features)``'s counts, without its per-text wrappers."""
+    hasher = FeatureHasher(n_features=n_features, input_type="string", alternate_sign=False, dtype=np.float32)
+    return sp.csr_matrix(hasher.transform(analyze(text) for text in texts))
+
+
+def _folded(counts: sp.csr_matrix, n_features: int) -> sp.csr_matrix:
+    """``counts`` hashed into ``n_features`` columns instead, where ``n_features`` divides their width: a term's
+    column is ``abs(hash) % width``, and ``(abs(hash) % width) % n == abs(hash) % n`` then."""
+    folded = sp.csr_matrix((counts.data, counts.indices % n_features, counts.indptr),
+                           shape=(counts.shape[0], n_features), dtype=np.float32)
+    folded.sum_duplicates()
+    return folded
+
+
+def _block(per_text: sp.csr_matrix, owner: sp.csr_matrix) -> sp.csr_matrix:
+    counts = owner @ per_text
     counts = sp.csr_matrix(counts, dtype=np.float32)
     counts.data = np.log1p(counts.data)
     return normalize(counts, norm="l2", copy=False)
@@ -106,33 +128,31 @@ class HashingFeaturizer(TransformerMixin, BaseEstimator):
         users: list[str] = []
         contexts: list[str] = []
         rows: list[int] = []
-        last: list[str] = []
+        last: list[int] = []  # the index in ``users`` of each conversation's last user turn
         for row, conversation in enumerate(conversations):
-            pairs = user_turns_in_context(conversation)
-            last.append(pairs[-1].user)
-            for pair in pairs:
+            for pair in user_turns_in_context(conversation):
                 users.append(pair.user)
                 contexts.append(pair.context)
                 rows.append(row)
+            last.append(len(users) - 1)
         owner = sp.csr_matrix(
             (np.ones(len(rows), dtype=np.float32), (rows, np.arange(len(rows)))),
             shape=(len(conversations), len(rows)),
         )
-        counts = {"alternate_sign": False, "norm": None, "dtype": np.float32}
-        common = {**counts, "lowercase": True}
-        phrases = {**counts, "analyzer": words_and_pairs}
-        words = HashingVectorizer(n_features=self.n_word_features, **phrases)
-        chars = HashingVectorizer(
-            n_features=self.n_char_features, analyzer="char_wb", ngram_range=tuple(self.char_ngram_range), **common
-        )
-        context = HashingVectorizer(n_features=self.n_context_features, ngram_range=(1, 1), **common)
-        final = HashingVectorizer(n_features=self.n_last_features, **phrases)
+        chars = HashingVectorizer(n_features=self.n_char_features, analyzer="char_wb", lowercase=True,
+                                  ngram_range=tuple(self.char_ngram_range), alternate_sign=False, norm=None,
+                                  dtype=np.float32)
+        user_words = _hashed(words_and_pairs, users, self.n_word_features)
+        if self.n_word_features % self.n_last_features == 0:  # the last turn's terms are hashed already
+            final = _folded(user_words[last], self.n_last_features)
+        else:
+            final = _hashed(words_and_pairs, [users[i] for i in last], self.n_last_features)
         identity = sp.identity(len(conversations), dtype=np.float32, format="csr")
         blocks = [
-            _block(words, users, owner),
-            _block(chars, users, owner),
-            _block(context, contexts, owner) * np.float32(self.context_weight),
-            _block(final, last, identity) * np.float32(self.last_turn_weight),
+            _block(user_words, owner),
+            _block(char_wb_counts(chars, users), owner),
+            _block(_hashed(words, contexts, self.n_context_features), owner) * np.float32(self.context_weight),
+            _block(final, identity) * np.float32(self.last_turn_weight),
         ]
         return sp.hstack(blocks, format="csr", dtype=np.float32)
 

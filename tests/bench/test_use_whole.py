@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 
 from distill.datasets import load_uss
+from distill.datasets.uss import UssDialogue, UssTurn
 from distill.featurizers.hashing import HashingFeaturizer
 from distill.turn_level import TurnAggregateClassifier, aggregate, turn_rows
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, Turn
 from monitor.tools.bench.doc_use_dsat import dsat_markdown
 from monitor.tools.bench.use import quick_config, run_use
+from monitor.tools.bench.use_agreement import panel_agreement
 from monitor.tools.bench.use_whole import TURN_MODEL, DsatConfig, _turn_classes, dsat_rows
 
 SMALL = HashingFeaturizer(n_word_features=2**10, n_char_features=2**10, n_context_features=2**8,
@@ -88,8 +90,9 @@ def test_dsat_rows_measure_both_inputs_and_select_inside_the_training_split(mwoz
     for k, pick in enumerate(selected["chosen"]):  # each split's pick is the model the training-split CV preferred
         assert selected["roc_auc_per_split"][k] == got[("whole", pick["model"])]["roc_auc_per_split"][k]
     assert served["score_cpu_ms_per_conversation"] > 0 and turns["score_cpu_ms_per_conversation"] > 0
-    text = "\n".join(dsat_markdown({"dsat": rows}))
+    text = "\n".join(dsat_markdown({"dsat": rows, "dsat_panel_agreement": [panel_agreement(mwoz, "MWOZ", splits=2)]}))
     assert "| MWOZ | whole | selected |" in text and "judged on the `selected` row" in text
+    assert "| MWOZ | 160 | 0." in text and "half panel vs half panel ROC-AUC" in text
 
 
 @pytest.mark.long
@@ -104,3 +107,25 @@ def test_quick_config_runs_both_protocols(shared_data: Path) -> None:
     serial = run_use(replace(config, datasets=["MWOZ"], n_jobs=1))["dsat"]
     assert [r["roc_auc_per_split"] for r in serial] == [r["roc_auc_per_split"] for r in out["dsat"][4:]]
     assert "SPUR Appendix B" in out["dsat_label_rule"]
+    assert [r["dataset"] for r in out["dsat_panel_agreement"]] == ["CCPE", "MWOZ"]
+
+
+def _dialogue(did: str, *ratings: tuple[int, ...]) -> UssDialogue:
+    return UssDialogue(did, tuple(UssTurn("user", f"turn {i}", ratings=r) for i, r in enumerate(ratings)))
+
+
+def test_panel_agreement_is_one_when_annotators_agree_and_chance_when_one_half_is_noise() -> None:
+    rng = np.random.default_rng(0)
+    agreeing = [_dialogue(str(i), (3, 3, 3, 3), (r,) * 4) for i, r in enumerate(rng.choice([2, 4], 200))]
+    assert panel_agreement(agreeing, "agree", splits=3)["roc_auc"] == 1.0
+    # annotator 0 and 1 always rate alike, 2 and 3 at random: the label of one half says little of the other's
+    noise = [_dialogue(str(i), (a, a, *rng.choice([2, 4], 2))) for i, a in enumerate(rng.choice([2, 4], 400))]
+    got = panel_agreement(noise, "noise", splits=5)
+    assert got["dialogues"] == 400 and got["roc_auc_min"] <= got["roc_auc"] <= got["roc_auc_max"]
+    assert 0.3 < got["roc_auc"] < 0.75
+
+
+def test_panel_agreement_on_mwoz_is_far_below_the_bar(mwoz: list) -> None:  # type: ignore[type-arg]
+    """The reference the docs compare the models with (issue #36): two halves of USS's own annotators."""
+    got = panel_agreement(mwoz, "MWOZ", splits=5)
+    assert 0.5 < got["roc_auc"] < 0.7

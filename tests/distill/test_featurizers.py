@@ -16,7 +16,8 @@ from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.pipeline import FeatureUnion
 
 from distill.featurizers.base import user_turns_in_context
-from distill.featurizers.hashing import HashingFeaturizer, words_and_pairs
+from distill.featurizers.char_grams import _column, char_wb_counts
+from distill.featurizers.hashing import HashingFeaturizer, words, words_and_pairs
 from distill.featurizers.openai_api import OpenAIFeaturizer
 from distill.featurizers.spec import featurizer_config, featurizer_from_config, featurizer_name, make_featurizer
 from monitor.contracts.errors import ConfigError
@@ -199,3 +200,68 @@ def test_hashing_features_equal_those_of_scikit_learns_word_analyzer(monkeypatch
     monkeypatch.setattr("distill.featurizers.hashing.words_and_pairs",
                         lambda text: HashingVectorizer(ngram_range=(1, 2)).build_analyzer()(text))
     assert (fast != HashingFeaturizer().fit(conversations).transform(conversations)).nnz == 0
+
+
+_CHARS = st.text(st.sampled_from(list("abcXYZ 019 ?!.,'-_\t\n\r\x0b\x0c\x1céßİ€😀")), max_size=30)
+
+
+@given(st.lists(_CHARS, min_size=1, max_size=6), st.sampled_from([2**15, 7, 1000]), st.sampled_from([(4, 4), (3, 5)]))
+def test_char_grams_hashed_in_numpy_are_scikit_learns(texts: list[str], n_features: int,
+                                                       ngram_range: tuple[int, int]) -> None:
+    """The char block's numpy hashing (ASCII text, 4-grams) counts exactly what scikit-learn's char_wb analyzer
+    does, in a batch mixing ASCII and other texts, one-character words, blanks and runs of whitespace."""
+    vectorizer = HashingVectorizer(n_features=n_features, analyzer="char_wb", ngram_range=ngram_range,
+                                   lowercase=True, alternate_sign=False, norm=None, dtype=np.float32)
+    expected = vectorizer.transform(texts)
+    got = char_wb_counts(vectorizer, texts)
+    assert got.shape == expected.shape and got.dtype == np.float32
+    assert (got != expected).nnz == 0
+
+
+def test_hashed_column_matches_scikit_learns_rule_for_the_lowest_hash() -> None:
+    """scikit-learn maps the hash -2**31 (whose abs overflows 32 bits) to ``(2**31 - 1 - (n - 1)) % n``."""
+    for n in (7, 1000, 2**15):
+        assert _column(np.asarray([-2**31, -5, 5], dtype=np.int32), n).tolist() == [
+            (2147483647 - (n - 1)) % n, 5 % n, 5 % n]
+
+
+@given(st.text(st.sampled_from(list("ab Cd éÉ_1 \n\t.,'-ßİ")), max_size=40))
+def test_words_are_what_scikit_learns_unigram_analyzer_gives(text: str) -> None:
+    assert words(text) == HashingVectorizer(ngram_range=(1, 1)).build_analyzer()(text)
+
+
+def _by_scikit_learn(conversations: list[Conversation], f: HashingFeaturizer) -> sp.csr_matrix:
+    """The featurizer as it was built from four HashingVectorizers (before its own hashing paths)."""
+    from sklearn.preprocessing import normalize
+
+    pairs = [user_turns_in_context(c) for c in conversations]
+    owner = sp.csr_matrix(sp.block_diag([np.ones((1, len(p)), dtype=np.float32) for p in pairs]))
+    common = {"alternate_sign": False, "norm": None, "dtype": np.float32}
+
+    def block(vectorizer: HashingVectorizer, texts: list[str], weight: float, rows: sp.csr_matrix) -> sp.csr_matrix:
+        counts = sp.csr_matrix(rows @ vectorizer.transform(texts), dtype=np.float32)
+        counts.data = np.log1p(counts.data)
+        return normalize(counts) * np.float32(weight)
+
+    users = [p.user for ps in pairs for p in ps]
+    identity = sp.identity(len(conversations), dtype=np.float32, format="csr")
+    return sp.hstack([
+        block(HashingVectorizer(n_features=f.n_word_features, ngram_range=(1, 2), **common), users, 1, owner),
+        block(HashingVectorizer(n_features=f.n_char_features, analyzer="char_wb", ngram_range=f.char_ngram_range,
+                                **common), users, 1, owner),
+        block(HashingVectorizer(n_features=f.n_context_features, **common), [p.context for ps in pairs for p in ps],
+              f.context_weight, owner),
+        block(HashingVectorizer(n_features=f.n_last_features, ngram_range=(1, 2), **common),
+              [ps[-1].user for ps in pairs], f.last_turn_weight, identity)], format="csr")
+
+
+@pytest.mark.parametrize("params", [{}, {**SMALL, "n_last_features": 96}, {"char_ngram_range": (3, 5)}])
+def test_hashing_features_are_those_of_scikit_learns_vectorizers(params: dict) -> None:
+    """Its own paths (numpy char 4-grams, the last turn's terms folded from the turns' hashes when its width
+    divides theirs, the hasher without the vectorizer's wrappers) give scikit-learn's features exactly."""
+    conversations = [A, B, conv("c", ("assistant", "Hi! Zoë here.")), conv("d", ("user", "a b  c\td"),
+                     ("assistant", "ok"), ("user", "Ünïcode ça va? I'm fine"), ("user", "x"))]
+    f = HashingFeaturizer(**params).fit(conversations)
+    got, expected = f.transform(conversations), _by_scikit_learn(conversations, f)
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got.toarray(), expected.toarray())

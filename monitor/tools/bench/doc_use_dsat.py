@@ -63,5 +63,20 @@ def dsat_markdown(result: dict[str, Any]) -> list[str]:
         out += ["", f"Bar of issue #36 (whole conversations, ROC-AUC >= {BAR} on each data set, goal {GOAL}; rate "
                 f"error <= {RATE_BAR} points), judged on the `selected` row (the model chosen by CV inside each "
                 "training split): " + "; ".join(verdicts) + "."]
+    out += _agreement(result.get("dsat_panel_agreement") or [])
     notes = result.get("dsat_models") or {}
     return out + (["", *[f"- `{k}`: {v}" for k, v in notes.items()]] if notes else [])
+
+
+def _agreement(rows: list[dict[str, Any]]) -> list[str]:
+    """How far two panels of the data set's own annotators agree on the label (monitor/tools/bench/use_agreement.py)."""
+    if not rows:
+        return []
+    body = [[r["dataset"], str(r["dialogues"]), f"{fmt(r['roc_auc'], 3)} [{fmt(r['roc_auc_min'], 3)}-"
+             f"{fmt(r['roc_auc_max'], 3)}]"] for r in rows]
+    return ["", "How far the annotators agree on this label: each dialogue's annotators split at random into two "
+            "halves, the label computed from each; one half's graded label (how far its mean at its first "
+            f"non-neutral user turn lies below neutral) ranks the other half's with this ROC-AUC, mean [range] over "
+            f"{rows[0]['splits']} splits. Humans who read and rated every turn reproduce each other's label about "
+            "this well; a half panel is smaller than the full one, so the full label is somewhat more reliable.", "",
+            _md(["dataset", "dialogues", "half panel vs half panel ROC-AUC"], body)]

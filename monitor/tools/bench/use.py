@@ -51,6 +51,7 @@ from distill.featurizers.hashing import HashingFeaturizer
 from distill.featurizers.spec import make_featurizer
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
+from monitor.tools.bench.use_agreement import panel_agreement
 from monitor.tools.bench.use_turns import TURNS, TurnModelFactory, turn_model
 from monitor.tools.bench.use_whole import DSAT_LABEL_RULE, DSAT_NOTES, DsatConfig, dsat_rows
 
@@ -233,6 +234,8 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
     ``config.dsat``, the DSAT protocol's rows (``dsat``; one process per data set when ``n_jobs`` > 1)."""
     results: list[dict[str, Any]] = []
     dsat = _dsat(config, progress) if config.dsat is not None else []
+    agreement = [panel_agreement(load_dialogues(config.data_dir, d, config.limit), d, seed=config.seed)
+                 for d in config.datasets] if config.dsat is not None else []
     for dataset in config.datasets:
         dialogues = load_dialogues(config.data_dir, dataset, config.limit)
         conversations, y = _labelled(dialogues)
@@ -259,7 +262,8 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
                                 "n": len(y), **row})
     return {"results": results, "paper": [dict(r) for r in PAPER_ROWS if r["dataset"] in config.datasets],
             "labels": list(LABELS), "label_rule": "SPUR Appendix B (annotator means, cut at first contradiction)",
-            "models": MODEL_NOTES, "dsat": dsat, "dsat_label_rule": DSAT_LABEL_RULE, "dsat_models": DSAT_NOTES}
+            "models": MODEL_NOTES, "dsat": dsat, "dsat_label_rule": DSAT_LABEL_RULE, "dsat_models": DSAT_NOTES,
+            "dsat_panel_agreement": agreement}
 
 
 MODEL_NOTES: dict[str, str] = {
