@@ -123,6 +123,8 @@ def test_panel_agreement_is_one_when_annotators_agree_and_chance_when_one_half_i
     got = panel_agreement(noise, "noise", splits=5)
     assert got["dialogues"] == 400 and got["roc_auc_min"] <= got["roc_auc"] <= got["roc_auc_max"]
     assert 0.3 < got["roc_auc"] < 0.75
+    one_label = panel_agreement(agreeing[:1], "one", splits=2)  # a single dialogue: no AUC, no crash
+    assert one_label["roc_auc"] is None and one_label["splits"] == 0
 
 
 def test_panel_agreement_on_mwoz_is_far_below_the_bar(mwoz: list) -> None:  # type: ignore[type-arg]

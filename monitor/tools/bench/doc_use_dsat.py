@@ -76,7 +76,8 @@ def _agreement(rows: list[dict[str, Any]]) -> list[str]:
              f"{fmt(r['roc_auc_max'], 3)}]"] for r in rows]
     return ["", "How far the annotators agree on this label: each dialogue's annotators split at random into two "
             "halves, the label computed from each; one half's graded label (how far its mean at its first "
-            f"non-neutral user turn lies below neutral) ranks the other half's with this ROC-AUC, mean [range] over "
-            f"{rows[0]['splits']} splits. Humans who read and rated every turn reproduce each other's label about "
-            "this well; a half panel is smaller than the full one, so the full label is somewhat more reliable.", "",
+            "non-neutral user turn lies below neutral) ranks the other half's with this ROC-AUC, mean [range] over "
+            f"{max(r['splits'] for r in rows)} splits. Humans who read and rated every turn reproduce each other's "
+            "label about this well; a half panel is smaller than the full one, so the full label is somewhat more "
+            "reliable.", "",
             _md(["dataset", "dialogues", "half panel vs half panel ROC-AUC"], body)]

@@ -33,7 +33,8 @@ def _graded(dialogue: UssDialogue, panel: Sequence[int]) -> tuple[int, float]:
 def panel_agreement(dialogues: Sequence[UssDialogue], dataset: str, *, splits: int = 20,
                     seed: int = 0) -> dict[str, Any]:
     """ROC-AUC of one random half of each dialogue's annotators (graded) against the other half's label, mean
-    and range over ``splits`` random halvings (the smaller half predicts; 1 of 3 annotators against 2)."""
+    and range over ``splits`` random halvings (the smaller half predicts; 1 of 3 annotators against 2); None
+    where no halving holds both labels."""
     rated = [d for d in dialogues if any(t.ratings for t in d.turns)]
     aucs = []
     for split in range(splits):
@@ -46,7 +47,11 @@ def panel_agreement(dialogues: Sequence[UssDialogue], dataset: str, *, splits: i
             order = rng.sample(range(k), k)
             labels.append(_graded(dialogue, order[k // 2:])[0])
             scores.append(_graded(dialogue, order[: k // 2])[1])
-        aucs.append(float(roc_auc_score(labels, scores)))
-    return {"dataset": dataset, "dialogues": len(labels), "splits": splits,
+        if len(set(labels)) == 2:  # a handful of dialogues (``--limit``) may hold one label only
+            aucs.append(float(roc_auc_score(labels, scores)))
+    if not aucs:
+        return {"dataset": dataset, "dialogues": len(labels), "splits": 0, "roc_auc": None, "roc_auc_min": None,
+                "roc_auc_max": None}
+    return {"dataset": dataset, "dialogues": len(labels), "splits": len(aucs),
             "roc_auc": round(statistics.mean(aucs), 3), "roc_auc_min": round(min(aucs), 3),
             "roc_auc_max": round(max(aucs), 3)}
