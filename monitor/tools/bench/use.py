@@ -234,10 +234,11 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
     ``config.dsat``, the DSAT protocol's rows (``dsat``; one process per data set when ``n_jobs`` > 1)."""
     results: list[dict[str, Any]] = []
     dsat = _dsat(config, progress) if config.dsat is not None else []
-    agreement = [panel_agreement(load_dialogues(config.data_dir, d, config.limit), d, seed=config.seed)
-                 for d in config.datasets] if config.dsat is not None else []
+    agreement: list[dict[str, Any]] = []
     for dataset in config.datasets:
         dialogues = load_dialogues(config.data_dir, dataset, config.limit)
+        if config.dsat is not None:
+            agreement.append(panel_agreement(dialogues, dataset, seed=config.seed))
         conversations, y = _labelled(dialogues)
         cache: dict[str, Any] = {}
         for model in config.models:

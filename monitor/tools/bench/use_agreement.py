@@ -17,16 +17,17 @@ from typing import Any
 
 from sklearn.metrics import roc_auc_score
 
-from distill.datasets.uss import UssDialogue
+from distill.datasets.uss import UssDialogue, _turn_polarity
 
 
 def _graded(dialogue: UssDialogue, panel: Sequence[int]) -> tuple[int, float]:
     """The panel's label (1: DSAT) and its graded form: 3 minus its mean at its first non-neutral turn."""
     for turn in dialogue.turns:
         if turn.role == "user" and turn.ratings:
-            mean = sum(turn.ratings[i] for i in panel) / len(panel)
-            if mean != 3:
-                return int(mean < 3), 3 - mean
+            ratings = tuple(turn.ratings[i] for i in panel)
+            polarity = _turn_polarity(ratings)  # the protocol's own turn rule (annotator mean against 3)
+            if polarity != "NEUTRAL":
+                return int(polarity == "DSAT"), 3 - sum(ratings) / len(ratings)
     return 0, 0.0
 
 
