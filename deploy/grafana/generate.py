@@ -134,6 +134,12 @@ def overview() -> Board:
         ('rubric:convmon_rubric_yes:ratio_rate30m{scorer="llm", rubric=~"$rubric"}', "judge {{rubric}}"),
         ('rubric:convmon_rubric_yes:ratio_rate30m{scorer="distilled", rubric=~"$rubric"}', "distilled {{rubric}}"),
     ], unit="percentunit", description="The judge sees a sample, the distilled models every conversation.")
+    b.panel(TS, "DSAT rates, corrected (30m)", [
+        ('rubric:convmon_rubric_corrected:ratio_rate30m{polarity="dsat", rubric=~"$rubric"}', "{{rubric}}")],
+        unit="percentunit", description=(
+            "The distilled model's mean over every conversation, corrected by the judged slice's residuals "
+            "(prediction-powered; docs/metrics.md): unbiased whatever the model, tighter than the judged slice "
+            "alone where the model discriminates. Empty while no distilled model is live."))
     b.panel("bargauge", "DSAT rate now vs 7-day baseline", [
         ('rubric:convmon_rubric_yes:ratio_rate30m{polarity="dsat", scorer="$scorer"}'
          ' - rubric:convmon_rubric_yes:ratio_avg7d{polarity="dsat", scorer="$scorer"}', "{{rubric}}"),
@@ -175,6 +181,17 @@ def item_detail() -> Board:
          "{{scorer}}")], links=drill_down, exemplar=True, description=(
         "Each exemplar dot carries the conversation_ref (an opaque reference: convmon inspect and forget resolve "
         "it) and trace_id of a recent yes verdict; the panel link opens the table of the latest ones."))
+    b.panel(TS, "Corrected rate (30m) with its 95 % interval", [
+        (f"rubric:convmon_rubric_corrected:ratio_rate30m{{{r}}}", "corrected"),
+        (f"rubric:convmon_rubric_corrected:ratio_rate30m{{{r}}} - 1.96 * "
+         f"rubric:convmon_rubric_corrected:stderr_rate30m{{{r}}}", "lower 95 %"),
+        (f"rubric:convmon_rubric_corrected:ratio_rate30m{{{r}}} + 1.96 * "
+         f"rubric:convmon_rubric_corrected:stderr_rate30m{{{r}}}", "upper 95 %"),
+        (f"rubric:convmon_rubric_corrected:ratio_baseline7d{{{r}}}", "corrected 7d baseline"),
+        (f'rubric:convmon_rubric_yes:ratio_rate30m{{{r}, scorer="llm"}}', "judged slice alone"),
+    ], unit="percentunit", description=(
+        "The distilled mean corrected by the judged slice's residuals y - f weighted by 1/pi, with the standard "
+        "error ConvmonDsatSpikeCorrected tests against the baseline (docs/metrics.md, Corrected rates)."))
     b.panel(TS, "Calibration: mean distilled probability vs judge rate", [
         (f'rubric:convmon_rubric_expected:ratio_rate5m{{{r}, scorer="distilled"}}', "distilled expected"),
         (f'rubric:convmon_rubric_yes:ratio_rate5m{{{r}, scorer="llm"}}', "judge yes rate"),

@@ -66,7 +66,32 @@ def partition_families(dimensions: tuple[str, ...]) -> dict[str, PartitionFamily
             "Sum of per-item probabilities in an input partition (as convmon_rubric_probability_sum_total), "
             "exported by the partition's current owner.",
             ("rubric", "polarity", "scorer", *dims)),
+        **residual_families(dims),
     }
+
+
+# The judged slice's terms of the corrected rate (docs/metrics.md, "Corrected rates"): the judge's yes y (1/0) and
+# the distilled probability f of the same conversation, weighted by w = 1/pi, and by q = w (w - 1) for the
+# Poisson-sampling variance. Counters only go up, so the residual y - f is counted as its two non-negative parts.
+RESIDUAL_TERMS = {
+    "residual_weight": ("convmon_partition_rubric_residual_weight",
+                        "Sum of w = 1/pi over judged conversations that a distilled model also scored"),
+    "residual_yes": ("convmon_partition_rubric_residual_yes", "Sum of w y, y the judge's yes (1, else 0)"),
+    "residual_probability": ("convmon_partition_rubric_residual_probability",
+                             "Sum of w f, f the distilled probability of the same conversation"),
+    "residual_design_weight": ("convmon_partition_rubric_residual_design_weight",
+                               "Sum of q = w (w - 1) = (1 - pi) w^2, the Poisson-sampling variance weight"),
+    "residual_design_yes": ("convmon_partition_rubric_residual_design_yes", "Sum of q y"),
+    "residual_design_probability": ("convmon_partition_rubric_residual_design_probability", "Sum of q f"),
+    "residual_design_squares": ("convmon_partition_rubric_residual_design_squares", "Sum of q (y - f)^2"),
+}
+
+
+def residual_families(dims: tuple[str, ...]) -> dict[str, PartitionFamily]:
+    """The corrected rate's terms, counted only as partition totals (crash-safe; no per-worker twin)."""
+    return {attribute: PartitionFamily(name, f"{doc}, in an input partition (the corrected rate's term; exported by "
+                                             "the partition's current owner).", ("rubric", "polarity", *dims))
+            for attribute, (name, doc) in RESIDUAL_TERMS.items()}
 
 
 class Metrics(StreamMetrics, ScoreMetrics, JudgeMetrics, ModelMetrics, OtelMetrics):

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter
 
 from monitor.contracts.errors import ConfigError
-from monitor.contracts.metrics import Metrics, verdict_siblings
+from monitor.contracts.metrics import RESIDUAL_TERMS, Metrics, verdict_siblings
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ItemResult, ScoreRecord, verdict_label
 from monitor.judge.reference import ConversationRef
+from monitor.stages.corrected import Series, residual_terms
 
 if TYPE_CHECKING:
     from monitor.contracts.events import Conversation
@@ -149,9 +150,6 @@ def item_probability(item: ItemResult) -> float:
     return 1.0 if item.verdict else 0.0
 
 
-Series = tuple[str, tuple[str, ...]]  # (Metrics attribute of a labelled counter, label values)
-
-
 class Exporter:
     """Turns score records into counter increments (summed per batch: one ``inc`` per series), and feeds
     the drift monitor."""
@@ -215,9 +213,14 @@ class Exporter:
         """Count one score record (the caller drops duplicates before this)."""
         self.observe_batch([score])
 
-    def observe_batch(self, scores: Sequence[ScoreRecord]) -> dict[Series, float]:
+    def observe_batch(self, scores: Sequence[ScoreRecord],
+                      shadows: Mapping[str, Mapping[str, float]] | None = None) -> dict[Series, float]:
         """Count a batch of score records (duplicates already dropped): each counter series is incremented
-        once with the batch's sum. Returns every increment, for the per-partition totals."""
+        once with the batch's sum. Returns every increment, for the per-partition totals.
+
+        ``shadows`` maps a judged conversation's id to the distilled probabilities the hot path scored it with
+        (judge-topic header ``convmon-distilled``): its judge record then adds the residual terms of the
+        corrected rate (:func:`residual_terms`), which only the partition totals count."""
         m = self.metrics
         tally: dict[Series, float] = {}
         exemplars: dict[Series, dict[str, str]] = {}  # the drill-down: the last "yes" of each verdict series
@@ -258,6 +261,9 @@ class Exporter:
                 tally[series] = get(series, 0.0) + p
                 series = ("weighted_probability_sum", (item.item_id, polarity, scorer))
                 tally[series] = get(series, 0.0) + p * score.sample_weight
+            shadow = shadows.get(score.conversation_id) if shadows and scorer == "llm" else None
+            if shadow:
+                residual_terms(score, shadow, self._polarity, dims, add)
             if score.satisfaction is not None:
                 add(("satisfaction_sum", (scorer, *dims)), score.satisfaction)
                 add(("satisfaction_calibrated", (scorer, *dims)))  # the sum's denominator
@@ -269,7 +275,8 @@ class Exporter:
             if self.evaluations is not None:
                 self.evaluations(score)
         for series, amount in tally.items():
-            self._child(series).inc(amount, exemplar=exemplars.get(series))
+            if series[0] not in RESIDUAL_TERMS:  # partition totals only
+                self._child(series).inc(amount, exemplar=exemplars.get(series))
         return tally
 
 

@@ -43,6 +43,9 @@ PI = "convmon-inclusion-probability"  # header on a judge-topic record: pi(x) at
 SAMPLED_BY = "convmon-sampled-by"  # header on a judge-topic record: hash, uncertainty or feedback
 # header on a judge-topic record: the input partition whose owner counts its verdict (stages/judging.py)
 SOURCE_PARTITION = "convmon-source-partition"
+# header on a judge-topic record: the distilled probabilities ({item id: p}) the conversation was scored with, so
+# its verdict adds the residuals of the corrected rate (stages/export.py: residual_terms)
+DISTILLED = "convmon-distilled"
 
 
 class Input(NamedTuple):  # a tuple: one per record, built in the hot loop (a frozen dataclass costs 5x)
@@ -264,10 +267,12 @@ class HotPath:
             decisions["sample"] += 1
             sampled[decision.sampled_by] += 1
             raw = orjson.dumps(conversation.model_dump(mode="json", exclude_none=True))
-            sends.append(Send(cid.encode(), raw, [(WEIGHT, repr(decision.weight).encode()),
-                                                  (PI, repr(decision.pi).encode()),
-                                                  (SAMPLED_BY, decision.sampled_by.encode()),
-                                                  (SOURCE_PARTITION, str(partition).encode())], partition=partition))
+            headers = [(WEIGHT, repr(decision.weight).encode()), (PI, repr(decision.pi).encode()),
+                       (SAMPLED_BY, decision.sampled_by.encode()), (SOURCE_PARTITION, str(partition).encode())]
+            if record is not None:
+                headers.append((DISTILLED, orjson.dumps({i.item_id: i.probability for i in record.items
+                                                         if i.probability is not None})))
+            sends.append(Send(cid.encode(), raw, headers, partition=partition))
         for reason, n in decisions.items():
             self.metrics.routed.labels(reason).inc(n)
         for by, n in sampled.items():

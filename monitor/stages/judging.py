@@ -5,11 +5,12 @@ them), through the same dedup window and per-partition totals as the distilled o
 the conversation's *input* partition (header ``convmon-source-partition``; the hot path sends the record
 to the judge partition of that number, which faust assigns together with the input partition when their
 counts match). A judge-topic record re-delivered after a crash is judged again and its score re-sent
-(at least once on ``scores``), but counted
-once. The inclusion probability pi and the weight 1/pi are the router's (headers
-``convmon-inclusion-probability``, ``convmon-sample-weight``, ``convmon-sampled-by``), recorded on
-the score and the label, never recomputed. A record that yields no score (judge failure, invalid
-conversation) is non-response: dead-lettered, counted by reason with its weight.
+(at least once on ``scores``), but counted once. The inclusion probability pi and the weight 1/pi are the
+router's (headers ``convmon-inclusion-probability``, ``convmon-sample-weight``, ``convmon-sampled-by``),
+recorded on the score and the label, never recomputed; so are the distilled probabilities the conversation
+was scored with (``convmon-distilled``), whose residuals against the verdict correct the distilled rate
+(stages/export.py). A record that yields no score (judge failure, invalid conversation) is non-response:
+dead-lettered, counted by reason with its weight.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from monitor.judge.base import Judge
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import PI, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, Send
+from monitor.stages.hotpath import DISTILLED, PI, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, Send
 from monitor.stages.route import route
 from monitor.stages.scoring import Delivery
 from monitor.stages.totals import PartitionTotals
@@ -75,6 +76,21 @@ def source_partition(headers: Sequence[tuple[str, bytes]], judge_partition: int)
     the header existed were keyed like their input, so their judge partition stands in."""
     raw = dict(headers).get(SOURCE_PARTITION)
     return int(raw) if raw is not None and raw.isdigit() else judge_partition
+
+
+def distilled_probabilities(headers: Sequence[tuple[str, bytes]]) -> dict[str, float]:
+    """The distilled probabilities the hot path scored this conversation with (header ``DISTILLED``); none when
+    no model was live, for records routed before the header existed, or for a header that is not {id: p in [0, 1]}
+    (only convmon writes it: such a verdict is still counted, without the corrected rate's residuals)."""
+    raw = dict(headers).get(DISTILLED)
+    try:
+        value = orjson.loads(raw) if raw is not None else None
+    except orjson.JSONDecodeError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): float(p) for k, p in value.items()
+            if isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0}
 
 
 def _positive(raw: bytes | None) -> float | None:
@@ -125,7 +141,8 @@ class JudgeStage:
         if not self.totals.owns(partition):  # revoked while judging: its next owner re-reads and counts it
             self.metrics.unscored.labels("partition_revoked").inc()
         elif self.dedup.first(score_id(score), partition, self.clock()):  # mark, totals, commit: one batch
-            self.totals.add(partition, self.exporter.observe_batch([score]))
+            shadow = distilled_probabilities(headers)
+            self.totals.add(partition, self.exporter.observe_batch([score], {cid: shadow} if shadow else None))
             self.totals.commit(partition)
         else:
             self.metrics.duplicates.labels("llm").inc()

@@ -60,8 +60,8 @@ def test_the_benchmark_sums_equal_the_unit_level_estimate_for_a_uniform_slice(se
     judged = rng.random(n) < rate
     if judged.sum() < 2:
         return
-    unit = ppi_estimate(f, f[judged], y[judged], np.full(judged.sum(), judged.sum() / n))
+    unit = ppi_estimate(f, f[judged], y[judged], np.full(judged.sum(), rate))
     r = y[judged] - f[judged]
     rate_s, se_s = ppi_from_sums(np.array([n]), np.array([f.sum()]), np.array([judged.sum()]), np.array([r.sum()]),
-                                 np.array([(r * r).sum()]))
+                                 np.array([(r * r).sum()]), rate)
     assert np.isclose(rate_s[0], unit.rate) and np.isclose(se_s[0], unit.se)

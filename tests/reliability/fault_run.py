@@ -167,8 +167,11 @@ def truth_of(records: Iterable[ConsumerRecord], settings: Settings) -> tuple[dic
                         rubric=rubric, allowed_values=settings.dimension_values,
                         series_budget=settings.metric_series_budget)
     families = metrics.partition_families
+    # what the judge records carried (header convmon-distilled): the distilled probabilities of the same conversation
+    shadows = {s.conversation_id: {i.item_id: i.probability for i in s.items if i.probability is not None}
+               for s in scores if s.scorer == "distilled"}
     out: dict[Key, float] = defaultdict(float)
-    for (attribute, values), amount in exporter.observe_batch(scores).items():
+    for (attribute, values), amount in exporter.observe_batch(scores, shadows).items():
         family = families.get(attribute)
         if family is not None:
             out[(family.name + "_total", tuple(sorted(zip(family.labels, values, strict=True))))] += amount
@@ -186,6 +189,9 @@ def mismatches(got: dict[Key, float], want: dict[Key, float], scored: Counter[st
     for key in sorted(set(got) | set(want)):
         name, labels = key
         tolerance = P_DIGITS_ERROR * scored[dict(labels).get("scorer", "")] if "probability" in name else 1e-6
+        if "_residual_" in name:  # terms weighted by w or q of probabilities the topic rounded; (y - f)^2 moves twice
+            weight = "convmon_partition_rubric_residual_" + ("design_weight" if "_design_" in name else "weight")
+            tolerance = 2 * P_DIGITS_ERROR * want.get((weight + "_total", labels), 0.0)
         if abs(got.get(key, 0.0) - want.get(key, 0.0)) > tolerance + 1e-6:
             wrong.append(f"{name}{dict(labels)}: exported {got.get(key)} truth {want.get(key)}")
     return wrong

@@ -2,12 +2,14 @@
 the project's OpenAI-compatible HTTP server as the judge.
 
 Every per-partition total the workers export (``convmon_partition_*_total``: conversations scored, per-item
-verdicts, probability sums; per scorer) is compared with the truth once the input is processed and at least
-30 s after the last record was produced. A partition's exported value is the largest any live worker exports
-(Prometheus' ``max without (instance)``), summed over partitions; the truth is the same totals computed from
-the first copy of every score on the scores topic (probabilities there carry 3 decimals, hence a tolerance
-of half a thousandth per conversation on the probability sums). Per id: every conversation scored once by
-the distilled model, every judged one once by the judge (repeats carry the same ``convmon-score-id``).
+verdicts, probability sums, per scorer; the corrected rate's residual terms of the judged conversations, whose
+truth pairs each verdict with the distilled score of the same conversation) is compared with the truth once the
+input is processed and at least 30 s after the last record was produced. A partition's exported value is the
+largest any live worker exports (Prometheus' ``max without (instance)``), summed over partitions; the truth is
+the same totals computed from the first copy of every score on the scores topic (probabilities there carry 3
+decimals, hence a tolerance of half a thousandth per conversation on the probability sums). Per id: every
+conversation scored once by the distilled model, every judged one once by the judge (repeats carry the same
+``convmon-score-id``).
 
 On 9858d22 the judge's one-record commits were acknowledged before the hot path's batches and those
 batches' totals were never exported (926 of 1,000), and verdicts of conversations whose input partition
@@ -135,6 +137,13 @@ def test_judged_kill_9_every_exported_partition_total_equals_the_truth(judged_ki
     assert run.scored["distilled"] == N and run.scored["llm"] == run.llm["judged"]
     wrong = mismatches(run.exported, run.truth, run.scored)
     assert not wrong, f"{len(wrong)} of {len(run.truth)} series differ: {wrong[:12]}"
+    # the corrected rate's terms are among them, with the variance weights of pi < 1
+    assert residual(run.exported, "design_weight") > 0 and residual(run.exported, "weight") >= run.scored["llm"]
+
+
+def residual(totals: dict[Key, float], term: str) -> float:
+    """A residual term of the corrected rate, summed over items."""
+    return sum(v for (name, _), v in totals.items() if name == f"convmon_partition_rubric_residual_{term}_total")
 
 
 @pytest.mark.parametrize("input_partitions", [1, 3, 12])
@@ -171,5 +180,9 @@ def test_judged_conversations_are_counted_once_whatever_the_input_partition_coun
         want, scored = truth(broker, settings)
     assert total(last, "convmon_conversations_unscored_total", reason="partition_revoked") == 0
     assert scored == {"distilled": n, "llm": n}
-    wrong = mismatches(exported([last], names), want, scored)
+    got = exported([last], names)
+    wrong = mismatches(got, want, scored)
     assert not wrong, f"{len(wrong)} of {len(want)} series differ: {wrong[:12]}"
+    # every verdict paired with its conversation's distilled probabilities: w = 1 per item (pi = 1)
+    items = len(load_rubric_set(settings.rubric_set, settings.prompts_dir).items)
+    assert residual(got, "weight") == n * items and residual(got, "design_weight") == 0

@@ -170,7 +170,7 @@ def _seed_run(traffic: Traffic, X: Any, config: DetectConfig, seed: int, step: C
         quiet_minutes = int(config.quiet_days * 24 * 60)
         stats = simulate(np.full(quiet_minutes, config.base_share), pool, rate, config, rng)
         out["conversations"] += int(stats["N"].sum())
-        target, series = estimate(stats, rule)
+        target, series = estimate(stats, rule, rate)
         got["quiet"] = {e: {"false_alarms_per_day": len(episodes(firing(s.condition, rule))) / config.quiet_days,
                             **_errors(target, s, rule.window, quiet_minutes)} for e, s in series.items()}
         got["spike"] = {}
@@ -180,7 +180,7 @@ def _seed_run(traffic: Traffic, X: Any, config: DetectConfig, seed: int, step: C
             share[start:start + config.spike_minutes] = min(1.0, factor * config.base_share)
             stats = simulate(share, pool, rate, config, rng)
             out["conversations"] += int(stats["N"].sum())
-            target, series = estimate(stats, rule)
+            target, series = estimate(stats, rule, rate)
             spike = {}
             horizon = start + config.spike_minutes + rule.window  # after that, no window holds the spike
             for e, s in series.items():

@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -40,6 +41,7 @@ from monitor.contracts.setting_values import REPO_ROOT
 
 RULES_DIR = REPO_ROOT / "deploy" / "prometheus" / "rules"
 ALERT = "ConvmonDsatSpike"
+CORRECTED = "ConvmonDsatSpikeCorrected"  # the same test on the corrected rate
 
 
 @dataclass(frozen=True)
@@ -64,31 +66,47 @@ def _minutes(text: str) -> int:
     return int(text[:-1]) * _DURATION[text[-1]]
 
 
-def _find(pattern: str, text: str, what: str) -> re.Match[str]:
+def _find(pattern: str, text: str, alert: str, what: str) -> re.Match[str]:
     found = re.search(pattern, text)
     if found is None:
-        raise ConfigError(f"bench detect: the shipped {ALERT} rule no longer has the shape it evaluates ({what}); "
+        raise ConfigError(f"bench detect: the shipped {alert} rule no longer has the shape it evaluates ({what}); "
                           f"update monitor/tools/bench/detect_rule.py with the rule")
     return found
 
 
 def load_rule(rules_dir: Path = RULES_DIR) -> SpikeRule:
-    """The constants of the shipped alert and of the recording rules it reads."""
+    """The constants of the shipped alert and of the recording rules it reads; ``ConvmonDsatSpikeCorrected``
+    (the prediction-powered rows) must have the same, since one rule evaluates both."""
     alerts = yaml.safe_load((rules_dir / "convmon-alerts.yml").read_text(encoding="utf-8"))
-    rules = [r for g in alerts["groups"] for r in g["rules"] if r.get("alert") == ALERT]
+    recording = " ".join((rules_dir / "convmon-recording.yml").read_text(encoding="utf-8").split())
+    judge = _constants(alerts, recording, rules_dir, ALERT, r'\{polarity="dsat", scorer="llm"\}',
+                       r'verdicts:increase30m\{polarity="dsat", scorer="llm"\}', "verdicts", "verdicts:rate30m")
+    corrected = _constants(alerts, recording, rules_dir, CORRECTED, r'\{polarity="dsat"\}',
+                           r'distilled_scored:increase30m\{polarity="dsat"\}', "residual_weight",
+                           "residual_weight:increase30m")
+    if corrected != judge:
+        raise ConfigError(f"bench detect evaluates {ALERT} and {CORRECTED} with one set of constants, and the shipped "
+                          f"rules differ: {judge} and {corrected}; update monitor/tools/bench/detect_rule.py")
+    return judge
+
+
+def _constants(alerts: Any, recording: str, rules_dir: Path, alert: str, series: str, volume: str,
+               counted: str, window_rule: str) -> SpikeRule:
+    """One alert's constants: ``series`` selects its rate, baseline and z, ``volume`` its guard; ``counted`` names
+    the recorded counts whose baseline tiling it reads, ``window_rule`` the recording whose range is its window."""
+    rules = [r for g in alerts["groups"] for r in g["rules"] if r.get("alert") == alert]
     if len(rules) != 1:
-        raise ConfigError(f"bench detect: expected one {ALERT} rule in {rules_dir}, found {len(rules)}")
+        raise ConfigError(f"bench detect: expected one {alert} rule in {rules_dir}, found {len(rules)}")
     expr = " ".join(rules[0]["expr"].split())
     num = r"([0-9]*\.?[0-9]+)"
-    dsat = r'\{polarity="dsat", scorer="llm"\}'  # the judge's series (the rule reads no other)
-    recording = " ".join((rules_dir / "convmon-recording.yml").read_text(encoding="utf-8").split())
-    window = _find(r"record: rubric:convmon_rubric_verdicts:rate30m expr: .*?\[(\d+[mh])\]", recording, "rate30m")
-    base = _find(r"increase30m\[(\d+[dh]):(\d+m)\] offset (\d+m)", recording, "count7d")
+    window = _find(rf"record: rubric:convmon_rubric_{window_rule} expr: .*?\[(\d+[mh])\]", recording, alert,
+                   "the 30-minute window")
+    base = _find(rf"{counted}:increase30m\[(\d+[dh]):(\d+m)\] offset (\d+m)", recording, alert, "count7d")
     return SpikeRule(
-        ratio=float(_find(r"ratio_rate30m" + dsat + r" > " + num + r" \*", expr, "ratio").group(1)),
-        min_difference=float(_find(r"ratio_baseline7d" + dsat + r" > " + num, expr, "difference").group(1)),
-        min_z=float(_find(r"zscore30m" + dsat + r" > " + num, expr, "z").group(1)),
-        min_count=float(_find(r"increase30m" + dsat + r" >= " + num, expr, "volume").group(1)),
+        ratio=float(_find(r"ratio_rate30m" + series + r" > " + num + r" \*", expr, alert, "ratio").group(1)),
+        min_difference=float(_find(r"ratio_baseline7d" + series + r" > " + num, expr, alert, "difference").group(1)),
+        min_z=float(_find(r"zscore30m" + series + r" > " + num, expr, alert, "z").group(1)),
+        min_count=float(_find(volume + r" >= " + num, expr, alert, "volume").group(1)),
         for_minutes=_minutes(str(rules[0]["for"])),
         window=_minutes(window.group(1)),
         baseline=_minutes(base.group(1)), baseline_step=_minutes(base.group(2)),
