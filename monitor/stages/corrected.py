@@ -22,6 +22,8 @@ def residual_terms(score: ScoreRecord, shadow: Mapping[str, float], polarity: Ma
     distilled probability f, weighted by w = 1/pi and by q = w (w - 1), the weight of its Poisson-sampling
     variance. The recording rules add sum(w (y - f)) / sum(w) to the distilled mean (docs/metrics.md)."""
     w = score.sample_weight
+    if w < 1.0:  # not 1/pi of a probability (a malformed weight header): q < 0 would make the counters go down
+        return
     q = w * (w - 1.0)
     for item in score.items:
         f = shadow.get(item.item_id)

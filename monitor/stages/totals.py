@@ -38,7 +38,7 @@ import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from monitor.contracts.metrics import Metrics, PartitionFamily, verdict_siblings
+from monitor.contracts.metrics import RESIDUAL_TERMS, Metrics, PartitionFamily, verdict_siblings
 from monitor.stages.sessionize import Store
 
 Series = tuple[str, tuple[str, ...]]  # (Metrics attribute name, label values)
@@ -233,4 +233,8 @@ class TotalsCollector(Collector):
                         for sibling in verdict_siblings(labels):
                             if ("verdicts", sibling) not in values:
                                 metric.add_metric([label, *sibling], 0.0)
+                    elif name == "residual_weight":  # the terms born later (a first yes) start at 0, as verdicts
+                        for term in RESIDUAL_TERMS:
+                            if (term, labels) not in values:
+                                metrics[term].add_metric([label, *labels], 0.0)
         yield from metrics.values()

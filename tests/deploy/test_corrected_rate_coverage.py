@@ -1,13 +1,14 @@
 """The corrected rate's 95 % interval covers the truth at its stated rate, as Prometheus computes it (#36 item 4).
 
-Simulated traffic with a known DSAT rate: 200 independent 30-minute windows of 2,000 conversations each, every
-one scored by a distilled model (probabilities that discriminate, as the simulator's model does) and sent to
-the judge by the worker's own inclusion policy (a 5 % hash slice raised by uncertainty, so pi varies). The
-judged conversations' verdicts are counted by the worker's exporter with their distilled probabilities (the
-residual terms), each window's sums are written as promtool input series (one ``rubric`` label per window),
-and the shipped recording rules compute the rate and its standard error. The test checks them against the
-estimator computed from the units (``bench detect``'s ``ppi_estimate``, not the sums the rules expand), and
-that 95 % intervals cover the truth in 92-98 % of windows. promtool is required (tests/deploy/test_promtool.py).
+Simulated traffic with a known DSAT rate: 200 independent 30-minute windows of 2,000 conversations each (in two
+input partitions, which the rules sum), every one scored by a distilled model (probabilities that discriminate,
+as the simulator's model does) and sent to the judge by the worker's own inclusion policy (a 5 % hash slice
+raised by uncertainty, so pi varies). The judged conversations' verdicts are counted by the worker's exporter
+with their distilled probabilities (the residual terms), each window's sums are written as promtool input
+series (one ``rubric`` label per window), and the shipped recording rules compute the rate and its standard
+error. The test checks them against the estimator computed from the units (``bench detect``'s
+``ppi_estimate``, not the sums the rules expand), and that 95 % intervals cover the truth in 92-98 % of windows.
+promtool is required (tests/deploy/test_promtool.py).
 """
 
 from __future__ import annotations
@@ -33,13 +34,16 @@ BAD, Y_BAD, Y_GOOD = 0.1, 0.6, 0.04  # a tenth of conversations go badly; the ju
 TRUTH = BAD * Y_BAD + (1 - BAD) * Y_GOOD  # 0.096: the DSAT rate of the process
 
 
-def _window(rng: np.random.Generator, window: int, policy: InclusionPolicy) -> tuple[dict[str, float], float, float]:
-    """One window's counted sums (through the exporter) and the estimator from its units: (sums, rate, se)."""
+def _window(rng: np.random.Generator, window: int,
+            policy: InclusionPolicy) -> tuple[list[dict[str, float]], float, float]:
+    """One window's counted sums per input partition (two; through the exporter) and the estimator from its units:
+    (sums, rate, se)."""
     bad = rng.random(N) < BAD
     y_all = rng.random(N) < np.where(bad, Y_BAD, Y_GOOD)
     f_all = np.where(bad, rng.beta(6, 4, N), rng.beta(1, 20, N))  # the distilled probability
     exporter = Exporter(Metrics(CollectorRegistry()), dimensions=[], cap=5, rubric=RUBRIC)
-    sums = {"F": float(f_all.sum())}  # the distilled side: every conversation's probability (an existing counter)
+    # the distilled side (existing counters): every conversation's probability and its count, per partition
+    sums = [{"F": float(f_all[p::2].sum()), "N": float(len(f_all[p::2]))} for p in (0, 1)]
     f_judged, y_judged, pi_judged = [], [], []
     for i in range(N):
         cid = f"w{window}-c{i}"
@@ -53,12 +57,13 @@ def _window(rng: np.random.Generator, window: int, policy: InclusionPolicy) -> t
                             sample_weight=decision.weight, inclusion_probability=decision.pi)
         for (family, _), amount in exporter.observe_batch([score], {cid: {ITEM.id: f}}).items():
             if family in RESIDUAL_TERMS:
-                sums[family] = sums.get(family, 0.0) + amount
+                sums[i % 2][family] = sums[i % 2].get(family, 0.0) + amount
         f_judged.append(f)
         y_judged.append(float(y_all[i]))
         pi_judged.append(decision.pi)
     unit = ppi_estimate(f_all, np.array(f_judged), np.array(y_judged), np.array(pi_judged))
     return sums, unit.rate, unit.se
+
 
 def _counter(name: str, labels: str, total: float) -> str:
     """A counter growing evenly to ``total`` over the window: its 30-minute increase is ``total``."""
@@ -74,14 +79,15 @@ def test_the_corrected_rates_interval_covers_the_truth_at_its_stated_rate(tmp_pa
     for k in range(WINDOWS):
         sums, rate, se = _window(rng, k, policy)
         covered += abs(rate - TRUTH) <= Z95 * se
-        labels = f'partition="0",rubric="window-{k}",polarity="dsat"'
-        series.append(_counter("convmon_partition_rubric_probability_sum_total", labels + ',scorer="distilled"',
-                               sums["F"]))
-        # the distilled verdicts' count is the conversations it scored the item on (every one here)
-        series.append(_counter("convmon_partition_rubric_verdicts_total", labels + ',scorer="distilled",verdict="no"',
-                               N))
-        series += [_counter(name + "_total", labels, sums.get(family, 0.0))
-                   for family, (name, _) in RESIDUAL_TERMS.items()]
+        for partition, counted in enumerate(sums):  # the rules sum the partitions
+            labels = f'partition="{partition}",rubric="window-{k}",polarity="dsat"'
+            distilled = labels + ',scorer="distilled"'
+            series.append(_counter("convmon_partition_rubric_probability_sum_total", distilled, counted["F"]))
+            # the distilled verdicts' count is the conversations it scored the item on (every one here)
+            series.append(_counter("convmon_partition_rubric_verdicts_total", distilled + ',verdict="no"',
+                                   counted["N"]))
+            series += [_counter(name + "_total", labels, counted.get(family, 0.0))
+                       for family, (name, _) in RESIDUAL_TERMS.items()]
         series += [f"      - series: 'expected_rate{{rubric=\"window-{k}\",polarity=\"dsat\"}}'\n"
                    f"        values: '{rate!r}x{MINUTES}'",
                    f"      - series: 'expected_stderr{{rubric=\"window-{k}\",polarity=\"dsat\"}}'\n"

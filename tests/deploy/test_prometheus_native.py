@@ -1,7 +1,8 @@
 """The stack of docker-compose.yml, natively: two `convmon worker` processes in one consumer group,
 `convmon simulate` with a DSAT spike, and a real Prometheus (Debian package ``prometheus``)
-scraping both workers with convmon's recording and alert rules. ConvmonDsatSpike must go to firing,
-and Prometheus's sums across workers must equal what the workers themselves report.
+scraping both workers with convmon's recording and alert rules. ConvmonDsatSpike must go to firing, the
+corrected rate (a distilled model is live) must be recorded for the items it fires on, and Prometheus's sums
+across workers must equal what the workers themselves report.
 
 Time is compressed (monitor/tools/shipped_alerts.py, as in the demo): every duration in the rules
 (range windows, group intervals, ``for:``) is divided by ``SCALE``, so "30 minutes" is 30 seconds;
@@ -23,9 +24,11 @@ from typing import Any
 import pytest
 import yaml
 
+from monitor.contracts.rubric_set import load_rubric_set
 from monitor.runtime.scrape import by_label, total
 from monitor.tools.local_prometheus import LocalPrometheus, prometheus_binary
 from monitor.tools.shipped_alerts import scale_duration, scaled_rule_files
+from tests.model_fixtures import publish_distilled_model
 from tests.workers import WorkerProcess, settings_env, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
@@ -50,6 +53,8 @@ def test_scaled_rules_keep_expressions_and_divide_durations(tmp_path: Path) -> N
 def test_two_workers_dsat_spike_fires_and_sums_across_workers(broker: str, make_settings, tmp_path: Path) -> None:
     # no OpenAI settings (tests/conftest.py clears them): the simulator's ground truth is the judge here
     base = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0, idle_timeout_s=5.0, registry_poll_s=1.0)
+    # a live distilled model: every judged conversation then carries its probabilities (the corrected rate's terms)
+    publish_distilled_model(base, load_rubric_set(base.rubric_set, base.prompts_dir))
     workers = [
         WorkerProcess(base.model_copy(update={"data_dir": tmp_path / f"w{i}"}), tmp_path / f"worker-{i}.log")
         for i in (1, 2)
@@ -84,6 +89,15 @@ def test_two_workers_dsat_spike_fires_and_sums_across_workers(broker: str, make_
         wait_until(lambda: bool(spike_firing()), timeout=CALM_S + SPIKE_S + 30, interval=1.0,
                    message="ConvmonDsatSpike firing")
         firing = spike_firing()
+        # the corrected rate of the same traffic, from the real rules over the workers' partition totals: with
+        # pi = 1 (every conversation judged) it has no sampling variance from the slice, only theta (1 - theta) / N
+        corrected = {r["metric"]["rubric"]: float(r["value"][1]) for r in prometheus.query(
+            'rubric:convmon_rubric_corrected:ratio_rate30m{polarity="dsat"}')}
+        stderr = {r["metric"]["rubric"]: float(r["value"][1]) for r in prometheus.query(
+            'rubric:convmon_rubric_corrected:stderr_rate30m{polarity="dsat"}')}
+        assert {a["labels"]["rubric"] for a in firing} <= set(corrected), (firing, corrected)
+        assert all(0.0 <= v <= 1.0 for v in corrected.values()) and set(stderr) == set(corrected), (corrected, stderr)
+        assert all(0.0 <= se < 0.1 for se in stderr.values()), stderr  # 0 for an item the judge never says yes to
         for alert in firing:
             assert alert["labels"]["polarity"] == "dsat" and alert["labels"]["scorer"] == "llm"
             assert alert["labels"]["severity"] == "page"

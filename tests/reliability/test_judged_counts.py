@@ -183,6 +183,9 @@ def test_judged_conversations_are_counted_once_whatever_the_input_partition_coun
     got = exported([last], names)
     wrong = mismatches(got, want, scored)
     assert not wrong, f"{len(wrong)} of {len(want)} series differ: {wrong[:12]}"
-    # every verdict paired with its conversation's distilled probabilities: w = 1 per item (pi = 1)
+    # every verdict paired with its conversation's distilled probabilities: w = 1 per item (pi = 1), and the
+    # variance terms exported at 0 (q = 0), so the standard error exists
     items = len(load_rubric_set(settings.rubric_set, settings.prompts_dir).items)
-    assert residual(got, "weight") == n * items and residual(got, "design_weight") == 0
+    assert residual(got, "weight") == n * items
+    design = {labels for (name, labels) in got if name == "convmon_partition_rubric_residual_design_weight_total"}
+    assert len(design) == items and residual(got, "design_weight") == 0

@@ -59,7 +59,7 @@ def test_the_verdicts_residuals_are_counted_in_the_partition_totals_with_their_w
                 "residual_design_weight": 102.0, "residual_design_yes": 102.0 * y, "residual_design_probability": 25.5,
                 "residual_design_squares": 102.0 * (y - 0.25) ** 2}
         got = {term: _partition_value(r, term, item) for term in RESIDUAL_TERMS}
-        assert got == pytest.approx({t: v if v else None for t, v in want.items()}), item  # zero: no series
+        assert got == pytest.approx(want), item  # a term still at zero is exported at 0 (increase() sees its birth)
     # the terms are partition totals only: no per-worker twin
     assert not [m.name for m in r.collect() if m.name.startswith("convmon_rubric_residual")]
 
@@ -72,3 +72,16 @@ def test_a_header_that_is_not_item_probabilities_adds_nothing(raw: bytes) -> Non
 def test_only_probabilities_in_the_unit_interval_are_read() -> None:
     assert distilled_probabilities([(DISTILLED, b'{"a": 0, "b": 1, "c": 0.5, "d": 2}')]) == {"a": 0.0, "b": 1.0,
                                                                                             "c": 0.5}
+
+
+def test_a_weight_below_one_adds_no_term_so_no_counter_goes_down() -> None:
+    """A weight header below 1 (no pi: records routed before pi was sent, or a malformed one) is not 1/pi: its
+    q = w (w - 1) would be negative. The verdict is counted; the corrected rate's terms are not."""
+    stage, metrics = _stage(SimulatedJudge(RUBRIC))
+    raw = orjson.dumps(_conversation("low").model_dump(mode="json"))
+    shadow = orjson.dumps({i.id: 0.25 for i in RUBRIC.items})
+    asyncio.run(stage.handle(raw, b"low", 0, [("convmon-sample-weight", b"0.5"), (DISTILLED, shadow)]))
+    stage.totals.written()()
+    r = metrics.registry
+    assert r.get_sample_value("convmon_partition_conversations_scored_total", {"partition": "0", "scorer": "llm"}) == 1
+    assert _partition_value(r, "residual_weight", ITEM) is None

@@ -14,8 +14,9 @@ its 30-minute rate and the shipped alert's condition (:mod:`monitor.tools.bench.
   slice's mean residual y - f weighted by 1/pi, with standard error sqrt((1 - pi) Var(y - f) / n +
   theta (1 - theta) / N) (:func:`ppi_estimate` says why): the shipped ``ConvmonDsatSpikeCorrected`` on
   the live corrected rate (docs/metrics.md). The rule's z uses that error
-  (:func:`~monitor.tools.bench.detect_rule.condition_with_se`) and its volume guard counts the scored
-  conversations the rate covers;
+  (:func:`~monitor.tools.bench.detect_rule.condition_with_se`), its volume guard counts the scored
+  conversations the rate covers, and its second guard the judged ones (``min_judged``; the slice is uniform,
+  so Kish's effective count is the judged count);
 * ``ppi_judged_guard``: the same rate and z, with the volume guard on the judged conversations (as
   ``judge``), which separates what the correction adds from what the guard's count lets through.
 """
@@ -106,7 +107,7 @@ def estimate(stats: dict[str, np.ndarray], rule: SpikeRule, pi: float) -> tuple[
             "judge": Series(judge, np.sqrt(judge * (1 - judge) / n), condition(stats["Y"], stats["n"], rule)),
             "distilled_mean": Series(mean, nan, condition(stats["F"], stats["N"], rule)),
             "distilled_verdicts": Series(verdicts, nan, condition(stats["V"], stats["N"], rule)),
-            "ppi": Series(ppi_w, se_w, condition_with_se(ppi_w, se_w, ppi_b, se_b, N, rule)),
-            "ppi_judged_guard": Series(ppi_w, se_w, condition_with_se(ppi_w, se_w, ppi_b, se_b, n, rule)),
+            "ppi": Series(ppi_w, se_w, condition_with_se(ppi_w, se_w, ppi_b, se_b, N, n, rule)),
+            "ppi_judged_guard": Series(ppi_w, se_w, condition_with_se(ppi_w, se_w, ppi_b, se_b, n, n, rule)),
         }
     return target, out

@@ -29,7 +29,7 @@ standard error: its z is (p_w - p_b) / sqrt(se_w^2 + se_b^2) (:func:`condition_w
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ class SpikeRule:
     baseline: int = 7 * 24 * 60
     baseline_step: int = 30
     baseline_offset: int = 30
+    min_judged: float = 30.0  # ConvmonDsatSpikeCorrected's second guard: judged conversations (effective) in the window
 
 
 _DURATION = {"m": 1, "h": 60, "d": 24 * 60}
@@ -84,10 +85,14 @@ def load_rule(rules_dir: Path = RULES_DIR) -> SpikeRule:
     corrected = _constants(alerts, recording, rules_dir, CORRECTED, r'\{polarity="dsat"\}',
                            r'distilled_scored:increase30m\{polarity="dsat"\}', "residual_weight",
                            "residual_weight:increase30m")
+    rule = next(r for g in alerts["groups"] for r in g["rules"] if r.get("alert") == CORRECTED)
+    expr = " ".join(rule["expr"].split())
+    judged = float(_find(r'effective_count30m\{polarity="dsat"\} >= ([0-9]*\.?[0-9]+)', expr, CORRECTED,
+                         "the judged guard").group(1))
     if corrected != judge:
         raise ConfigError(f"bench detect evaluates {ALERT} and {CORRECTED} with one set of constants, and the shipped "
                           f"rules differ: {judge} and {corrected}; update monitor/tools/bench/detect_rule.py")
-    return judge
+    return replace(judge, min_judged=judged)
 
 
 def _constants(alerts: Any, recording: str, rules_dir: Path, alert: str, series: str, volume: str,
@@ -140,12 +145,13 @@ def condition(yes: np.ndarray, total: np.ndarray, rule: SpikeRule) -> np.ndarray
 
 
 def condition_with_se(p_w: np.ndarray, se_w: np.ndarray, p_b: np.ndarray, se_b: np.ndarray, n_w: np.ndarray,
-                      rule: SpikeRule) -> np.ndarray:
-    """The same expression for an estimator with its own standard errors (NaN compares false)."""
+                      judged_w: np.ndarray, rule: SpikeRule) -> np.ndarray:
+    """The same expression for an estimator with its own standard errors (NaN compares false), with the corrected
+    alert's guard on the judged conversations in the window (``judged_w``)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         z = (p_w - p_b) / np.sqrt(se_w**2 + se_b**2)
         return np.asarray((p_w > rule.ratio * p_b) & (p_w - p_b > rule.min_difference) & (z > rule.min_z)
-                          & (n_w >= rule.min_count), dtype=bool)
+                          & (n_w >= rule.min_count) & (judged_w >= rule.min_judged), dtype=bool)
 
 
 def firing(cond: np.ndarray, rule: SpikeRule) -> np.ndarray:
