@@ -1,7 +1,7 @@
 """The judged slice's terms of the corrected rate, counted with each judge verdict (docs/metrics.md).
 
-The corrected (prediction-powered) rate of an item is the distilled mean over every conversation plus the judged
-slice's mean residual, weighted by w = 1/pi: Prometheus computes it from these sums (recording group
+The corrected (prediction-powered) rate of an item is the distilled mean over the conversations a model scored
+it on plus the judged slice's mean residual, weighted by w = 1/pi: Prometheus computes it from these sums (group
 ``convmon-corrected-rates``). A judge record adds them for the items the distilled model scored the same
 conversation on (judge-topic header ``convmon-distilled``); the partition totals count them, nothing else.
 """

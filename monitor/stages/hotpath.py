@@ -44,7 +44,7 @@ SAMPLED_BY = "convmon-sampled-by"  # header on a judge-topic record: hash, uncer
 # header on a judge-topic record: the input partition whose owner counts its verdict (stages/judging.py)
 SOURCE_PARTITION = "convmon-source-partition"
 # header on a judge-topic record: the distilled probabilities ({item id: p}) the conversation was scored with, so
-# its verdict adds the residuals of the corrected rate (stages/export.py: residual_terms)
+# its verdict adds the residuals of the corrected rate (stages/corrected.py)
 DISTILLED = "convmon-distilled"
 
 

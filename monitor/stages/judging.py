@@ -9,7 +9,7 @@ counts match). A judge-topic record re-delivered after a crash is judged again a
 router's (headers ``convmon-inclusion-probability``, ``convmon-sample-weight``, ``convmon-sampled-by``),
 recorded on the score and the label, never recomputed; so are the distilled probabilities the conversation
 was scored with (``convmon-distilled``), whose residuals against the verdict correct the distilled rate
-(stages/export.py). A record that yields no score (judge failure, invalid conversation) is non-response:
+(stages/corrected.py). A record that yields no score (judge failure, invalid conversation) is non-response:
 dead-lettered, counted by reason with its weight.
 """
 
