@@ -41,6 +41,20 @@ def test_the_corrected_alert_must_share_the_constants_bench_detect_evaluates_it_
         load_rule(tmp_path)
 
 
+@pytest.mark.parametrize("old, new", [
+    ("residual_yes_total:max[30m]", "residual_yes_total:max[1h]"),
+    ("distilled_probability:increase30m[7d:30m] offset 30m", "distilled_probability:increase30m[3d:30m] offset 30m"),
+])
+def test_every_range_of_the_corrected_rules_is_the_window_it_evaluates(tmp_path: Path, old: str, new: str) -> None:
+    (tmp_path / "convmon-alerts.yml").write_text((RULES_DIR / "convmon-alerts.yml").read_text(encoding="utf-8"),
+                                                 encoding="utf-8")
+    recording = (RULES_DIR / "convmon-recording.yml").read_text(encoding="utf-8")
+    assert old in recording
+    (tmp_path / "convmon-recording.yml").write_text(recording.replace(old, new), encoding="utf-8")
+    with pytest.raises(Exception, match="mixes windows"):
+        load_rule(tmp_path)
+
+
 def _constant(per_minute: list[tuple[int, float, float]]) -> tuple[np.ndarray, np.ndarray]:
     yes = np.concatenate([np.full(m, y) for m, y, _ in per_minute])
     total = np.concatenate([np.full(m, t) for m, _, t in per_minute])

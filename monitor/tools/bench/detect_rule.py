@@ -42,6 +42,7 @@ from monitor.contracts.setting_values import REPO_ROOT
 RULES_DIR = REPO_ROOT / "deploy" / "prometheus" / "rules"
 ALERT = "ConvmonDsatSpike"
 CORRECTED = "ConvmonDsatSpikeCorrected"  # the same test on the corrected rate
+CORRECTED_GROUP = "convmon-corrected-rates"  # the recording rules it reads
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,23 @@ def load_rule(rules_dir: Path = RULES_DIR) -> SpikeRule:
     if corrected != judge:
         raise ConfigError(f"bench detect evaluates {ALERT} and {CORRECTED} with one set of constants, and the shipped "
                           f"rules differ: {judge} and {corrected}; update monitor/tools/bench/detect_rule.py")
+    _same_ranges(rules_dir, CORRECTED_GROUP, corrected)
     return replace(judge, min_judged=judged)
+
+
+def _same_ranges(rules_dir: Path, group: str, rule: SpikeRule) -> None:
+    """Every range and baseline subquery of the recording ``group`` is the alert's window and baseline (the
+    constants above are read from one of its rules)."""
+    groups = yaml.safe_load((rules_dir / "convmon-recording.yml").read_text(encoding="utf-8"))["groups"]
+    text = " ".join(" ".join(r["expr"].split()) for g in groups if g["name"] == group for r in g["rules"])
+    if not text:
+        raise ConfigError(f"bench detect: no recording group {group} in {rules_dir}")
+    ranges = {_minutes(m) for m in re.findall(r"\[(\d+[mhd])\]", text)}
+    baselines = {(_minutes(a), _minutes(b), _minutes(c)) for a, b, c in
+                 re.findall(r"\[(\d+[mhd]):(\d+[mhd])\] offset (\d+[mhd])", text)}
+    if ranges != {rule.window} or baselines != {(rule.baseline, rule.baseline_step, rule.baseline_offset)}:
+        raise ConfigError(f"bench detect: the recording group {group} mixes windows {sorted(ranges)} or baselines "
+                          f"{sorted(baselines)}; it evaluates one window of {rule.window} minutes and one baseline")
 
 
 def _constants(alerts: Any, recording: str, rules_dir: Path, alert: str, series: str, volume: str,
