@@ -80,27 +80,33 @@ def load_rule(rules_dir: Path = RULES_DIR) -> SpikeRule:
     """The constants of the shipped alert and of the recording rules it reads; ``ConvmonDsatSpikeCorrected``
     (the prediction-powered rows) must have the same, since one rule evaluates both."""
     alerts = yaml.safe_load((rules_dir / "convmon-alerts.yml").read_text(encoding="utf-8"))
-    recording = " ".join((rules_dir / "convmon-recording.yml").read_text(encoding="utf-8").split())
+    text = (rules_dir / "convmon-recording.yml").read_text(encoding="utf-8")
+    recording = " ".join(text.split())
     judge = _constants(alerts, recording, rules_dir, ALERT, r'\{polarity="dsat", scorer="llm"\}',
                        r'verdicts:increase30m\{polarity="dsat", scorer="llm"\}', "verdicts", "verdicts:rate30m")
     corrected = _constants(alerts, recording, rules_dir, CORRECTED, r'\{polarity="dsat"\}',
                            r'distilled_scored:increase30m\{polarity="dsat"\}', "residual_weight",
                            "residual_weight:increase30m")
-    rule = next(r for g in alerts["groups"] for r in g["rules"] if r.get("alert") == CORRECTED)
-    expr = " ".join(rule["expr"].split())
-    judged = float(_find(r'effective_count30m\{polarity="dsat"\} >= ([0-9]*\.?[0-9]+)', expr, CORRECTED,
-                         "the judged guard").group(1))
+    judged = float(_find(r'effective_count30m\{polarity="dsat"\} >= ([0-9]*\.?[0-9]+)',
+                         _alert_expr(alerts, rules_dir, CORRECTED)[0], CORRECTED, "the judged guard").group(1))
     if corrected != judge:
         raise ConfigError(f"bench detect evaluates {ALERT} and {CORRECTED} with one set of constants, and the shipped "
                           f"rules differ: {judge} and {corrected}; update monitor/tools/bench/detect_rule.py")
-    _same_ranges(rules_dir, CORRECTED_GROUP, corrected)
+    _same_ranges(yaml.safe_load(text)["groups"], rules_dir, CORRECTED_GROUP, corrected)
     return replace(judge, min_judged=judged)
 
 
-def _same_ranges(rules_dir: Path, group: str, rule: SpikeRule) -> None:
+def _alert_expr(alerts: Any, rules_dir: Path, alert: str) -> tuple[str, str]:
+    """The shipped ``alert``'s expression on one line, and its ``for``."""
+    rules = [r for g in alerts["groups"] for r in g["rules"] if r.get("alert") == alert]
+    if len(rules) != 1:
+        raise ConfigError(f"bench detect: expected one {alert} rule in {rules_dir}, found {len(rules)}")
+    return " ".join(rules[0]["expr"].split()), str(rules[0]["for"])
+
+
+def _same_ranges(groups: Any, rules_dir: Path, group: str, rule: SpikeRule) -> None:
     """Every range and baseline subquery of the recording ``group`` is the alert's window and baseline (the
     constants above are read from one of its rules)."""
-    groups = yaml.safe_load((rules_dir / "convmon-recording.yml").read_text(encoding="utf-8"))["groups"]
     text = " ".join(" ".join(r["expr"].split()) for g in groups if g["name"] == group for r in g["rules"])
     if not text:
         raise ConfigError(f"bench detect: no recording group {group} in {rules_dir}")
@@ -116,10 +122,7 @@ def _constants(alerts: Any, recording: str, rules_dir: Path, alert: str, series:
                counted: str, window_rule: str) -> SpikeRule:
     """One alert's constants: ``series`` selects its rate, baseline and z, ``volume`` its guard; ``counted`` names
     the recorded counts whose baseline tiling it reads, ``window_rule`` the recording whose range is its window."""
-    rules = [r for g in alerts["groups"] for r in g["rules"] if r.get("alert") == alert]
-    if len(rules) != 1:
-        raise ConfigError(f"bench detect: expected one {alert} rule in {rules_dir}, found {len(rules)}")
-    expr = " ".join(rules[0]["expr"].split())
+    expr, for_ = _alert_expr(alerts, rules_dir, alert)
     num = r"([0-9]*\.?[0-9]+)"
     window = _find(rf"record: rubric:convmon_rubric_{window_rule} expr: .*?\[(\d+[mh])\]", recording, alert,
                    "the 30-minute window")
@@ -129,7 +132,7 @@ def _constants(alerts: Any, recording: str, rules_dir: Path, alert: str, series:
         min_difference=float(_find(r"ratio_baseline7d" + series + r" > " + num, expr, alert, "difference").group(1)),
         min_z=float(_find(r"zscore30m" + series + r" > " + num, expr, alert, "z").group(1)),
         min_count=float(_find(volume + r" >= " + num, expr, alert, "volume").group(1)),
-        for_minutes=_minutes(str(rules[0]["for"])),
+        for_minutes=_minutes(for_),
         window=_minutes(window.group(1)),
         baseline=_minutes(base.group(1)), baseline_step=_minutes(base.group(2)),
         baseline_offset=_minutes(base.group(3)))
