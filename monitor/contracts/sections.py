@@ -66,7 +66,7 @@ class KafkaSettings(BaseModel):
                 "kafka_security_protocol=SASL_* needs kafka_sasl_mechanism, kafka_sasl_username and "
                 "kafka_sasl_password (CONVMON_KAFKA_SASL_*)"
             )
-        own = {self.topic(n) for n in ("rekeyed", "judge", "scores", "labels", "dead-letters")}
+        own = {self.topic(n) for n in ("rekeyed", "judge", "verdicts", "scores", "labels", "dead-letters")}
         if self.input_topic is not None and (self.input_topic in own or self.input_topic.startswith(f"{self.app_id}-")):
             raise ValueError(f"input_topic {self.input_topic!r} is one of convmon's own topics (CONVMON_INPUT_TOPIC "
                              "names the topic your producers write; convmon writes the others)")
@@ -114,6 +114,12 @@ class StreamSettings(BaseModel):
                     "are then late events. Bounds worker memory whatever the input (about 2.5 KB each, "
                     "docs/deployment.md).")
     event_batch: int = Field(default=1000, ge=1)  # records per hot-path batch (runtime/hotbatches.py)
+    engine: Literal["faust", "checkpoint"] = Field(
+        default="faust",
+        description="The worker's engine. faust: the current default. checkpoint: one writer per partition on "
+                    "aiokafka whose checkpoint alone commits offsets, with a verdicts topic and a state changelog "
+                    "(<app_id>-state-changelog); in preview: every worker of a deployment must run the same engine, "
+                    "and switching is drain-then-switch (docs/architecture.md).")
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
     # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py, issue #22): at least sample_rate,
     # raised by the distilled models' uncertainty (active_learning_rate: the extra share of traffic to spend on

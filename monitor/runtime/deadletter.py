@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from typing import Any
-
-import faust
+from typing import Any, Protocol
 
 from monitor.contracts.metrics import Metrics
 from monitor.judge.redact import Redactor
@@ -19,8 +17,14 @@ from monitor.stages.deadletter import DeadLetter, dead_letter, redacted
 log = logging.getLogger(__name__)
 
 
+class Sender(Protocol):
+    """A topic to send to: faust's, or the checkpoint engine's (engine/checkpoint.py ``TopicSender``)."""
+
+    async def send(self, *, key: bytes | None, value: bytes | None, headers: Any) -> Any: ...
+
+
 class DeadLetters:
-    def __init__(self, topic: faust.TopicT, metrics: Metrics, *, max_bytes: int = 1_048_576,
+    def __init__(self, topic: Sender, metrics: Metrics, *, max_bytes: int = 1_048_576,
                  redactor: Redactor | None = None, keep_raw: bool = False,
                  reference: ConversationRef | None = None) -> None:
         self.topic = topic

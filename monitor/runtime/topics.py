@@ -24,6 +24,7 @@ from monitor.contracts.settings import KafkaSettings
 from monitor.runtime.app import TOPIC_NAMES, aiokafka_kwargs, bootstrap, broker_unreachable
 
 TABLES = ("sessions", "scored")  # the faust tables registered in monitor/runtime/agents.py
+STATE_CHANGELOG = "state"  # the checkpoint engine's changelog (monitor/engine/changelog.py)
 RETENTION_SETTING = {"events": "retention_events_s", "rekeyed": "retention_events_s",
                      "scores": "retention_scores_s", "dead-letters": "retention_dead_letters_s"}
 
@@ -47,7 +48,7 @@ def convmon_topics(kafka: KafkaSettings) -> list[TopicSpec]:
             seconds = getattr(kafka, RETENTION_SETTING[name])
             config["retention.ms"] = str(int(seconds * 1000))
         specs.append(TopicSpec(kafka.topic(name), n, rf, config, RETENTION_SETTING.get(name, "")))
-    for table in TABLES:  # faust tables: compacted, and partitioned exactly as the input topic
+    for table in (*TABLES, STATE_CHANGELOG):  # changelogs: compacted, and partitioned exactly as the state
         specs.append(TopicSpec(f"{kafka.app_id}-{table}-changelog", n, rf, {"cleanup.policy": "compact"},
                                "faust table changelog"))
     specs.append(TopicSpec(f"{kafka.app_id}-__assignor-__leader", 1, rf, {}, "faust leader election"))

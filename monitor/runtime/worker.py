@@ -52,6 +52,23 @@ def build_worker_app(settings: Settings, layout: BrokerLayout | None = None) -> 
     return app
 
 
+def run_checkpoint_engine(settings: Settings, layout: BrokerLayout, health: Health) -> int:
+    """The checkpoint engine (monitor/engine): its exit status."""
+    from monitor.engine.worker import run_engine
+
+    pipeline = build_pipeline(settings)
+    serve_endpoint(Endpoint(health), settings.metrics_host, settings.metrics_port)
+    base = f"http://{settings.metrics_host}:{settings.metrics_port}"
+    print(f"convmon worker {settings.app_id} on {settings.broker_url} (checkpoint engine): {base}/metrics, "
+          f"/healthz, /readyz (malloc: {allocator_of()})", file=sys.stderr, flush=True)
+    for line in start_lines(settings):
+        print(line, file=sys.stderr, flush=True)
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    return run_engine(settings, pipeline, layout, health)
+
+
 def run_worker(settings: Settings, *, loglevel: str = "warn",
                build: Build = build_worker_app) -> None:
     """Create missing topics (as `convmon topics create` does), read the input's partition count, build the app
@@ -64,8 +81,11 @@ def run_worker(settings: Settings, *, loglevel: str = "warn",
     disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
     asyncio.run(create_topics(settings.kafka))
     layout = asyncio.run(read_layout(settings.kafka))
-    app = build(settings, layout)
     health = Health(settings.health_stall_s)
+    if settings.engine == "checkpoint":
+        logging.basicConfig(level=loglevel.upper(), format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+        sys.exit(run_checkpoint_engine(settings, layout, health))
+    app = build(settings, layout)
     register_health(app, health, settings.input_topic_name)
     serve_endpoint(Endpoint(health), settings.metrics_host, settings.metrics_port)
     base = f"http://{settings.metrics_host}:{settings.metrics_port}"

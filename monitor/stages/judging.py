@@ -15,7 +15,7 @@ dead-lettered, counted by reason with its weight.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -101,6 +101,16 @@ def _positive(raw: bytes | None) -> float | None:
     return value if value is not None and 0 < value < float("inf") else None
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A judged conversation's score, the input partition whose totals count it, and the distilled probabilities
+    its residuals are taken against (header ``convmon-distilled``)."""
+
+    score: ScoreRecord
+    partition: int
+    shadow: Mapping[str, float]
+
+
 class JudgeStage:
     def __init__(self, judge: Judge, calibrate: Callable[[ScoreRecord], ScoreRecord], dedup: DedupWindow,
                  totals: PartitionTotals, exporter: Exporter, metrics: Metrics, rubric: RubricSet, *,
@@ -119,8 +129,19 @@ class JudgeStage:
     async def handle(self, raw: bytes | None, key: bytes | None, partition: int,
                      headers: Sequence[tuple[str, bytes]],
                      before_count: Callable[[], None] = lambda: None) -> Delivery:
-        """``before_count`` runs after the (long) judge call, right before counting: the worker rebuilds its
-        partition state there if the assignment changed meanwhile."""
+        """Judge and count in one step (the faust engine). ``before_count`` runs after the (long) judge call,
+        right before counting: the worker rebuilds its partition state there if the assignment changed."""
+        verdict, out = await self.verdict(raw, key, partition, headers)
+        if verdict is None:
+            return out
+        before_count()
+        self.count(verdict.score, verdict.partition, verdict.shadow)
+        out.scores.append(self.score_record(verdict.score))  # counted or not: the scores topic is at least once
+        return out
+
+    async def verdict(self, raw: bytes | None, key: bytes | None, partition: int,
+                      headers: Sequence[tuple[str, bytes]]) -> tuple[Verdict | None, Delivery]:
+        """The judge's verdict on one judge-topic record and its label, uncounted; or its dead letter."""
         out = Delivery()
         conversation: Conversation | None = None
         try:
@@ -129,27 +150,33 @@ class JudgeStage:
         except JudgeError as exc:
             if self.exporter.evaluation_failures is not None and conversation is not None:  # OTLP error events
                 self.exporter.evaluation_failures(conversation, exc.reason)
-            return self._nonresponse(out, raw, key, exc.reason, str(exc), headers)
+            return None, self._nonresponse(out, raw, key, exc.reason, str(exc), headers)
         except ValueError as exc:
-            return self._nonresponse(out, raw, key, "invalid_schema", str(exc), headers)
+            return None, self._nonresponse(out, raw, key, "invalid_schema", str(exc), headers)
         drawn = sampling(headers, self.sample_rate)
         score = self.calibrate(score).model_copy(update={
             "sample_weight": drawn.weight, "inclusion_probability": drawn.pi, "sampled_by": drawn.sampled_by})
         cid = conversation.conversation_id
-        partition = source_partition(headers, partition)
-        before_count()
-        if not self.totals.owns(partition):  # revoked while judging: its next owner re-reads and counts it
-            self.metrics.unscored.labels("partition_revoked").inc()
-        elif self.dedup.first(score_id(score), partition, self.clock()):  # mark, totals, commit: one batch
-            shadow = distilled_probabilities(headers)
-            self.totals.add(partition, self.exporter.observe_batch([score], {cid: shadow} if shadow else None))
-            self.totals.commit(partition)
-        else:
-            self.metrics.duplicates.labels("llm").inc()
-        out.scores.append(Send(cid.encode(), encode_score(score, self.rubric), score_headers(score)))
         label = {"conversation": conversation.model_dump(mode="json"), "score": score.model_dump(mode="json")}
         out.labels.append(Send(cid.encode(), orjson.dumps(label), []))
-        return out
+        return Verdict(score, source_partition(headers, partition), distilled_probabilities(headers)), out
+
+    def count(self, score: ScoreRecord, partition: int, shadow: Mapping[str, float]) -> bool:
+        """Count a verdict once (dedup window, then its partition's totals); False for a duplicate or a partition
+        this worker does not own."""
+        if not self.totals.owns(partition):  # revoked while judging: its next owner re-reads and counts it
+            self.metrics.unscored.labels("partition_revoked").inc()
+            return False
+        if not self.dedup.first(score_id(score), partition, self.clock()):
+            self.metrics.duplicates.labels("llm").inc()
+            return False
+        cid = score.conversation_id
+        self.totals.add(partition, self.exporter.observe_batch([score], {cid: dict(shadow)} if shadow else None))
+        self.totals.commit(partition)
+        return True
+
+    def score_record(self, score: ScoreRecord) -> Send:
+        return Send(score.conversation_id.encode(), encode_score(score, self.rubric), score_headers(score))
 
     def _nonresponse(self, out: Delivery, raw: bytes | None, key: bytes | None, reason: str, detail: str,
                      headers: Sequence[tuple[str, bytes]]) -> Delivery:

@@ -1,0 +1,115 @@
+"""The checkpoint: the one place that decides when input offsets commit (quix-streams' ``Checkpoint`` is the model).
+
+Per batch, in this order: the batch's outputs are produced; the state changes go to the changelog, each record
+headed by its writer and the offsets about to be committed for its partition (engine/changelog.py); the producer is
+flushed and every delivery must be acknowledged, else the worker stops without committing (its successor re-reads
+from the last commit); the input offsets are committed explicitly; only then are the batch's totals exported, so a
+scrape never sees a count its partition's next owner would not restore.
+
+The offsets, not a sequence number in the commit's metadata, say which changelog records are committed: the
+development broker (Tansu) does not keep commit metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from monitor.contracts.metrics import Metrics
+from monitor.engine.changelog import Write, encode_value, record_headers
+from monitor.stages.deadletter import DeadLetter
+from monitor.stages.hotpath import Send
+from monitor.stages.scoring import Delivery
+
+log = logging.getLogger(__name__)
+
+
+class DeliveryFailed(Exception):
+    """A record was not acknowledged by the broker: nothing more may commit."""
+
+
+class CommitFailed(Exception):
+    """The offset commit failed: the partitions' in-memory state no longer matches what is committed."""
+
+
+class TopicSender:
+    """One topic on the engine's producer, as the dead-letter sender expects (``send(key=, value=, headers=)``)."""
+
+    def __init__(self, producer: AIOKafkaProducer, topic: str) -> None:
+        self.producer, self.topic = producer, topic
+
+    async def send(self, *, key: bytes | None, value: bytes | None, headers: Any) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = await self.producer.send(self.topic, value=value, key=key,
+                                                               headers=list(headers or []))
+        return future
+
+
+class Checkpoint:
+    def __init__(self, producer: AIOKafkaProducer, consumer: AIOKafkaConsumer, metrics: Metrics, *,
+                 topics: Mapping[str, str], changelog: str, partitions: int, pending: list[Write],
+                 send_dead: Callable[[DeadLetter], Any], export: Callable[[], Callable[[], None]]) -> None:
+        self.producer, self.consumer, self.metrics = producer, consumer, metrics
+        self.topics = topics  # delivery field -> topic name: rekey, judge, scores, labels
+        self.changelog = changelog
+        self.partitions = partitions  # convmon's: a record naming its partition goes to it modulo this
+        self.pending = pending  # the stores' writes since the last checkpoint (engine/changelog.py)
+        self.send_dead = send_dead  # returns the letter's delivery future (runtime DeadLetters.send_letter)
+        self.export = export  # PartitionTotals.written: what it returns exports the batches committed so far
+        self.writers: dict[int, bytes] = {}  # state partition -> the writer id of its restore
+        metrics.commits_blocked.set(0)
+
+    async def commit(self, delivery: Delivery, offsets: Mapping[TopicPartition, int]) -> None:
+        """Produce, log, flush, check, commit, export. Raises DeliveryFailed or CommitFailed."""
+        futures: list[tuple[str, asyncio.Future[Any]]] = []
+        for field in ("rekey", "judge", "scores", "labels"):
+            futures += await self._send(self.topics[field], getattr(delivery, field))
+        for letter in delivery.dead:
+            futures.append(("dead-letters", await self.send_dead(letter)))
+        futures += await self._log(offsets)
+        exported = self.export()
+        await self.producer.flush()
+        if futures:
+            await asyncio.wait([f for _, f in futures])
+        for topic, future in futures:
+            error = future.exception() if future.done() and not future.cancelled() else None
+            if not future.done() or future.cancelled() or error is not None:
+                self.metrics.delivery_failures.labels(topic).inc()
+                self.metrics.commits_blocked.set(1)
+                raise DeliveryFailed(f"a record to {topic} was not delivered: "
+                                     f"{type(error).__name__ if error else 'cancelled'}")
+        await self._commit(offsets)
+        exported()
+
+    async def _send(self, topic: str, sends: Sequence[Send]) -> list[tuple[str, asyncio.Future[Any]]]:
+        out = []
+        for s in sends:
+            partition = None if s.partition is None else s.partition % self.partitions
+            timestamp = None if s.timestamp is None else int(s.timestamp * 1000)
+            out.append((topic, await self.producer.send(topic, value=s.value, key=s.key, partition=partition,
+                                                        timestamp_ms=timestamp, headers=s.headers)))
+        return out
+
+    async def _log(self, offsets: Mapping[TopicPartition, int]) -> list[tuple[str, asyncio.Future[Any]]]:
+        writes, self.pending[:] = list(self.pending), []
+        by_partition: dict[int, dict[str, int]] = {}
+        for tp, offset in offsets.items():
+            by_partition.setdefault(tp.partition, {})[tp.topic] = offset
+        out = []
+        for w in writes:
+            partition = w.partition % self.partitions
+            headers = record_headers(self.writers.get(partition, b""), by_partition.get(partition, {}))
+            out.append((self.changelog, await self.producer.send(
+                self.changelog, value=encode_value(w.value), key=w.key, partition=partition, headers=headers)))
+        return out
+
+    async def _commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        if not offsets:
+            return
+        try:
+            await self.consumer.commit(dict(offsets))
+        except Exception as exc:
+            raise CommitFailed(f"offset commit failed: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,234 @@
+"""The partition writer: one consumer-group member reading the input, re-keyed and verdicts topics, the only writer
+of the state of the partitions it is assigned. Kafka's group protocol assigns partitions with the range assignor,
+which gives partition p of every topic with the same partition count to the same member; each assignment is
+checked (a state partition whose re-keyed, verdicts or direct input partition went elsewhere stops the worker
+loudly). One loop takes a fetch at a time, runs the stages on it (decode, sessionize, classify, route, count the
+verdicts) and hands the result to the checkpoint (engine/checkpoint.py), which alone commits offsets. Idle sweeps
+are input too: every few seconds the writer sends each partition it holds sessions in a tick through the re-keyed
+topic, and sweeps a partition when its tick comes back, so every state change has an input offset that commits it.
+A revocation waits for the batch in progress (a lock), so every processed record is committed before the partition
+moves; an assignment restores each new partition from its changelog (engine/changelog.py) before any of its
+records is processed, unless this worker's own state is still the committed one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import ConsumerRecord
+
+from monitor.engine.changelog import STORES, PartitionStore, Write, new_writer, restore
+from monitor.engine.checkpoint import Checkpoint
+from monitor.runtime.health import Health
+from monitor.stages.deadletter import dead_letter
+from monitor.stages.export import update_partition_progress
+from monitor.stages.hotpath import HotPath, Input
+from monitor.stages.judging import JudgeStage
+from monitor.stages.lag import lag_by_topic, partition_progress
+from monitor.stages.scoring import Delivery, Scoring
+from monitor.stages.verdicts import BadVerdict, read_verdict
+
+log = logging.getLogger(__name__)
+RESTORE_TIMEOUT_S = 120.0
+TICK = "convmon-tick"  # header of a re-keyed record that asks its partition's writer to sweep idle sessions
+
+
+class Misassigned(Exception):
+    """A state partition's topics were not assigned together: two writers could write one partition's state."""
+
+
+@dataclass(frozen=True)
+class Names:
+    input: str
+    rekeyed: str
+    verdicts: str
+    changelog: str
+    group: str
+    direct: bool  # the input has convmon's partition count and is processed where it is read
+
+
+class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's listener is an untyped ABC
+    def __init__(self, names: Names, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer,
+                 restorer: AIOKafkaConsumer, admin: AIOKafkaAdminClient, checkpoint: Checkpoint, hot: HotPath,
+                 scoring: Scoring, judge: JudgeStage, stores: tuple[PartitionStore, PartitionStore], health: Health,
+                 *, batch: int, sweep_s: float, max_request_bytes: int) -> None:
+        self.names, self.consumer, self.producer, self.restorer, self.admin = names, consumer, producer, restorer, admin
+        self.checkpoint, self.hot, self.scoring, self.judge, self.stores = checkpoint, hot, scoring, judge, stores
+        self.health, self.batch, self.sweep_s, self.max_request_bytes = health, batch, sweep_s, max_request_bytes
+        self.lock = asyncio.Lock()  # one batch (or sweep) at a time; a revocation waits for it
+        self.owned: set[int] = set()  # state partitions
+        self.tps: set[TopicPartition] = set()  # every assigned partition of the three topics
+        self.next: dict[TopicPartition, int] = {}  # the next offset to process (what commits)
+        self.epoch = 0  # bumped by every assignment change: a fetch from before one is not processed
+        self.last_sweep = time.monotonic()
+        self.failure: BaseException | None = None  # raised by a group callback: run() re-raises it
+        self._reported: set[tuple[str, int]] = set()  # partitions whose progress gauges exist
+
+    # -- the group's callbacks -------------------------------------------------------------------------------------
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        async with self.lock:  # the batch in progress has committed when this returns
+            self.epoch += 1
+            self.tps -= set(revoked)
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        """aiokafka logs and forgets a callback's exception: it is kept and re-raised by the loop instead."""
+        try:
+            await self._assigned(assigned)
+        except Exception as exc:
+            self.failure = exc
+
+    async def _assigned(self, assigned: list[TopicPartition]) -> None:
+        async with self.lock:
+            self.epoch += 1
+            started = time.monotonic()
+            self.tps = set(assigned)
+            state = self._state_partitions(self.tps)
+            committed = await self._offsets(self.tps)
+            # this worker's state of a partition is still the committed one when nobody committed since it did
+            keep = {p for p in state & self.owned
+                    if all(committed[tp] == self.next.get(tp) for tp in self.tps if tp.partition == p)}
+            self._drop(self.owned - keep)
+            for p in sorted(state - keep):
+                await self._restore(p, {tp.topic: off for tp, off in committed.items()
+                                        if tp.partition == p and off is not None})
+            self.owned = state
+            self.hot.assign(self.owned, time.time())
+            self.next = {tp: off for tp, off in committed.items() if off is not None}
+            self.hot.restored(time.monotonic() - started)
+            self.health.joined = True
+            log.info("assigned state partitions %s (restored %s)", sorted(state), sorted(state - keep))
+
+    def _state_partitions(self, tps: Iterable[TopicPartition]) -> set[int]:
+        """The state partitions of an assignment, checked: each one's re-keyed, verdicts (and direct input)
+        partitions all here."""
+        by_topic: dict[str, set[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, set()).add(tp.partition)
+        needed = [self.names.rekeyed, self.names.verdicts] + ([self.names.input] if self.names.direct else [])
+        state = set().union(*(by_topic.get(t, set()) for t in needed))
+        missing = [f"{t}[{p}]" for p in sorted(state) for t in needed if p not in by_topic.get(t, set())]
+        if missing:
+            log.critical("the group assigned this worker state partitions %s without %s: another member would "
+                         "write the same state; every member must run this version with the range assignor",
+                         sorted(state), ", ".join(missing))
+            raise Misassigned(", ".join(missing))
+        return state
+
+    async def _offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets of ``tps`` (None: nothing committed yet)."""
+        wanted = list(tps)
+        if not wanted:
+            return {}
+        found = await self.admin.list_consumer_group_offsets(self.names.group, partitions=wanted)
+        return {tp: found[tp].offset if tp in found and found[tp].offset >= 0 else None for tp in wanted}
+
+    async def _restore(self, partition: int, committed: dict[str, int]) -> None:
+        writer = new_writer()
+        restored = await restore(self.producer, self.restorer, self.names.changelog, partition, committed, writer,
+                                 timeout_s=RESTORE_TIMEOUT_S)
+        by_prefix = {s.prefix: s for s in self.stores}
+        for key, value in restored.values.items():
+            store = by_prefix.get(key[:1])
+            if store is not None:
+                store.load(key[1:].decode(), value, partition)
+        for key, value in restored.rewrite.items():  # so compaction cannot keep a skipped record
+            store = by_prefix.get(key[:1])
+            if store is not None:
+                if value is None:
+                    store.delete(key[1:].decode(), partition)
+                else:
+                    store.put(key[1:].decode(), value, partition)
+        self.checkpoint.writers[partition] = writer
+        log.info("restored state partition %d: %d changelog records, %d skipped (past the committed offsets %s or "
+                 "another writer's)", partition, restored.records, restored.skipped, committed)
+
+    def _drop(self, partitions: set[int]) -> None:
+        for store in self.stores:
+            store.drop(partitions)
+        self.hot.revoke(partitions)
+        for p in partitions:
+            self.checkpoint.writers.pop(p, None)
+
+    # -- the loop --------------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            if self.failure is not None:
+                raise self.failure
+            epoch = self.epoch
+            fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch)
+            async with self.lock:
+                if epoch != self.epoch:  # a rebalance came in between: the fetcher reads them again
+                    continue
+                records = [r for tp, rs in fetched.items() if tp in self.tps for r in rs
+                           if r.offset >= self.next.get(tp, 0)]
+                if records:
+                    await self._process(records)
+                if time.monotonic() - self.last_sweep >= self.sweep_s:
+                    await self._tick()
+            self.health.tick()
+            self._lag()
+
+    async def _tick(self) -> None:
+        """Ask each partition with sessions to sweep, through the re-keyed topic (not acknowledged: a lost tick
+        only delays the sweep to the next one)."""
+        self.last_sweep = time.monotonic()
+        busy = {o.partition for o in self.hot.sessions.open.values()} | {
+            t.partition for t in self.hot.sessions.closed.values()}
+        for p in sorted(busy & self.owned):
+            await self.producer.send(self.names.rekeyed, value=b"", partition=p, headers=[(TICK, b"1")])
+
+    async def _process(self, records: list[ConsumerRecord]) -> None:
+        now = time.time()
+        inputs, delivery = [], Delivery()
+        verdicts, ticked = [], set()
+        for r in records:
+            if r.topic == self.names.verdicts:
+                verdicts.append(r)
+            elif r.topic == self.names.rekeyed and r.headers and r.headers[0][0] == TICK:
+                ticked.add(r.partition)
+            else:
+                high = self.consumer.highwater(TopicPartition(r.topic, r.partition))
+                inputs.append(Input(r.key, r.value, r.partition, r.topic == self.names.rekeyed,
+                                    r.timestamp / 1000 if r.timestamp is not None else None,
+                                    high is None or r.offset + 1 >= high))
+        if inputs:
+            delivery = await self.scoring(self.hot.ingest(inputs, now))
+        if ticked:
+            swept = await self.scoring(self.hot.sweep(now, ticked & self.owned))
+            for field in ("rekey", "dead", "judge", "scores", "labels"):
+                getattr(delivery, field).extend(getattr(swept, field))
+        for r in verdicts:
+            verdict = read_verdict(r.value, r.headers, r.partition)
+            if isinstance(verdict, BadVerdict):
+                delivery.dead.append(dead_letter(r.value, r.key, reason=verdict.reason, detail=verdict.detail,
+                                                 stage="judge", max_bytes=self.max_request_bytes))
+            elif self.judge.count(verdict.score, verdict.partition, verdict.shadow):
+                delivery.scores.append(self.judge.score_record(verdict.score))
+        for r in records:
+            tp = TopicPartition(r.topic, r.partition)
+            self.next[tp] = max(self.next.get(tp, 0), r.offset + 1)
+        await self.checkpoint.commit(delivery, {tp: off for tp, off in self.next.items() if tp in self.tps})
+
+    def _lag(self) -> None:
+        owned = [(tp.topic, tp.partition) for tp in self.tps]
+        high = {(tp.topic, tp.partition): self.consumer.highwater(tp) for tp in self.tps}
+        processed = {(tp.topic, tp.partition): off - 1 for tp, off in self.next.items()}
+        metrics = self.hot.metrics
+        topics = [self.names.input, self.names.rekeyed, self.names.verdicts]
+        for topic, lag in lag_by_topic(owned, topics, highwater=high, processed=processed).items():
+            metrics.consumer_lag.labels(topic).set(lag)
+        self._reported = update_partition_progress(
+            metrics, partition_progress(owned, topics, highwater=high, processed=processed), self._reported)
+
+
+def partition_stores(pending: list[Write]) -> tuple[PartitionStore, PartitionStore]:
+    """The sessions store and the counts store (dedup marks, totals), logging into ``pending``."""
+    return PartitionStore(STORES[0], pending), PartitionStore(STORES[1], pending)
