@@ -48,6 +48,12 @@ class KafkaSettings(BaseModel):
     retention_events_s: float = Field(default=7 * 86400.0, ge=1)
     retention_scores_s: float = Field(default=30 * 86400.0, ge=1)
     retention_dead_letters_s: float = Field(default=30 * 86400.0, ge=1)
+    engine: Literal["faust", "checkpoint"] = Field(
+        default="faust",
+        description="The worker's engine. faust: the current default. checkpoint: one writer per partition on "
+                    "aiokafka whose checkpoint alone commits offsets, with a verdicts topic and a state changelog "
+                    "(<app_id>-state-changelog); in preview: every worker of a deployment must run the same engine, "
+                    "and switching is drain-then-switch (docs/architecture.md).")
 
     @field_validator("input_topic")
     @classmethod
@@ -114,12 +120,6 @@ class StreamSettings(BaseModel):
                     "are then late events. Bounds worker memory whatever the input (about 2.5 KB each, "
                     "docs/deployment.md).")
     event_batch: int = Field(default=1000, ge=1)  # records per hot-path batch (runtime/hotbatches.py)
-    engine: Literal["faust", "checkpoint"] = Field(
-        default="faust",
-        description="The worker's engine. faust: the current default. checkpoint: one writer per partition on "
-                    "aiokafka whose checkpoint alone commits offsets, with a verdicts topic and a state changelog "
-                    "(<app_id>-state-changelog); in preview: every worker of a deployment must run the same engine, "
-                    "and switching is drain-then-switch (docs/architecture.md).")
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
     # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py, issue #22): at least sample_rate,
     # raised by the distilled models' uncertainty (active_learning_rate: the extra share of traffic to spend on

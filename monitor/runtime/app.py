@@ -23,7 +23,8 @@ from monitor.runtime.seeks import SeekingConsumer
 # `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md, issue #18).
 # The input topic is not among them: it is the producer's (``CONVMON_INPUT_TOPIC``), or convmon's own
 # ``<prefix>events`` when unset. ``rekeyed`` carries input events re-produced under their conversation id.
-TOPIC_NAMES = ("rekeyed", "judge", "verdicts", "scores", "labels", "dead-letters")
+TOPIC_NAMES = ("rekeyed", "judge", "scores", "labels", "dead-letters")
+CHECKPOINT_TOPIC_NAMES = ("verdicts",)  # the checkpoint engine's too (monitor/engine)
 
 
 class App(faust.App):
@@ -46,9 +47,14 @@ class Topics:
     dead_letters: faust.TopicT
 
 
+def stage_topics(kafka: KafkaSettings) -> tuple[str, ...]:
+    """The stage topics of the configured engine (without the prefix)."""
+    return TOPIC_NAMES + (CHECKPOINT_TOPIC_NAMES if kafka.engine == "checkpoint" else ())
+
+
 def topic_names(kafka: KafkaSettings) -> list[str]:
     """The topics convmon creates: its own, and the input when that is its default ``<prefix>events``."""
-    own = [kafka.topic(name) for name in TOPIC_NAMES]
+    own = [kafka.topic(name) for name in stage_topics(kafka)]
     return [kafka.input_topic_name, *own] if kafka.owns_input_topic else own
 
 

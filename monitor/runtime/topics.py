@@ -21,7 +21,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import KafkaSettings
-from monitor.runtime.app import TOPIC_NAMES, aiokafka_kwargs, bootstrap, broker_unreachable
+from monitor.runtime.app import aiokafka_kwargs, bootstrap, broker_unreachable, stage_topics
 
 TABLES = ("sessions", "scored")  # the faust tables registered in monitor/runtime/agents.py
 STATE_CHANGELOG = "state"  # the checkpoint engine's changelog (monitor/engine/changelog.py)
@@ -42,13 +42,15 @@ def convmon_topics(kafka: KafkaSettings) -> list[TopicSpec]:
     """Every topic a convmon deployment uses, with the partitions, replication and configs it needs."""
     n, rf = kafka.topic_partitions, kafka.topic_replication
     specs = []
-    for name in ("events", *TOPIC_NAMES) if kafka.owns_input_topic else TOPIC_NAMES:
+    names = stage_topics(kafka)
+    for name in ("events", *names) if kafka.owns_input_topic else names:
         config = {"cleanup.policy": "delete"}
         if name in RETENTION_SETTING:
             seconds = getattr(kafka, RETENTION_SETTING[name])
             config["retention.ms"] = str(int(seconds * 1000))
         specs.append(TopicSpec(kafka.topic(name), n, rf, config, RETENTION_SETTING.get(name, "")))
-    for table in (*TABLES, STATE_CHANGELOG):  # changelogs: compacted, and partitioned exactly as the state
+    changelogs = (*TABLES, STATE_CHANGELOG) if kafka.engine == "checkpoint" else TABLES
+    for table in changelogs:  # changelogs: compacted, and partitioned exactly as the state
         specs.append(TopicSpec(f"{kafka.app_id}-{table}-changelog", n, rf, {"cleanup.policy": "compact"},
                                "faust table changelog"))
     specs.append(TopicSpec(f"{kafka.app_id}-__assignor-__leader", 1, rf, {}, "faust leader election"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -46,11 +47,20 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(1
 
 @pytest.fixture(scope="module")
 def kill_9_twice(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    return kill_9_twice_run("kill_9_twice", broker, tmp_path_factory.mktemp("kill"))
+
+
+@pytest.fixture(scope="module")
+def checkpoint_kill_9_twice(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    return kill_9_twice_run("checkpoint_kill_9_twice", broker, tmp_path_factory.mktemp("ckill"), engine="checkpoint")
+
+
+def kill_9_twice_run(name: str, broker: str, workdir: Path, **settings: Any) -> FaultResult:
     """Whole conversations in 40 parts a second apart; the worker is SIGKILLed right after parts 10 and 24
     (while it works on them, with more to come), each time once it has scored from the stream, and
     restarted at once on the same port (its old membership times out meanwhile)."""
     convs = simulated(N, "kill", seed=21)
-    with FaultRun("kill_9_twice", tmp_path_factory.mktemp("kill"), broker) as run:
+    with FaultRun(name, workdir, broker, **settings) as run:
         run.expect([c.conversation_id for c in convs], SCORED)
         run.supervisor.start("a")
         seen: list[int] = [0]
@@ -221,10 +231,19 @@ def internal_garbage(broker: str, tmp_path_factory: pytest.TempPathFactory) -> F
 
 @pytest.fixture(scope="module")
 def scale_out_in(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    return scale_out_in_run("scale_out_in", broker, tmp_path_factory.mktemp("scale"))
+
+
+@pytest.fixture(scope="module")
+def checkpoint_scale_out_in(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    return scale_out_in_run("checkpoint_scale_out_in", broker, tmp_path_factory.mktemp("cscale"), engine="checkpoint")
+
+
+def scale_out_in_run(name: str, broker: str, workdir: Path, **settings: Any) -> FaultResult:
     """Whole conversations in 40 parts a second apart; a second worker joins after part 8 and leaves
     (SIGTERM) after part 24, once it has scored something, while parts remain to be produced."""
     convs = simulated(N, "scale", seed=27)
-    with FaultRun("scale_out_in", tmp_path_factory.mktemp("scale"), broker, workers=("a", "b")) as run:
+    with FaultRun(name, workdir, broker, workers=("a", "b"), **settings) as run:
         run.expect([c.conversation_id for c in convs], SCORED)
         run.supervisor.start("a")
 
@@ -252,11 +271,21 @@ def scale_out_in(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Fault
 
 @pytest.fixture(scope="module")
 def two_workers_one_killed(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    return two_workers_one_killed_run("two_workers_one_killed", broker, tmp_path_factory.mktemp("two"))
+
+
+@pytest.fixture(scope="module")
+def checkpoint_two_workers_one_killed(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    return two_workers_one_killed_run("checkpoint_two_workers_one_killed", broker, tmp_path_factory.mktemp("ctwo"),
+                                      engine="checkpoint")
+
+
+def two_workers_one_killed_run(name: str, broker: str, workdir: Path, **settings: Any) -> FaultResult:
     """Two workers in one group from the start; whole conversations in 40 parts a second apart; worker ``b`` is
     SIGKILLed right after part 16, once both have scored, and restarted at once (its partitions move to ``a``
     when its membership times out, and back when it rejoins)."""
     convs = simulated(N, "two", seed=28)
-    with FaultRun("two_workers_one_killed", tmp_path_factory.mktemp("two"), broker, workers=("a", "b")) as run:
+    with FaultRun(name, workdir, broker, workers=("a", "b"), **settings) as run:
         run.expect([c.conversation_id for c in convs], SCORED)
         run.supervisor.start("a")
         run.supervisor.start("b")
@@ -280,13 +309,13 @@ def two_workers_one_killed(broker: str, tmp_path_factory: pytest.TempPathFactory
 
 # --- 9. OTLP traces on a producer's topic of 1 or 3 partitions (convmon's have 4) ----------------------
 
-def otlp_fault(name: str, partitions: int, broker: str, workdir: Path) -> FaultResult:
+def otlp_fault(name: str, partitions: int, broker: str, workdir: Path, **settings: Any) -> FaultResult:
     """2,000 two-call chats as unkeyed OTLP trace messages (50 conversations each) on a producer's topic
     (CONVMON_INPUT_TOPIC) of ``partitions`` partitions against convmon's 4: the events are re-keyed through
     convmon's own topic; every conversation ends by idle expiry."""
     ids, records = otlp_traces(f"otlp{partitions}", N)
     with FaultRun(name, workdir, broker, input_format="otlp_traces", topic_partitions=4,
-                  input_partitions=partitions) as run:
+                  input_partitions=partitions, **settings) as run:
         run.expect(ids, SCORED)
         run.supervisor.start("a")
         run.produce_in_chunks(records, chunks=20, pace_s=1.0, at={})
@@ -304,10 +333,19 @@ def otlp_3_partitions(broker: str, tmp_path_factory: pytest.TempPathFactory) -> 
     return otlp_fault("otlp_3_partitions", 3, broker, tmp_path_factory.mktemp("otlp3"))
 
 
+@pytest.fixture(scope="module")
+def checkpoint_otlp_3_partitions(broker: str, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    return otlp_fault("checkpoint_otlp_3_partitions", 3, broker, tmp_path_factory.mktemp("cotlp3"),
+                      engine="checkpoint")
+
+
 # --- the checks, per fault --------------------------------------------------------------------------
 
 FAULTS = ("kill_9_twice", "broker_restart", "unkeyed", "bomb", "five_mb", "internal_garbage", "scale_out_in",
-          "two_workers_one_killed", "otlp_1_partition", "otlp_3_partitions")
+          "two_workers_one_killed", "otlp_1_partition", "otlp_3_partitions",
+          # the checkpoint engine (CONVMON_ENGINE=checkpoint, monitor/engine), same checks
+          "checkpoint_kill_9_twice", "checkpoint_two_workers_one_killed", "checkpoint_scale_out_in",
+          "checkpoint_otlp_3_partitions")
 # Fixed by the hot-path runtime (#18 items 3-5): unkeyed input, the metadata bomb, 5 MB events and internal
 # garbage now pass every per-id check. What is still open is marked, each with its reason.
 LOST: dict[str, str] = {}

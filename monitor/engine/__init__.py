@@ -1,0 +1,1 @@
+"""The checkpoint engine: partition writers, their checkpoint and changelog, the stateless loops."""
