@@ -51,6 +51,7 @@ class OpenAIServer:
         self.default = default
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self.chat_calls = 0  # chat completions answered or refused, kept or not (what a judge call costs)
         self._script: deque[Behaviour] = deque()
         self._lock = threading.Lock()
         self._seen_prefixes: set[str] = set()
@@ -119,6 +120,7 @@ class OpenAIServer:
     # --- handlers -------------------------------------------------------------------------
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        self.chat_calls += 1
         if self.keep_requests:
             self.requests.append(body)
             self.paths.append(request.path)

@@ -467,7 +467,10 @@ class FaultRun:
                           "wrong_outcome": j["wrong_outcome"], "scored_once_by_score_id": j["scored_once_by_score_id"],
                           "expected_scored": j["expected_scored"], "copies_disagree": j["copies_disagree"],
                           "outside_slice": j["foreign_scores"], "records": sum(judged.scores.values()),
+                          "calls": self.judge.chat_calls if self.judge is not None else 0,
                           "examples": j["examples"]}
+        # what the judge was paid: calls per conversation judged (a handover that re-judges raises it)
+        table["judge"]["calls_per_judged"] = round(table["judge"]["calls"] / max(1, j["scored_once_by_score_id"]), 3)
         tail = self.ledger.table()
         checks = {"scores": compare(self.scores.records, scores, self.scores.positions),
                   "dead_letters": compare(self.dead.records, dead, self.dead.positions)}
