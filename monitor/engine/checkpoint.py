@@ -64,13 +64,23 @@ class Checkpoint:
 
     async def commit(self, delivery: Delivery, offsets: Mapping[TopicPartition, int]) -> None:
         """Produce, log, flush, check, commit, export. Raises DeliveryFailed or CommitFailed."""
+        futures = await self.produce(delivery)
+        futures += await self.log_state(offsets)
+        exported = self.export()
+        await self.flush(futures)
+        await self.commit_offsets(offsets)
+        exported()
+
+    async def produce(self, delivery: Delivery) -> list[tuple[str, asyncio.Future[Any]]]:
         futures: list[tuple[str, asyncio.Future[Any]]] = []
         for field in ("rekey", "judge", "scores", "labels"):
             futures += await self._send(self.topics[field], getattr(delivery, field))
         for letter in delivery.dead:
             futures.append(("dead-letters", await self.send_dead(letter)))
-        futures += await self._log(offsets)
-        exported = self.export()
+        return futures
+
+    async def flush(self, futures: list[tuple[str, asyncio.Future[Any]]]) -> None:
+        """Every record sent so far on the broker, or DeliveryFailed."""
         await self.producer.flush()
         if futures:
             await asyncio.wait([f for _, f in futures])
@@ -81,8 +91,6 @@ class Checkpoint:
                 self.metrics.commits_blocked.set(1)
                 raise DeliveryFailed(f"a record to {topic} was not delivered: "
                                      f"{type(error).__name__ if error else 'cancelled'}")
-        await self._commit(offsets)
-        exported()
 
     async def _send(self, topic: str, sends: Sequence[Send]) -> list[tuple[str, asyncio.Future[Any]]]:
         out = []
@@ -93,7 +101,7 @@ class Checkpoint:
                                                         timestamp_ms=timestamp, headers=s.headers)))
         return out
 
-    async def _log(self, offsets: Mapping[TopicPartition, int]) -> list[tuple[str, asyncio.Future[Any]]]:
+    async def log_state(self, offsets: Mapping[TopicPartition, int]) -> list[tuple[str, asyncio.Future[Any]]]:
         writes, self.pending[:] = list(self.pending), []
         by_partition: dict[int, dict[str, int]] = {}
         for tp, offset in offsets.items():
@@ -106,7 +114,7 @@ class Checkpoint:
                 self.changelog, value=encode_value(w.value), key=w.key, partition=partition, headers=headers)))
         return out
 
-    async def _commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    async def commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
         if not offsets:
             return
         try:

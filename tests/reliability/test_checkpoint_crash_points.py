@@ -1,0 +1,38 @@
+"""The checkpoint engine killed (os._exit) right after each step of one checkpoint, then restarted by its
+supervisor: every id scored once (by score id), the judge's slice judged once, and every exported total and
+Prometheus's count equal to the truth. The crash falls on the third checkpoint that produced score records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.accounting import SCORED
+from tests.reliability.fault_run import FaultRun, simulated, turn_events
+
+pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(900)]
+N = 400
+
+
+@pytest.mark.parametrize("step", ["produce", "log_state", "flush", "commit_offsets", "export"])
+def test_a_kill_after_each_checkpoint_step_recovers_to_exact_counts(broker: str, tmp_path: Path, step: str) -> None:
+    convs = simulated(N, f"cp-{step}", seed=41)
+    mark = tmp_path / "crashed"
+    with FaultRun(f"checkpoint_crash_{step}", tmp_path, broker, engine="checkpoint") as run:
+        run.expect([c.conversation_id for c in convs], SCORED)
+        worker = run.supervisor.workers["a"]
+        worker.module = "tests.engine.crash_worker"
+        worker.extra_env = {"CRASH_STEP": step, "CRASH_AT": "3", "CRASH_MARK": str(mark)}
+        run.supervisor.start("a")
+        run.produce_in_chunks([r for c in convs for r in turn_events(c)], chunks=10, pace_s=0.5, at={})
+        t = run.finish().table
+    assert mark.read_text() == step, "the worker did not crash at the planned step"
+    assert [e["code"] for e in t["worker_crashes"]] == [9], t["worker_crashes"]
+    assert (t["lost"], t["wrong_outcome"], t["score_id_wrong"], t["copies_disagree"]) == (0, 0, 0, 0), t["examples"]
+    assert t["scored_once_by_score_id"] == t["expected_scored"] == N
+    judge = t["judge"]
+    assert judge["lost"] == 0 and judge["scored_once_by_score_id"] == judge["expected_scored"] == judge["slice"], judge
+    assert t["exported_totals"]["series_differing"] == 0, t["exported_totals"]
+    assert abs(t["prometheus"]["scraped_total"] - t["prometheus"]["truth"]) < 0.01, t["prometheus"]
+    assert t["prometheus"]["resets"] == 0, t["prometheus"]
