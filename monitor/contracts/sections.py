@@ -236,10 +236,10 @@ class MetricsSettings(BaseModel):
     # listing them makes every worker agree on which values are kept and which become "other".
     dimension_values: dict[str, list[str]] = Field(default_factory=dict)
     dimension_value_pattern: str | None = Field(default=None, description=(
-        "Issue #32: without it a dimension value not listed in dimension_values is exported as 'other' "
-        "(metadata may hold user data). A regular expression that a value must match whole to be exported "
-        "as itself (first-come, up to dimension_cap per dimension), e.g. '[a-z][a-z0-9._-]{0,31}'; "
-        "its safety is the operator's call (docs/security.md)."))
+        "A regular expression that a dimension value not listed in CONVMON_DIMENSION_VALUES must match whole "
+        "to be exported as itself (first-come, up to CONVMON_DIMENSION_CAP per dimension), e.g. "
+        "'[a-z][a-z0-9._-]{0,31}'; unset, every unlisted value is exported as 'other' (metadata may hold "
+        "user data). Its safety is the operator's call (docs/security.md)."))
     # Most series the dimensioned metrics may use, all dimensions together (issue #20): a new combination of
     # dimension values that would pass it is exported with values folded into "other" (counted, never dropped).
     metric_series_budget: int = Field(default=50_000, ge=1000)
