@@ -30,6 +30,18 @@ SpanRef = Annotated[str, Field(pattern=r"^[0-9a-f]{32}-[0-9a-f]{16}$")]
 ResponseId = Annotated[str, Field(min_length=1, max_length=128)]
 
 
+def scalar_id(value: Any) -> Any:
+    """An id of any JSON scalar type as a string (``42`` -> ``"42"``, ``true`` -> ``"true"``): producers' ids are
+    often numbers, and a number read as its JSON text cannot mislead. Lists, objects and null stay errors."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return orjson.dumps(value).decode()
+    return value
+
+
 def _to_epoch(value: Any) -> Any:
     """Accept epoch seconds or ISO-8601 strings; store epoch seconds (float)."""
     if isinstance(value, str):
@@ -64,6 +76,7 @@ class TurnEvent(Record):
     response_id: ResponseId | None = None  # optional: gen_ai.response.id of an assistant turn
 
     _epoch = field_validator("timestamp", mode="before")(_to_epoch)
+    _id = field_validator("conversation_id", mode="before")(scalar_id)
 
 
 class EndEvent(Record):
@@ -80,6 +93,7 @@ class EndEvent(Record):
     simulated_truth: list[str] | None = None
 
     _epoch = field_validator("timestamp", mode="before")(_to_epoch)
+    _id = field_validator("conversation_id", mode="before")(scalar_id)
 
 
 class Turn(Record):
@@ -106,6 +120,7 @@ class Conversation(Record):
     simulated_truth: list[str] | None = None
 
     _epoch = field_validator("started_at", "ended_at", mode="before")(_to_epoch)
+    _id = field_validator("conversation_id", mode="before")(scalar_id)
 
     @property
     def user_turns(self) -> list[Turn]:
@@ -163,7 +178,7 @@ def _drop_unknown(obj: dict[str, Any], model: type[Record]) -> list[str]:
     return list(dict.fromkeys(unknown))
 
 
-def _field_of(exc: ValidationError) -> str | None:
+def failing_field(exc: ValidationError) -> str | None:
     """The first failing field's top-level name: a model field (bounded), never user data."""
     for err in exc.errors():
         if err["loc"]:
@@ -171,7 +186,7 @@ def _field_of(exc: ValidationError) -> str | None:
     return None
 
 
-def _describe(exc: ValidationError) -> str:
+def describe_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
         loc = ".".join(str(p) for p in err["loc"]) or "<root>"
@@ -196,7 +211,7 @@ def decode_input(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | N
         raise InvalidEvent("malformed_json", str(exc)) from exc
     if not isinstance(obj, dict):
         raise InvalidEvent("invalid_schema", f"expected a JSON object, got {type(obj).__name__}")
-    cid = obj.get("conversation_id")
+    cid = scalar_id(obj.get("conversation_id"))
     cid = cid if isinstance(cid, str) else None
     model = _MODELS[event_kind(obj)]
     unknown = _drop_unknown(obj, model)
@@ -206,7 +221,8 @@ def decode_input(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | N
     try:
         event: Event = model.model_validate(obj)  # type: ignore[assignment]
     except ValidationError as exc:
-        raise InvalidEvent("invalid_schema", _describe(exc), field=_field_of(exc), conversation_id=cid) from exc
+        raise InvalidEvent("invalid_schema", describe_error(exc), field=failing_field(exc),
+                           conversation_id=cid) from exc
     return DecodedEvent(event, tuple(unknown), filled)
 
 

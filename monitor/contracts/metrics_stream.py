@@ -26,6 +26,13 @@ class StreamMetrics:
             ["field"],
             registry=r,
         )
+        self.input_messages_skipped = Counter(
+            "convmon_input_messages_skipped",
+            "Chat messages read that are not turns (system, developer and tool messages, assistant messages that "
+            "only call tools), by role: accepted, not scored (CONVMON_INPUT_FORMAT=openai, docs/input.md).",
+            ["role"],
+            registry=r,
+        )
         self.input_idle = Gauge(
             "convmon_input_idle_seconds",
             "Seconds since this worker last consumed an input record (or since its start): past "

@@ -274,12 +274,12 @@ class DriftSettings(BaseModel):
 
 
 class OtelSettings(BaseModel):
-    """OpenTelemetry: the input format of the events topic (convmon JSON or OTLP GenAI telemetry from the
-    Collector's kafka exporter) and verdicts out as ``gen_ai.evaluation.result`` log events (docs/otel.md)."""
+    """OpenTelemetry: the input format of the events topic (convmon JSON, OpenAI chat logs or OTLP GenAI telemetry
+    from the Collector's kafka exporter) and verdicts out as ``gen_ai.evaluation.result`` log events (docs/otel.md)."""
 
     model_config = ConfigDict(frozen=True)
 
-    input_format: Literal["json", "otlp_traces", "otlp_logs"] = "json"
+    input_format: Literal["json", "openai", "otlp_traces", "otlp_logs"] = "json"
     otlp_encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"  # the kafka exporter's `encoding`
     # Attributes (span, then resource) that name the conversation when gen_ai.conversation.id is absent.
     otlp_conversation_attributes: StringList = Field(default_factory=lambda: ["session.id"])

@@ -257,7 +257,8 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
       'memory and changelog)')),
     (('CONVMON_INPUT_FORMAT', 'CONVMON_OTLP_ENCODING'),
      '`json`, `otlp_proto`',
-     ("the events topic's format: `json`, `otlp_traces` or `otlp_logs`; the OTLP encoding (`otlp_proto`, "
+     ("the events topic's format: `json`, `openai` (Chat Completions `messages` logs, and `json` events: "
+      '[docs/input.md](input.md)), `otlp_traces` or `otlp_logs`; the OTLP encoding (`otlp_proto`, '
       '`otlp_json`) ([docs/otel.md](otel.md))')),
     (('CONVMON_OTLP_CONVERSATION_ATTRIBUTES', 'CONVMON_OTLP_DIMENSION_ATTRIBUTES'),
      '`session.id`, `{"app": "service.name"}`',

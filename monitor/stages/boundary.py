@@ -54,7 +54,8 @@ class RedactingInput:
     def __init__(self, inner: InputDecoder, redaction: InputRedaction) -> None:
         self.inner = inner
         self.redaction = redaction
-        self.repeating = not isinstance(inner, JsonInput)  # OTLP calls repeat the chat history
+        # OTLP calls repeat the chat history
+        self.repeating = bool(getattr(inner, "repeating", not isinstance(inner, JsonInput)))
 
     def decode(self, raw: bytes | None, *, rekeyed: bool, timestamp: float | None = None) -> Decoded:
         decoded = self.inner.decode(raw, rekeyed=rekeyed, timestamp=timestamp)
@@ -62,4 +63,4 @@ class RedactingInput:
         for event, event_raw in decoded.events:
             redacted = self.redaction.event(event)
             events.append((event, event_raw) if redacted is event else (redacted, None))  # None: encoded if re-keyed
-        return Decoded(events, decoded.problem, decoded.unknown_fields)
+        return Decoded(events, decoded.problem, decoded.unknown_fields, decoded.skipped)

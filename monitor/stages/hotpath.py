@@ -154,6 +154,8 @@ class HotPath:
                 out.dead.append(self.dead(item.value, item.key, decoded.problem.reason, decoded.problem.detail,
                                           "sessionize", problem=decoded.problem))
             self.unknown_fields.count(decoded.unknown_fields)
+            for role in decoded.skipped:  # chat messages that are not turns (bounded roles: openai_chat.ROLES)
+                self.metrics.input_messages_skipped.labels(role).inc()
             for event, raw in decoded.events:
                 cid = event.conversation_id
                 if not stateful or item.key != cid.encode():  # one partition must own each conversation
