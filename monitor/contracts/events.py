@@ -105,6 +105,28 @@ class Turn(Record):
     response_id: ResponseId | None = None
 
 
+class Rejection(Record):
+    """A turn of the conversation that was rejected (dead-lettered): which one, which field, why."""
+
+    turn_index: StrictInt | None = Field(default=None, ge=0)
+    field: str | None = Field(default=None, max_length=64)
+    reason: str = Field(max_length=64)
+
+    def describe(self) -> str:
+        turn = "a turn" if self.turn_index is None else f"turn {self.turn_index}"
+        return f"{turn} was rejected ({self.reason}" + (f", field {self.field})" if self.field else ")")
+
+
+class RejectedTurn(Record):
+    """A marker on convmon's re-keyed topic: a turn of this conversation was rejected by the worker that read it,
+    which was not the conversation's writer; the writer marks the conversation incomplete."""
+
+    type: Literal["rejected"]
+    conversation_id: ConversationId
+    rejection: Rejection
+    timestamp: FiniteFloat
+
+
 class Conversation(Record):
     """A finished conversation: what the route, judge and classify stages consume."""
 
@@ -118,6 +140,7 @@ class Conversation(Record):
     end_reason: Literal["end", "idle", "producer"] = "producer"
     truncated: bool = False
     simulated_truth: list[str] | None = None
+    incomplete: Rejection | None = None  # a turn was rejected: scored only with incomplete_conversations=score
 
     _epoch = field_validator("started_at", "ended_at", mode="before")(_to_epoch)
     _id = field_validator("conversation_id", mode="before")(scalar_id)
@@ -134,8 +157,9 @@ class Conversation(Record):
         return None, None
 
 
-Event = TurnEvent | EndEvent | Conversation
-_MODELS: dict[str, type[Record]] = {"turn": TurnEvent, "end": EndEvent, "conversation": Conversation}
+Event = TurnEvent | EndEvent | Conversation | RejectedTurn
+_MODELS: dict[str, type[Record]] = {"turn": TurnEvent, "end": EndEvent, "conversation": Conversation,
+                                    "rejected": RejectedTurn}
 
 
 def event_kind(obj: dict[str, Any]) -> str:
@@ -203,17 +227,24 @@ def decode_input(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | N
     """
     if raw is None or len(raw) == 0:
         raise InvalidEvent("empty", "the message has no value")
-    if len(raw) > max_bytes:
-        raise InvalidEvent("too_large", f"{len(raw)} bytes exceeds max_event_bytes={max_bytes}")
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if len(raw) > max_bytes:
+            raise InvalidEvent("too_large", f"{len(raw)} bytes exceeds max_event_bytes={max_bytes}") from None
         raise InvalidEvent("malformed_json", str(exc)) from exc
+    if len(raw) > max_bytes:  # parsed only to tell whose turn it was: nothing of it is kept
+        raise InvalidEvent("too_large", f"{len(raw)} bytes exceeds max_event_bytes={max_bytes}",
+                           **whose_turn(obj))
     if not isinstance(obj, dict):
         raise InvalidEvent("invalid_schema", f"expected a JSON object, got {type(obj).__name__}")
     cid = scalar_id(obj.get("conversation_id"))
     cid = cid if isinstance(cid, str) else None
-    model = _MODELS[event_kind(obj)]
+    try:
+        model = _MODELS[event_kind(obj)]
+    except InvalidEvent as exc:
+        exc.conversation_id = cid
+        raise
     unknown = _drop_unknown(obj, model)
     filled = model is not Conversation and obj.get("timestamp") is None
     if filled:
@@ -222,8 +253,21 @@ def decode_input(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | N
         event: Event = model.model_validate(obj)  # type: ignore[assignment]
     except ValidationError as exc:
         raise InvalidEvent("invalid_schema", describe_error(exc), field=failing_field(exc),
-                           conversation_id=cid) from exc
+                           **whose_turn(obj)) from exc
     return DecodedEvent(event, tuple(unknown), filled)
+
+
+def whose_turn(obj: Any) -> dict[str, Any]:
+    """InvalidEvent's ``conversation_id``, ``turn`` and ``turn_index`` for a rejected object, as far as they can be
+    read: a rejected turn leaves its conversation incomplete."""
+    if not isinstance(obj, dict):
+        return {}
+    cid = scalar_id(obj.get("conversation_id"))
+    kind = obj.get("type", "conversation" if "turns" in obj else "turn")
+    index = obj.get("turn_index")
+    return {"conversation_id": cid if isinstance(cid, str) and 0 < len(cid) <= 256 else None,
+            "turn": kind == "turn",
+            "turn_index": index if type(index) is int and index >= 0 else None}
 
 
 def decode_event(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | None = None) -> Event:

@@ -78,6 +78,13 @@ class StreamMetrics:
             "rebuilt (the first sample is the restore at start; 0 until then).",
             registry=r,
         )
+        self.conversations_incomplete = Counter(
+            "convmon_conversations_incomplete",
+            "Finished conversations with a rejected (dead-lettered) turn, by what was done: dead_lettered whole "
+            "(reason conversation_incomplete) or scored with an incomplete mark (CONVMON_INCOMPLETE_CONVERSATIONS).",
+            ["action"],
+            registry=r,
+        )
         self.late_events = Counter(
             "convmon_late_events",
             "Events for conversations already finished that they did not hold (late end/turn events).",

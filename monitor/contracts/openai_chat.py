@@ -126,7 +126,12 @@ def decode_chat(obj: dict[str, Any], *, timestamp: float) -> ChatDecoded:
     ``timestamp``: the broker record's time, for a message event without its own."""
     if "messages" in obj:
         return _conversation(obj)
-    return _message(obj, timestamp)
+    try:
+        return _message(obj, timestamp)
+    except InvalidEvent as exc:  # a rejected message leaves its conversation incomplete
+        index = obj.get("turn_index")
+        exc.turn, exc.turn_index = True, index if type(index) is int and index >= 0 else None
+        raise
 
 
 def _conversation(obj: dict[str, Any]) -> ChatDecoded:

@@ -113,6 +113,12 @@ class StreamSettings(BaseModel):
                     "convmon_conversations_evicted_total{reason=\"max_open_conversations\"}); its later turns "
                     "are then late events. Bounds worker memory whatever the input (about 2.5 KB each, "
                     "docs/deployment.md).")
+    incomplete_conversations: Literal["dead_letter", "score"] = Field(
+        default="dead_letter",
+        description="A conversation with a rejected turn: 'dead_letter' sends it whole to the dead-letter topic "
+                    "(reason conversation_incomplete, naming the turn and field); 'score' scores the turns that "
+                    "remain, its score records and evaluation events marked incomplete. Counted either way in "
+                    "convmon_conversations_incomplete_total{action}.")
     event_batch: int = Field(default=1000, ge=1)  # records per hot-path batch (runtime/hotbatches.py)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
     # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py, issue #22): at least sample_rate,

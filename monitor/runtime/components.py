@@ -75,7 +75,8 @@ def build_components(app: App, topics: Topics, pipeline: Pipeline,
                                                      max_event_bytes=s.max_event_bytes),
                                          InputRedaction(pipeline.redactor or Redactor.from_settings(s.judge),
                                                         text=not s.pii_raw_internal_topics)),
-                  forward_input=layout.forward, judge_configured=s.judge_configured)
+                  forward_input=layout.forward, judge_configured=s.judge_configured,
+                  incomplete=s.incomplete_conversations)  # stages/incomplete.py
     judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, totals, pipeline.exporter, pipeline.metrics,
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
                        clock=time.time)

@@ -12,7 +12,7 @@ redacted by the dead-letter writer (``dead_letter_raw`` keeps them raw, opt-in).
 
 from __future__ import annotations
 
-from monitor.contracts.events import Conversation, EndEvent, Event, TurnEvent
+from monitor.contracts.events import Conversation, EndEvent, Event, RejectedTurn, TurnEvent
 from monitor.judge.redact import Redactor
 from monitor.stages.inputs import Decoded, InputDecoder, JsonInput
 
@@ -29,6 +29,8 @@ class InputRedaction:
 
     def event(self, event: Event) -> Event:
         """``event`` itself when there was nothing to redact, else a redacted copy."""
+        if isinstance(event, RejectedTurn):  # convmon's marker: an id, a turn index and a field name
+            return event
         update: dict[str, object] = {}
         metadata = self._metadata(event.metadata)
         if metadata is not None:
