@@ -33,7 +33,7 @@ import orjson
 
 from distill.datasets import UssDialogue, load_uss, turn_rating
 from monitor.contracts.errors import ConfigError, InvalidEvent
-from monitor.contracts.events import decode_event
+from monitor.contracts.events import RejectedTurn, decode_event
 from monitor.contracts.openai_chat import decode_chat, is_chat
 
 Format = Literal["json", "openai", "uss"]
@@ -63,16 +63,23 @@ def uss_events(dialogues: list[UssDialogue], *, app: str, start_time: float = 1.
         yield end
 
 
+def checked_line(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:
+    """One line's event, validated as the input topic would validate it; errors name the file and line."""
+    try:
+        event = decode_event(raw.rstrip(b"\n"))
+    except InvalidEvent as exc:
+        raise ConfigError(f"{path}:{lineno}: {exc.detail}") from exc
+    if isinstance(event, RejectedTurn):
+        raise ConfigError(f"{path}:{lineno}: field 'type': 'rejected' is convmon's own record, not an input event")
+    obj: dict[str, Any] = orjson.loads(raw)
+    return obj
+
+
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                decode_event(raw.rstrip(b"\n"))
-            except InvalidEvent as exc:
-                raise ConfigError(f"{path}:{lineno}: {exc.detail}") from exc
-            yield orjson.loads(raw)
+            if raw.strip():
+                yield checked_line(raw, path, lineno)
 
 
 def read_chat(path: Path) -> Replay:
@@ -86,8 +93,7 @@ def read_chat(path: Path) -> Replay:
             try:
                 obj = orjson.loads(raw)
                 if not isinstance(obj, dict) or not is_chat(obj):
-                    decode_event(raw.rstrip(b"\n"))
-                    events.append(obj)
+                    events.append(checked_line(raw, path, lineno))
                     continue
                 chat = decode_chat(obj, timestamp=0.0)
             except orjson.JSONDecodeError as exc:
