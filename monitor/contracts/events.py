@@ -252,7 +252,10 @@ def decode_input(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | N
     try:
         event: Event = model.model_validate(obj)  # type: ignore[assignment]
     except ValidationError as exc:
-        raise InvalidEvent("invalid_schema", describe_error(exc), field=failing_field(exc),
+        chat = {"messages", "content", "tool_calls"} & set(unknown)
+        hint = (f" (an OpenAI chat message? its '{sorted(chat)[0]}' is read with CONVMON_INPUT_FORMAT=openai or "
+                "`convmon replay --format openai`)") if chat else ""
+        raise InvalidEvent("invalid_schema", describe_error(exc) + hint, field=failing_field(exc),
                            **whose_turn(obj)) from exc
     return DecodedEvent(event, tuple(unknown), filled)
 

@@ -37,8 +37,8 @@ MESSAGE_FIELDS = frozenset({"role", "content", "name", "tool_calls", "tool_call_
                             "function_call", "annotations", "timestamp", "created"})
 CONVERSATION_FIELDS = frozenset({"type", "id", "conversation_id", "messages", "metadata", "feedback", "model",
                                  "created", "timestamp", "started_at", "ended_at"})
-MESSAGE_EVENT_FIELDS = (MESSAGE_FIELDS | {"type", "id", "conversation_id", "turn_index", "metadata", "feedback",
-                                          "model", "span", "response_id"}) - {"name"}
+MESSAGE_EVENT_FIELDS = MESSAGE_FIELDS | {"type", "id", "conversation_id", "turn_index", "metadata", "feedback",
+                                         "model", "span", "response_id"}
 _PART_TYPE = re.compile(r"^[a-z_]{1,32}$")
 
 

@@ -138,6 +138,7 @@ def test_replay_reads_the_doc_example_as_convmon_events(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"chats.jsonl:\d+: field 'role'"):
         path.write_text('{"conversation_id": "c", "turn_index": 0, "role": "human", "content": "x"}\n')
         read_dataset(path, fmt="openai")
-    with pytest.raises(ConfigError, match="field 'turn_index'"):  # without --format: a convmon turn event
+    with pytest.raises(ConfigError, match="field 'turn_index'.*an OpenAI chat message. its 'content' is read with "
+                                          "CONVMON_INPUT_FORMAT=openai"):  # without --format: a convmon turn event
         path.write_text('{"conversation_id": "c", "role": "user", "content": "x"}\n')
         read_dataset(path)
