@@ -266,7 +266,7 @@ def whose_turn(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         return {}
     cid = scalar_id(obj.get("conversation_id"))
-    kind = obj.get("type", "conversation" if "turns" in obj else "turn")
+    kind = obj.get("type", "conversation" if "turns" in obj or "messages" in obj else "turn")
     index = obj.get("turn_index")
     return {"conversation_id": cid if isinstance(cid, str) and 0 < len(cid) <= 256 else None,
             "turn": kind == "turn",
