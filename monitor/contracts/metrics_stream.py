@@ -28,8 +28,9 @@ class StreamMetrics:
         )
         self.input_messages_skipped = Counter(
             "convmon_input_messages_skipped",
-            "Chat messages read that are not turns (system, developer and tool messages, assistant messages that "
-            "only call tools), by role: accepted, not scored (CONVMON_INPUT_FORMAT=openai, docs/input.md).",
+            "Chat messages read that are not turns (system, developer and tool messages; messages without text, "
+            "as an assistant's tool calls), by role: accepted, not scored (CONVMON_INPUT_FORMAT=openai, "
+            "docs/input.md).",
             ["role"],
             registry=r,
         )
