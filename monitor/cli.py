@@ -213,15 +213,20 @@ def replay(
     relative_time: Annotated[bool, typer.Option(
         "--relative-time", help="Drop the file's own event times: each event takes the time it is produced, so "
                                 "an old data set is scored as live traffic (score delay, idle timeouts).")] = False,
+    fmt: Annotated[Literal["json", "openai", "uss"] | None, typer.Option(
+        "--format", help="json: convmon events; openai: Chat Completions conversations or messages (and convmon "
+                         "events); uss: a USS file. Default: by suffix (.jsonl json, .txt uss).")] = None,
 ) -> None:
     """Produce a dataset file as events, in original turn order, to CONVMON_BROKER_URL."""
     from monitor.runtime.produce import produce_events
     from monitor.tools.replay import read_dataset
 
     settings = load_settings()
-    replayed = read_dataset(path, relative_time=relative_time)
+    replayed = read_dataset(path, relative_time=relative_time, fmt=fmt)
     _run(produce_events(settings.kafka, replayed.events))
-    skipped = f" (left out {replayed.empty_utterances} empty utterances)" if replayed.empty_utterances else ""
+    left = [f"{n} {what}" for n, what in ((replayed.empty_utterances, "empty utterances"),
+                                          (replayed.skipped_messages, "messages that are not turns")) if n]
+    skipped = f" (left out {', '.join(left)})" if left else ""
     console.print(f"replayed {len(replayed.events)} events from {path} to {settings.topic('events')}{skipped}")
 
 

@@ -31,16 +31,20 @@ class InvalidEvent(ConvmonError):
     (``malformed_json``, ``invalid_schema``, ``too_large``, ``late_event``, ...);
     ``detail`` is the human-readable explanation naming the field (it may quote user text);
     ``field`` the failing top-level field's name, when one failed; ``conversation_id`` the record's
-    conversation, when it could be read (for an opaque reference in logs, never the id itself).
+    conversation, when it could be read (for an opaque reference in logs, never the id itself); ``turn``
+    whether the record was a turn of that conversation, and ``turn_index`` its index when readable (the
+    conversation is then incomplete: monitor/stages/sessionize.py).
     """
 
     def __init__(self, reason: str, detail: str, *, field: str | None = None,
-                 conversation_id: str | None = None) -> None:
+                 conversation_id: str | None = None, turn: bool = False, turn_index: int | None = None) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
         self.field = field
         self.conversation_id = conversation_id
+        self.turn = turn
+        self.turn_index = turn_index
 
 
 class RubricError(ConvmonError):

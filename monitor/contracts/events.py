@@ -30,6 +30,18 @@ SpanRef = Annotated[str, Field(pattern=r"^[0-9a-f]{32}-[0-9a-f]{16}$")]
 ResponseId = Annotated[str, Field(min_length=1, max_length=128)]
 
 
+def scalar_id(value: Any) -> Any:
+    """An id of any JSON scalar type as a string (``42`` -> ``"42"``, ``true`` -> ``"true"``): producers' ids are
+    often numbers, and a number read as its JSON text cannot mislead. Lists, objects and null stay errors."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return orjson.dumps(value).decode()
+    return value
+
+
 def _to_epoch(value: Any) -> Any:
     """Accept epoch seconds or ISO-8601 strings; store epoch seconds (float)."""
     if isinstance(value, str):
@@ -64,6 +76,7 @@ class TurnEvent(Record):
     response_id: ResponseId | None = None  # optional: gen_ai.response.id of an assistant turn
 
     _epoch = field_validator("timestamp", mode="before")(_to_epoch)
+    _id = field_validator("conversation_id", mode="before")(scalar_id)
 
 
 class EndEvent(Record):
@@ -80,6 +93,7 @@ class EndEvent(Record):
     simulated_truth: list[str] | None = None
 
     _epoch = field_validator("timestamp", mode="before")(_to_epoch)
+    _id = field_validator("conversation_id", mode="before")(scalar_id)
 
 
 class Turn(Record):
@@ -89,6 +103,28 @@ class Turn(Record):
     timestamp: FiniteFloat | None = None
     span: SpanRef | None = None
     response_id: ResponseId | None = None
+
+
+class Rejection(Record):
+    """A turn of the conversation that was rejected (dead-lettered): which one, which field, why."""
+
+    turn_index: StrictInt | None = Field(default=None, ge=0)
+    field: str | None = Field(default=None, max_length=64)
+    reason: str = Field(max_length=64)
+
+    def describe(self) -> str:
+        turn = "a turn" if self.turn_index is None else f"turn {self.turn_index}"
+        return f"{turn} was rejected ({self.reason}" + (f", field {self.field})" if self.field else ")")
+
+
+class RejectedTurn(Record):
+    """A marker on convmon's re-keyed topic: a turn of this conversation was rejected by the worker that read it,
+    which was not the conversation's writer; the writer marks the conversation incomplete."""
+
+    type: Literal["rejected"]
+    conversation_id: ConversationId
+    rejection: Rejection
+    timestamp: FiniteFloat
 
 
 class Conversation(Record):
@@ -104,8 +140,10 @@ class Conversation(Record):
     end_reason: Literal["end", "idle", "producer"] = "producer"
     truncated: bool = False
     simulated_truth: list[str] | None = None
+    incomplete: Rejection | None = None  # a turn was rejected: scored only with incomplete_conversations=score
 
     _epoch = field_validator("started_at", "ended_at", mode="before")(_to_epoch)
+    _id = field_validator("conversation_id", mode="before")(scalar_id)
 
     @property
     def user_turns(self) -> list[Turn]:
@@ -119,8 +157,9 @@ class Conversation(Record):
         return None, None
 
 
-Event = TurnEvent | EndEvent | Conversation
-_MODELS: dict[str, type[Record]] = {"turn": TurnEvent, "end": EndEvent, "conversation": Conversation}
+Event = TurnEvent | EndEvent | Conversation | RejectedTurn
+_MODELS: dict[str, type[Record]] = {"turn": TurnEvent, "end": EndEvent, "conversation": Conversation,
+                                    "rejected": RejectedTurn}
 
 
 def event_kind(obj: dict[str, Any]) -> str:
@@ -163,7 +202,7 @@ def _drop_unknown(obj: dict[str, Any], model: type[Record]) -> list[str]:
     return list(dict.fromkeys(unknown))
 
 
-def _field_of(exc: ValidationError) -> str | None:
+def failing_field(exc: ValidationError) -> str | None:
     """The first failing field's top-level name: a model field (bounded), never user data."""
     for err in exc.errors():
         if err["loc"]:
@@ -171,7 +210,7 @@ def _field_of(exc: ValidationError) -> str | None:
     return None
 
 
-def _describe(exc: ValidationError) -> str:
+def describe_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
         loc = ".".join(str(p) for p in err["loc"]) or "<root>"
@@ -188,17 +227,24 @@ def decode_input(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | N
     """
     if raw is None or len(raw) == 0:
         raise InvalidEvent("empty", "the message has no value")
-    if len(raw) > max_bytes:
-        raise InvalidEvent("too_large", f"{len(raw)} bytes exceeds max_event_bytes={max_bytes}")
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if len(raw) > max_bytes:
+            raise InvalidEvent("too_large", f"{len(raw)} bytes exceeds max_event_bytes={max_bytes}") from None
         raise InvalidEvent("malformed_json", str(exc)) from exc
+    if len(raw) > max_bytes:  # parsed only to tell whose turn it was: nothing of it is kept
+        raise InvalidEvent("too_large", f"{len(raw)} bytes exceeds max_event_bytes={max_bytes}",
+                           **whose_turn(obj))
     if not isinstance(obj, dict):
         raise InvalidEvent("invalid_schema", f"expected a JSON object, got {type(obj).__name__}")
-    cid = obj.get("conversation_id")
+    cid = scalar_id(obj.get("conversation_id"))
     cid = cid if isinstance(cid, str) else None
-    model = _MODELS[event_kind(obj)]
+    try:
+        model = _MODELS[event_kind(obj)]
+    except InvalidEvent as exc:
+        exc.conversation_id = cid
+        raise
     unknown = _drop_unknown(obj, model)
     filled = model is not Conversation and obj.get("timestamp") is None
     if filled:
@@ -206,8 +252,25 @@ def decode_input(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | N
     try:
         event: Event = model.model_validate(obj)  # type: ignore[assignment]
     except ValidationError as exc:
-        raise InvalidEvent("invalid_schema", _describe(exc), field=_field_of(exc), conversation_id=cid) from exc
+        chat = {"messages", "content", "tool_calls"} & set(unknown)
+        hint = (f" (an OpenAI chat message? its '{sorted(chat)[0]}' is read with CONVMON_INPUT_FORMAT=openai or "
+                "`convmon replay --format openai`)") if chat else ""
+        raise InvalidEvent("invalid_schema", describe_error(exc) + hint, field=failing_field(exc),
+                           **whose_turn(obj)) from exc
     return DecodedEvent(event, tuple(unknown), filled)
+
+
+def whose_turn(obj: Any) -> dict[str, Any]:
+    """InvalidEvent's ``conversation_id``, ``turn`` and ``turn_index`` for a rejected object, as far as they can be
+    read: a rejected turn leaves its conversation incomplete."""
+    if not isinstance(obj, dict):
+        return {}
+    cid = scalar_id(obj.get("conversation_id"))
+    kind = obj.get("type", "conversation" if "turns" in obj or "messages" in obj else "turn")
+    index = obj.get("turn_index")
+    return {"conversation_id": cid if isinstance(cid, str) and 0 < len(cid) <= 256 else None,
+            "turn": kind == "turn",
+            "turn_index": index if type(index) is int and index >= 0 else None}
 
 
 def decode_event(raw: bytes, *, max_bytes: int = 1_000_000, timestamp: float | None = None) -> Event:

@@ -26,6 +26,14 @@ class StreamMetrics:
             ["field"],
             registry=r,
         )
+        self.input_messages_skipped = Counter(
+            "convmon_input_messages_skipped",
+            "Chat messages read that are not turns (system, developer and tool messages; messages without text, "
+            "as an assistant's tool calls), by role: accepted, not scored (CONVMON_INPUT_FORMAT=openai, "
+            "docs/input.md).",
+            ["role"],
+            registry=r,
+        )
         self.input_idle = Gauge(
             "convmon_input_idle_seconds",
             "Seconds since this worker last consumed an input record (or since its start): past "
@@ -69,6 +77,13 @@ class StreamMetrics:
             "Seconds the last partition assignment took to restore this worker's state before it counted again: "
             "from the assignment to its tables read back from their changelogs and the hot path's indexes "
             "rebuilt (the first sample is the restore at start; 0 until then).",
+            registry=r,
+        )
+        self.conversations_incomplete = Counter(
+            "convmon_conversations_incomplete",
+            "Finished conversations with a rejected (dead-lettered) turn, by what was done: dead_lettered whole "
+            "(reason conversation_incomplete) or scored with an incomplete mark (CONVMON_INCOMPLETE_CONVERSATIONS).",
+            ["action"],
             registry=r,
         )
         self.late_events = Counter(

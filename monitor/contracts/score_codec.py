@@ -89,6 +89,8 @@ def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
     out.update({k: v for k, v in optional.items() if v is not None})
     if record.shadow:
         out["shadow"] = True
+    if record.incomplete:  # only with incomplete_conversations=score: readers before it reject the field
+        out["incomplete"] = True
     if record.sample_weight != 1.0:
         out["sample_weight"] = record.sample_weight
     if record.inclusion_probability is not None or record.sampled_by is not None:

@@ -65,6 +65,8 @@ class ScoreRecord(BaseModel):
     # The judged call, when the input said (OTLP input): the last assistant turn's span and response id.
     span: SpanRef | None = None
     response_id: ResponseId | None = None
+    # A turn of the conversation was rejected: scored from the turns that remain (incomplete_conversations=score).
+    incomplete: bool = False
 
 
 def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: str, rubric: RubricSet,
@@ -86,6 +88,7 @@ def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: 
         ended_at=conversation.ended_at,
         span=span,
         response_id=response_id,
+        incomplete=conversation.incomplete is not None,
         **extra,
     )
 

@@ -119,6 +119,12 @@ class StreamSettings(BaseModel):
                     "convmon_conversations_evicted_total{reason=\"max_open_conversations\"}); its later turns "
                     "are then late events. Bounds worker memory whatever the input (about 2.5 KB each, "
                     "docs/deployment.md).")
+    incomplete_conversations: Literal["dead_letter", "score"] = Field(
+        default="dead_letter",
+        description="A conversation with a rejected turn: 'dead_letter' sends it whole to the dead-letter topic "
+                    "(reason conversation_incomplete, naming the turn and field); 'score' scores the turns that "
+                    "remain, its score records and evaluation events marked incomplete. Counted either way in "
+                    "convmon_conversations_incomplete_total{action}.")
     event_batch: int = Field(default=1000, ge=1)  # records per hot-path batch (runtime/hotbatches.py)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
     # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py, issue #22): at least sample_rate,
@@ -242,10 +248,10 @@ class MetricsSettings(BaseModel):
     # listing them makes every worker agree on which values are kept and which become "other".
     dimension_values: dict[str, list[str]] = Field(default_factory=dict)
     dimension_value_pattern: str | None = Field(default=None, description=(
-        "Issue #32: without it a dimension value not listed in dimension_values is exported as 'other' "
-        "(metadata may hold user data). A regular expression that a value must match whole to be exported "
-        "as itself (first-come, up to dimension_cap per dimension), e.g. '[a-z][a-z0-9._-]{0,31}'; "
-        "its safety is the operator's call (docs/security.md)."))
+        "A regular expression that a dimension value not listed in CONVMON_DIMENSION_VALUES must match whole "
+        "to be exported as itself (first-come, up to CONVMON_DIMENSION_CAP per dimension), e.g. "
+        "'[a-z][a-z0-9._-]{0,31}'; unset, every unlisted value is exported as 'other' (metadata may hold "
+        "user data). Its safety is the operator's call (docs/security.md)."))
     # Most series the dimensioned metrics may use, all dimensions together (issue #20): a new combination of
     # dimension values that would pass it is exported with values folded into "other" (counted, never dropped).
     metric_series_budget: int = Field(default=50_000, ge=1000)
@@ -280,12 +286,12 @@ class DriftSettings(BaseModel):
 
 
 class OtelSettings(BaseModel):
-    """OpenTelemetry: the input format of the events topic (convmon JSON or OTLP GenAI telemetry from the
-    Collector's kafka exporter) and verdicts out as ``gen_ai.evaluation.result`` log events (docs/otel.md)."""
+    """OpenTelemetry: the input format of the events topic (convmon JSON, OpenAI chat logs or OTLP GenAI telemetry
+    from the Collector's kafka exporter) and verdicts out as ``gen_ai.evaluation.result`` log events (docs/otel.md)."""
 
     model_config = ConfigDict(frozen=True)
 
-    input_format: Literal["json", "otlp_traces", "otlp_logs"] = "json"
+    input_format: Literal["json", "openai", "otlp_traces", "otlp_logs"] = "json"
     otlp_encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"  # the kafka exporter's `encoding`
     # Attributes (span, then resource) that name the conversation when gen_ai.conversation.id is absent.
     otlp_conversation_attributes: StringList = Field(default_factory=lambda: ["session.id"])

@@ -206,9 +206,11 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
       ' is ready)')),
     (('CONVMON_METRIC_DIMENSIONS', 'CONVMON_DIMENSION_CAP', 'CONVMON_DIMENSION_VALUES'),
      '`app,locale,model_version`, `20`, `{}`',
-     ('metadata keys exported as metric labels; at most this many distinct values per dimension (later ones'
-      ' are exported as `other`, counted in `convmon_dimension_overflow_total`); values always kept (JSON '
-      '`{"app": ["web"]}`)')),
+     ('metadata keys exported as metric labels; the cap on values per dimension that '
+      '`CONVMON_DIMENSION_VALUE_PATTERN` admits; the values exported as themselves (JSON '
+      '`{"app": ["web"]}`). Any other value is exported as `other` and counted in '
+      '`convmon_dimension_overflow_total{dimension}` (metadata may hold user data); the worker names its '
+      'dimensions and kept values at start')),
     (('CONVMON_METRIC_SERIES_BUDGET',),
      '`50000`',
      ('most series the dimensioned metrics may use, all dimensions together (at least 1000): a combination '
@@ -255,7 +257,8 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
       'memory and changelog)')),
     (('CONVMON_INPUT_FORMAT', 'CONVMON_OTLP_ENCODING'),
      '`json`, `otlp_proto`',
-     ("the events topic's format: `json`, `otlp_traces` or `otlp_logs`; the OTLP encoding (`otlp_proto`, "
+     ("the events topic's format: `json`, `openai` (Chat Completions `messages` logs, and `json` events: "
+      '[docs/input.md](input.md)), `otlp_traces` or `otlp_logs`; the OTLP encoding (`otlp_proto`, '
       '`otlp_json`) ([docs/otel.md](otel.md))')),
     (('CONVMON_OTLP_CONVERSATION_ATTRIBUTES', 'CONVMON_OTLP_DIMENSION_ATTRIBUTES'),
      '`session.id`, `{"app": "service.name"}`',

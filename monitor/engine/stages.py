@@ -44,7 +44,8 @@ def build_stages(pipeline: Pipeline, layout: BrokerLayout, sessions: Store, coun
                   sample_rate=s.sample_rate, policy=pipeline.policy,
                   decoder=RedactingInput(build_input(s.otel, s.metrics, pipeline.metrics,
                                                      max_event_bytes=s.max_event_bytes), redaction),
-                  forward_input=layout.forward, judge_configured=s.judge_configured)
+                  forward_input=layout.forward, judge_configured=s.judge_configured,
+                  incomplete=s.incomplete_conversations)  # stages/incomplete.py
     judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, totals, pipeline.exporter, pipeline.metrics,
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
                        clock=time.time)

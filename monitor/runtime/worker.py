@@ -23,6 +23,7 @@ from monitor.runtime.layout import BrokerLayout, read_layout
 from monitor.runtime.retention import register_retention
 from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import build_pipeline
+from monitor.stages.export import dimension_notice
 
 GC_YOUNG_THRESHOLD = 50_000  # allocations between collections of the youngest generation (CPython's default: 700)
 log = logging.getLogger(__name__)
@@ -35,7 +36,9 @@ NO_JUDGE = ("no judge endpoint (OPENAI_API_KEY / OPENAI_BASE_URL unset): only `c
 
 def start_lines(settings: Settings) -> list[str]:
     """What a worker says at start whatever the log level: configuration that changes what it will do."""
-    return [] if settings.judge_configured else [NO_JUDGE]
+    dimensions = dimension_notice(settings.metric_dimensions, allowed=settings.dimension_values,
+                                  pattern=settings.dimension_value_pattern, cap=settings.dimension_cap)
+    return [dimensions] if settings.judge_configured else [dimensions, NO_JUDGE]
 
 
 Build = Callable[[Settings, BrokerLayout], faust.App]

@@ -12,7 +12,7 @@ redacted by the dead-letter writer (``dead_letter_raw`` keeps them raw, opt-in).
 
 from __future__ import annotations
 
-from monitor.contracts.events import Conversation, EndEvent, Event, TurnEvent
+from monitor.contracts.events import Conversation, EndEvent, Event, RejectedTurn, TurnEvent
 from monitor.judge.redact import Redactor
 from monitor.stages.inputs import Decoded, InputDecoder, JsonInput
 
@@ -29,6 +29,8 @@ class InputRedaction:
 
     def event(self, event: Event) -> Event:
         """``event`` itself when there was nothing to redact, else a redacted copy."""
+        if isinstance(event, RejectedTurn):  # convmon's marker: an id, a turn index and a field name
+            return event
         update: dict[str, object] = {}
         metadata = self._metadata(event.metadata)
         if metadata is not None:
@@ -54,7 +56,8 @@ class RedactingInput:
     def __init__(self, inner: InputDecoder, redaction: InputRedaction) -> None:
         self.inner = inner
         self.redaction = redaction
-        self.repeating = not isinstance(inner, JsonInput)  # OTLP calls repeat the chat history
+        # OTLP calls repeat the chat history
+        self.repeating = bool(getattr(inner, "repeating", not isinstance(inner, JsonInput)))
 
     def decode(self, raw: bytes | None, *, rekeyed: bool, timestamp: float | None = None) -> Decoded:
         decoded = self.inner.decode(raw, rekeyed=rekeyed, timestamp=timestamp)
@@ -62,4 +65,4 @@ class RedactingInput:
         for event, event_raw in decoded.events:
             redacted = self.redaction.event(event)
             events.append((event, event_raw) if redacted is event else (redacted, None))  # None: encoded if re-keyed
-        return Decoded(events, decoded.problem, decoded.unknown_fields)
+        return Decoded(events, decoded.problem, decoded.unknown_fields, decoded.skipped)

@@ -104,6 +104,6 @@ class DistilledScorer:
                 "sample_weight": float(sample_weights[row]) if sample_weights else 1.0,
                 "metadata": dict(conversation.metadata), "feedback": feedback or None,
                 "ended_at": None if conversation.ended_at is None else float(conversation.ended_at),
-                "span": span, "response_id": response_id,
+                "span": span, "response_id": response_id, "incomplete": conversation.incomplete is not None,
             }, items))
         return records

@@ -124,6 +124,8 @@ class EvaluationEvents:
                                            f"{record.rubric_set}@{record.rubric_version}")}
         if record.response_id:
             common["gen_ai.response.id"] = record.response_id
+        if record.incomplete:  # scored from the turns that remain: a turn was rejected
+            common["convmon.conversation.incomplete"] = True
         events: list[Attributes] = []
         for item in record.items:
             attributes: Attributes = {**common, "gen_ai.evaluation.name": item.item_id,

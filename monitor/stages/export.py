@@ -37,6 +37,22 @@ MAX_VALUE_CHARS = 64
 # Exemplar labels: "conversation_ref" + 24 characters + "trace_id" + 32 = 80, under the OpenMetrics 128.
 
 
+def dimension_notice(dimensions: Sequence[str], *, allowed: Mapping[str, Sequence[str]], pattern: str | None,
+                     cap: int) -> str:
+    """One line for the worker's start: which metadata keys become labels, which values are kept, and where
+    ``other`` comes from (an unlisted value is otherwise only seen as ``convmon_dimension_overflow_total``)."""
+    if not dimensions:
+        return "metric dimensions: none (CONVMON_METRIC_DIMENSIONS is empty): no metadata becomes a label"
+    listed = ", ".join(f"{d} ({'/'.join(allowed[d])})" if allowed.get(d) else d for d in dimensions)
+    if pattern:
+        kept = (f"values listed in CONVMON_DIMENSION_VALUES, and values matching CONVMON_DIMENSION_VALUE_PATTERN "
+                f"first-come up to {cap} per dimension, are exported as themselves")
+    else:
+        kept = "only values listed in CONVMON_DIMENSION_VALUES are exported as themselves"
+    return (f"metric dimensions: {listed}; {kept}; any other value is exported as \"other\" "
+            "(convmon_dimension_overflow_total{dimension}; docs/settings.md)")
+
+
 class DimensionLabels:
     """Maps a record's metadata to bounded label values, one per configured dimension.
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import orjson
 
 from monitor.contracts.errors import InvalidEvent
-from monitor.contracts.events import Conversation, Event, TurnEvent, encode
+from monitor.contracts.events import Conversation, Event, RejectedTurn, TurnEvent, encode
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.score_codec import encode_score, score_headers, score_id
@@ -32,6 +32,7 @@ from monitor.stages.clock import PartitionClock
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
+from monitor.stages.incomplete import IncompleteConversations, Policy, marker, rejection_of
 from monitor.stages.inputs import InputDecoder, JsonInput, UnknownFields
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Closed, Sessionizer
@@ -85,7 +86,8 @@ class HotPath:
                  metrics: Metrics, rubric: RubricSet, *, max_event_bytes: int, max_request_bytes: int,
                  sample_rate: float, policy: InclusionPolicy | None = None,
                  decoder: InputDecoder | None = None, clock: PartitionClock | None = None,
-                 forward_input: bool = False, judge_configured: bool = True) -> None:
+                 forward_input: bool = False, judge_configured: bool = True,
+                 incomplete: Policy = "dead_letter") -> None:
         self.sessions = sessions
         self.clock = clock or PartitionClock()  # idle expiry and lateness in each partition's time (stages/clock.py)
         self.dedup = dedup
@@ -116,6 +118,8 @@ class HotPath:
         # OTLP calls repeat the chat history (a redacting wrapper says what its decoder is: stages/boundary.py)
         self.repeating_input = bool(getattr(self.decoder, "repeating", not isinstance(self.decoder, JsonInput)))
         self.forward_input = forward_input  # the input's partitions are not the state's: re-key every event
+        # conversations with a rejected turn: dead-lettered whole, or scored marked incomplete (stages/incomplete.py)
+        self.incomplete = IncompleteConversations(metrics, policy=incomplete, max_request_bytes=max_request_bytes)
 
     def assign(self, owned: set[int], now: float) -> None:
         """Rebuild the in-memory indexes from the restored tables (after a restart or rebalance)."""
@@ -149,13 +153,19 @@ class HotPath:
                                               timestamp=item.timestamp if item.timestamp is not None else now)
             except InvalidEvent as exc:
                 out.dead.append(self.dead(item.value, item.key, exc.reason, exc.detail, "sessionize", problem=exc))
+                self._rejected(exc, item, stateful, at, out)
                 continue
             if decoded.problem is not None:
                 out.dead.append(self.dead(item.value, item.key, decoded.problem.reason, decoded.problem.detail,
                                           "sessionize", problem=decoded.problem))
             self.unknown_fields.count(decoded.unknown_fields)
+            for role in decoded.skipped:  # chat messages that are not turns (bounded roles: openai_chat.ROLES)
+                self.metrics.input_messages_skipped.labels(role).inc()
             for event, raw in decoded.events:
                 cid = event.conversation_id
+                if isinstance(event, RejectedTurn):
+                    self._marker(event, raw, item, at, out)
+                    continue
                 if not stateful or item.key != cid.encode():  # one partition must own each conversation
                     out.rekey.append(rekeyed_record(event, raw, item.timestamp))
                     kinds[event.type] += 1  # counted once, where it is first read (not again from the re-key hop)
@@ -187,8 +197,31 @@ class HotPath:
         for kind, n in kinds.items():
             self.metrics.events.labels(kind).inc(n)
         self._take_tally(out)
+        out.closed = self.incomplete.settle(out.closed, out.dead)
         self._count_finished(out.closed)
         return out
+
+    def _rejected(self, exc: InvalidEvent, item: Input, stateful: bool, at: float, out: Outputs) -> None:
+        """A rejected turn leaves its conversation incomplete: marked here if this worker writes it, else through
+        a marker on the re-keyed topic to the conversation's partition."""
+        rejection = rejection_of(exc)
+        if rejection is None or exc.conversation_id is None:
+            return
+        if stateful and item.key == exc.conversation_id.encode():
+            _, closed = self.sessions.reject(exc.conversation_id, rejection, item.partition, at)
+            out.closed.extend((c, item.partition) for c in closed)
+        else:
+            out.rekey.append(rekeyed_record(marker(exc, rejection, item.timestamp or at), None, item.timestamp))
+
+    def _marker(self, event: RejectedTurn, raw: bytes | None, item: Input, at: float, out: Outputs) -> None:
+        """A marker is convmon's own record: read from its re-keyed topic, never from the input."""
+        if item.rekeyed and item.key == event.conversation_id.encode():
+            _, closed = self.sessions.reject(event.conversation_id, event.rejection, item.partition, at)
+            out.closed.extend((c, item.partition) for c in closed)
+        else:
+            out.dead.append(self.dead(raw if raw is not None else encode(event), item.key, "invalid_schema",
+                                      "field 'type': 'rejected' is convmon's own record, not an input event",
+                                      "sessionize"))
 
     def _count_cuts(self, cut: Counter[str]) -> None:
         """A whole conversation's cuts: the conversation once per cap, and its turns."""
@@ -222,6 +255,7 @@ class HotPath:
             self.metrics.late_events.labels("end").inc()
             out.dead.append(self.dead(raw, cid.encode(), "unknown_conversation",
                                       "end event: no turns arrived within allowed_lateness_s", "sessionize"))
+        out.closed = self.incomplete.settle(out.closed, out.dead)
         self._count_finished(out.closed)
         return out
 

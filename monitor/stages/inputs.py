@@ -1,4 +1,5 @@
-"""The input format of the events topic: convmon JSON events (default) or OTLP GenAI telemetry.
+"""The input format of the events topic: convmon JSON events (default), OpenAI Chat Completions logs (``openai``:
+conversations as ``messages`` lists, or one message per event, beside convmon's own events) or OTLP GenAI telemetry.
 
 Either way the hot path gets convmon events. Events re-produced under their conversation id
 (header ``convmon-rekeyed``) are always convmon JSON: for OTLP input that hop is where one
@@ -9,13 +10,17 @@ protobuf) is imported only when the setting selects it.
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+import orjson
+
 from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import Event, decode_input
 from monitor.contracts.metrics import Metrics
+from monitor.contracts.openai_chat import decode_chat, is_chat
 from monitor.contracts.settings import MetricsSettings, OtelSettings
 
 
@@ -24,6 +29,7 @@ class Decoded:
     events: list[tuple[Event, bytes | None]] = field(default_factory=list)  # raw None: re-encode when re-produced
     problem: InvalidEvent | None = None  # part of the message was unusable: dead-letter it, keep the rest
     unknown_fields: tuple[str, ...] = ()  # top-level field names the contract does not know: ignored, counted
+    skipped: tuple[str, ...] = ()  # roles of chat messages that are not turns (system, tool, ...): counted
 
 
 class InputDecoder(Protocol):
@@ -43,6 +49,28 @@ class JsonInput:
         # re-keyed copy keeps the first record's time and never carries the ignored values.
         keep_raw = not decoded.unknown_fields and not decoded.filled_timestamp
         return Decoded([(decoded.event, raw if keep_raw else None)], unknown_fields=decoded.unknown_fields)
+
+
+class ChatInput:
+    """OpenAI Chat Completions objects (monitor/contracts/openai_chat.py) and convmon JSON events alike."""
+
+    repeating = False  # a message is logged once (the hot path skips its repeated-history check)
+
+    def __init__(self, max_event_bytes: int) -> None:
+        self.json = JsonInput(max_event_bytes)
+
+    def decode(self, raw: bytes | None, *, rekeyed: bool, timestamp: float | None = None) -> Decoded:
+        if rekeyed or not raw or len(raw) > self.json.max_event_bytes:  # re-keyed copies are convmon JSON
+            return self.json.decode(raw, rekeyed=rekeyed, timestamp=timestamp)
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return self.json.decode(raw, rekeyed=rekeyed, timestamp=timestamp)  # its error, as for JSON input
+        if not isinstance(obj, dict) or not is_chat(obj):
+            return self.json.decode(raw, rekeyed=rekeyed, timestamp=timestamp)
+        chat = decode_chat(obj, timestamp=time.time() if timestamp is None else timestamp)
+        return Decoded([(event, None) for event in chat.events], unknown_fields=chat.unknown_fields,
+                       skipped=chat.skipped)
 
 
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
@@ -109,4 +137,6 @@ def build_input(otel: OtelSettings, metrics_settings: MetricsSettings, metrics: 
                 max_event_bytes: int) -> InputDecoder:
     if otel.input_format == "json":
         return JsonInput(max_event_bytes)
+    if otel.input_format == "openai":
+        return ChatInput(max_event_bytes)
     return OtlpInput(otel, metrics_settings, metrics, max_event_bytes=max_event_bytes)

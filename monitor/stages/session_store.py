@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
-from monitor.contracts.events import Conversation, EndEvent, Feedback, Turn
+from monitor.contracts.events import Conversation, EndEvent, Feedback, Rejection, Turn
 from monitor.contracts.trusted import trusted
 from monitor.stages.bounds import TRUNCATION_MARK as TRUNCATION_MARK
 from monitor.stages.bounds import json_bytes, turn_size
@@ -72,6 +72,7 @@ class Open:
     meta_bytes: int = 2
     truncated: bool = False
     reasons: set[str] = field(default_factory=set)  # the caps that cut it (stored in the header's "tr")
+    incomplete: Rejection | None = None  # its first rejected turn (stored in the header's "inc")
     end: dict[str, Any] | None = None
     end_seen: float = 0.0
 
@@ -132,7 +133,8 @@ def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Ope
             else:
                 cut = value.get("tr")  # a list of reasons; 1 from releases before reasons were kept
                 open_[rest] = Open(partition=int(value["p"]), last_seen=now, truncated=bool(cut),
-                                   reasons=set(cut) if isinstance(cut, list) else set())
+                                   reasons=set(cut) if isinstance(cut, list) else set(),
+                                   incomplete=Rejection.model_validate(value["inc"]) if "inc" in value else None)
         elif kind == "t":
             cid, _, index = rest.rpartition("|")
             turns.setdefault(cid, []).append((int(index), value))
@@ -174,7 +176,17 @@ def assemble(store: Store, cid: str, o: Open, reason: Literal["end", "idle"]) ->
         "type": "conversation", "conversation_id": cid, "turns": turns,
         "feedback": Feedback.model_construct(**feedback) if feedback else None, "metadata": metadata,
         "started_at": first, "ended_at": end.get("ts", last), "end_reason": reason, "truncated": o.truncated,
-        "simulated_truth": end.get("st")}, _CONVERSATION_FIELDS)
+        "simulated_truth": end.get("st"), "incomplete": o.incomplete}, _CONVERSATION_FIELDS)
+
+
+def open_header(o: Open) -> dict[str, Any]:
+    """An open conversation's header: its partition, the caps that cut it, its first rejected turn."""
+    header: dict[str, Any] = {"p": o.partition}
+    if o.reasons:
+        header["tr"] = sorted(o.reasons)
+    if o.incomplete is not None:
+        header["inc"] = o.incomplete.model_dump(exclude_none=True)
+    return header
 
 
 def end_event(cid: str, end: dict[str, Any]) -> EndEvent:

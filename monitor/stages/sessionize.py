@@ -30,6 +30,10 @@ past the caps and metadata keys that do not fit are dropped; the conversation is
 ``truncated=True``. So a session, and the conversation it becomes, always fit one produce request.
 Each cut is tallied (:class:`Tally`) once per conversation and cap, and per turn, for the metrics.
 
+A turn that failed validation is dead-lettered by the hot path, which tells the sessionizer (:meth:`reject`):
+the conversation is marked incomplete with its first rejected turn (kept in the header), and is emitted with
+that mark (``Conversation.incomplete``) when it closes; what to do with it is the hot path's policy.
+
 At most ``max_open`` conversations are open per partition: a new one first finishes the partition's
 least recently active conversation (as ``idle``; an end still waiting for its first turn becomes an
 ``unknown`` dead letter, as in a sweep). Memory then stays bounded whoever writes to the input topic.
@@ -44,7 +48,7 @@ from typing import Any, Literal
 
 import orjson
 
-from monitor.contracts.events import Conversation, EndEvent, TurnEvent
+from monitor.contracts.events import Conversation, EndEvent, Rejection, TurnEvent
 from monitor.stages.bounds import TRUNCATION_MARK, json_bytes, over_cap, turn_size
 from monitor.stages.bounds import Limits as Limits
 from monitor.stages.session_store import (
@@ -55,6 +59,7 @@ from monitor.stages.session_store import (
     end_key,
     header_key,
     held_turns,
+    open_header,
     read_index,
     turn_key,
 )
@@ -185,6 +190,20 @@ class Sessionizer:
         self.store.put(end_key(cid), o.end, o.partition)
         return "pending", []
 
+    def reject(self, cid: str, rejection: Rejection, partition: int, now: float) -> tuple[Outcome, list[Conversation]]:
+        """A turn of ``cid`` was rejected: the conversation is marked incomplete (its first rejection kept) and the
+        turn counts as present for ``turn_count``, so its end still closes it. After the close: ``late``."""
+        if cid in self.closed:
+            return "late", []
+        o = self.open.get(cid) or self._create(cid, partition, now)
+        self._touch(cid, o, now)
+        if rejection.turn_index is not None and rejection.turn_index not in o.sizes:
+            o.dropped.add(rejection.turn_index)
+        if o.incomplete is None:
+            o.incomplete = rejection
+            self.store.put(header_key(cid), open_header(o), o.partition)
+        return "ok", self._close_if_complete(cid, o, now)
+
     def sweep(self, now: float, owned: set[int], clock: Callable[[int], float] | None = None) -> Closed:
         """Close idle conversations and ends whose grace passed; forget old tombstones (owned partitions only).
         ``clock``: each partition's time (``now`` for all without it)."""
@@ -249,7 +268,7 @@ class Sessionizer:
             o.truncated = True
             o.reasons.add(reason)
             self.tally.truncated[reason] += 1
-            self.store.put(header_key(cid), {"p": o.partition, "tr": sorted(o.reasons)}, o.partition)
+            self.store.put(header_key(cid), open_header(o), o.partition)
 
     def _fit_metadata(self, cid: str, o: Open, metadata: dict[str, str]) -> dict[str, str]:
         """The keys of ``metadata`` that change the merged metadata and fit its cap (the rest: flagged)."""

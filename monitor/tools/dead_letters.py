@@ -5,17 +5,23 @@ The precise reason of a dead letter lives in its headers (``convmon-reason``, ``
 reason, the field and an opaque reference. These commands read ``<prefix>dead-letters`` with a
 group-less consumer (they commit nothing and move no consumer group) and print one line per letter,
 or counts by reason. The record's value (the original event, possibly user text) is never printed.
+
+They read each partition to its real end: the end offset the broker lists is only where reading may stop
+(the development broker lists the last record batch's base offset + 1); a partition is read until a fetch
+returns nothing more and the position is at the high watermark the fetches report. So ``summary`` counts what
+``convmon_dead_letters_total`` counted, and ``tail`` starts from the newest letters, not from the listed end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Protocol
 
 import typer
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
@@ -56,13 +62,75 @@ def letter_of(record: ConsumerRecord[bytes, bytes], reference: Reference) -> Let
         original_bytes=int(size) if size.isdigit() else None)
 
 
-
 def _ref(key: bytes | None, reference: Reference) -> str:
     return reference(key.decode("utf-8", "surrogateescape")) if key else "-"
 
 
-async def read_letters(kafka: KafkaSettings, *, last: int | None, reference: Reference) -> list[Letter]:
-    """Every letter on the topic now (``last``: only the newest ``last`` of each partition), oldest first."""
+READ_TIMEOUT_S = 30.0  # longest a command reads; a partition not read to its end by then is reported
+FETCH_WAIT_MS = 200
+
+
+class LogConsumer(Protocol):
+    """The part of :class:`aiokafka.AIOKafkaConsumer` the reader uses (a stand-in in unit tests)."""
+
+    def seek(self, partition: TopicPartition, offset: int) -> None: ...
+
+    async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
+                      max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]: ...
+
+    def highwater(self, partition: TopicPartition) -> int | None: ...
+
+    async def position(self, partition: TopicPartition) -> int: ...
+
+
+@dataclass(frozen=True)
+class PartitionRead:
+    records: list[ConsumerRecord[bytes, bytes]]
+    end: int  # the log end the reader reached (or, when incomplete, the highest it knew of)
+    complete: bool
+
+
+async def _fetch_end(consumer: LogConsumer, tp: TopicPartition, listed: int, deadline: float) -> int:
+    """The partition's end as a fetch from ``listed`` reports it: the larger of the two. Tansu answers
+    ListOffsets with the base offset of the last record batch + 1 (4 records in one batch: end 1), while its
+    fetch responses carry the true high watermark; on Kafka both agree."""
+    loop = asyncio.get_running_loop()
+    consumer.seek(tp, listed)
+    while loop.time() < deadline:
+        await consumer.getmany(tp, timeout_ms=FETCH_WAIT_MS, max_records=1)
+        highwater = consumer.highwater(tp)
+        if highwater is not None:
+            return max(listed, highwater)
+    return listed
+
+
+async def read_partition(consumer: LogConsumer, tp: TopicPartition, *, start: int, listed_end: int,
+                         last: int | None, deadline: float) -> PartitionRead:
+    """Every record of ``tp`` from ``start`` (``last``: only the newest ``last``) to the log's real end: until a
+    fetch returns nothing and the position is at the high watermark the fetches report, or until ``deadline``."""
+    loop = asyncio.get_running_loop()
+    end = listed_end
+    if last is not None:  # the newest: where the log really ends decides where to start
+        end = await _fetch_end(consumer, tp, listed_end, deadline)
+        start = max(start, end - last)
+    consumer.seek(tp, start)
+    records: list[ConsumerRecord[bytes, bytes]] = []
+    while loop.time() < deadline:
+        batch = (await consumer.getmany(tp, timeout_ms=FETCH_WAIT_MS)).get(tp, [])
+        records.extend(r for r in batch if r.offset >= start)
+        highwater = consumer.highwater(tp)
+        if highwater is not None:
+            end = max(end, highwater)
+        if not batch and highwater is not None and await consumer.position(tp) >= end:
+            newest = records[-last:] if last is not None else records
+            return PartitionRead(newest, end, True)
+    return PartitionRead(records[-last:] if last is not None else records, end, False)
+
+
+async def read_letters(kafka: KafkaSettings, *, last: int | None, reference: Reference,
+                       timeout_s: float = READ_TIMEOUT_S) -> list[Letter]:
+    """Every letter on the topic now (``last``: only the newest ``last`` of each partition), oldest first.
+    A partition not read to its end within ``timeout_s`` is reported on stderr, with what was read."""
     topic = kafka.topic("dead-letters")
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap(kafka), group_id=None, enable_auto_commit=False,
                                 fetch_max_wait_ms=100, **aiokafka_kwargs(kafka))
@@ -79,19 +147,15 @@ async def read_letters(kafka: KafkaSettings, *, last: int | None, reference: Ref
         consumer.assign(tps)
         ends = await consumer.end_offsets(tps)
         starts = await consumer.beginning_offsets(tps)
+        deadline = asyncio.get_running_loop().time() + timeout_s
         letters: list[Letter] = []
         for tp in tps:
-            start = starts[tp] if last is None else max(starts[tp], ends[tp] - last)
-            if start >= ends[tp]:
-                continue
-            consumer.seek(tp, start)
-            position = start
-            while position < ends[tp]:
-                batch = await consumer.getmany(tp, timeout_ms=1000)
-                for record in batch.get(tp, []):
-                    if record.offset < ends[tp]:
-                        letters.append(letter_of(record, reference))
-                    position = record.offset + 1
+            read = await read_partition(consumer, tp, start=starts[tp], listed_end=ends[tp], last=last,
+                                        deadline=deadline)
+            letters.extend(letter_of(record, reference) for record in read.records)
+            if not read.complete:
+                print(f"warning: {topic} partition {tp.partition} was not read to its end within {timeout_s:.0f} s "
+                      f"(read {len(read.records)} letters; its end is at least offset {read.end})", file=sys.stderr)
         return sorted(letters, key=lambda x: (x.time, x.partition, x.offset))
     finally:
         await consumer.stop()

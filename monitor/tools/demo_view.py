@@ -163,8 +163,9 @@ def render(view: View, history: RateHistory, elapsed: float, alert: AlertState |
             cells.append(Text(sparkline(values, top), style=style))
         table.add_row(*cells, d_base, d_recent)
     note = Text(
-        f"* unscored = conversations the distilled path saw before its first model ({view.retrain_note}).\n"
-        f"  not trained = the live model has no classifier for that item yet (under {view.min_positives} "
+        f"* unscored = conversations the distilled path saw before its first model; no model = none yet "
+        f"({view.retrain_note}).\n"
+        f"  untrained = the live model has no classifier for that item yet (under {view.min_positives} "
         f"judge-labelled positives).  - = under {MIN_CONVERSATIONS} scored conversations in that span.",
         style="dim")
     return Group(head, table, note, _alert_line(view, alert, fired or {}))

@@ -9,6 +9,9 @@ Formats:
   text) and counted in :attr:`Replay.empty_utterances`.
 * **JSONL** (``*.jsonl``): one JSON object per line, each a turn event, an end event or a whole
   conversation, exactly as on the input topic (docs/input.md).
+* **OpenAI chat logs** (``--format openai``, JSONL): each line also may be a Chat Completions conversation
+  (``messages``) or one message of one (monitor/contracts/openai_chat.py); they are produced as convmon
+  events, so any worker reads them. Messages that are not turns (system, tool, ...) are left out and counted.
 
 Every line is validated before anything is produced; errors name the file, line and field.
 
@@ -24,13 +27,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from distill.datasets import UssDialogue, load_uss, turn_rating
 from monitor.contracts.errors import ConfigError, InvalidEvent
-from monitor.contracts.events import decode_event
+from monitor.contracts.events import RejectedTurn, decode_event
+from monitor.contracts.openai_chat import decode_chat, is_chat
+
+Format = Literal["json", "openai", "uss"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,7 @@ class Replay:
 
     events: list[dict[str, Any]]
     empty_utterances: int = 0
+    skipped_messages: int = 0  # chat messages that are not turns
 
 
 def uss_events(dialogues: list[UssDialogue], *, app: str, start_time: float = 1.7e9) -> Iterator[dict[str, Any]]:
@@ -56,16 +63,51 @@ def uss_events(dialogues: list[UssDialogue], *, app: str, start_time: float = 1.
         yield end
 
 
+def checked_line(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:
+    """One line's event, validated as the input topic would validate it; errors name the file and line."""
+    try:
+        event = decode_event(raw.rstrip(b"\n"))
+    except InvalidEvent as exc:
+        raise ConfigError(f"{path}:{lineno}: {exc.detail}") from exc
+    if isinstance(event, RejectedTurn):
+        raise ConfigError(f"{path}:{lineno}: field 'type': 'rejected' is convmon's own record, not an input event")
+    obj: dict[str, Any] = orjson.loads(raw)
+    return obj
+
+
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if raw.strip():
+                yield checked_line(raw, path, lineno)
+
+
+def read_chat(path: Path) -> Replay:
+    """A JSONL file of Chat Completions conversations or messages (and convmon events), as convmon events."""
+    events: list[dict[str, Any]] = []
+    skipped = 0
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
             try:
-                decode_event(raw.rstrip(b"\n"))
+                obj = orjson.loads(raw)
+                if not isinstance(obj, dict) or not is_chat(obj):
+                    events.append(checked_line(raw, path, lineno))
+                    continue
+                chat = decode_chat(obj, timestamp=0.0)
+            except orjson.JSONDecodeError as exc:
+                raise ConfigError(f"{path}:{lineno}: not JSON: {exc}") from exc
             except InvalidEvent as exc:
                 raise ConfigError(f"{path}:{lineno}: {exc.detail}") from exc
-            yield orjson.loads(raw)
+            skipped += len(chat.skipped)
+            for event in chat.events:
+                out = event.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+                out["type"] = event.type
+                if "messages" not in obj and obj.get("timestamp", obj.get("created")) is None:
+                    out.pop("timestamp", None)  # the broker record's time stands in, as for the original
+                events.append(out)
+    return Replay(events, skipped_messages=skipped)
 
 
 def without_times(event: dict[str, Any]) -> dict[str, Any]:
@@ -77,20 +119,26 @@ def without_times(event: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_dataset(path: Path, *, relative_time: bool = False) -> Replay:
-    """All events of a file, validated up front so a bad line produces nothing."""
-    replay = _read(path)
+def read_dataset(path: Path, *, relative_time: bool = False, fmt: Format | None = None) -> Replay:
+    """All events of a file, validated up front so a bad line produces nothing. ``fmt``: ``json`` (convmon
+    events), ``openai`` (Chat Completions logs) or ``uss``; None: by the file's suffix."""
+    replay = _read(path, fmt)
     if relative_time:
-        return Replay([without_times(e) for e in replay.events], replay.empty_utterances)
+        return Replay([without_times(e) for e in replay.events], replay.empty_utterances, replay.skipped_messages)
     return replay
 
 
-def _read(path: Path) -> Replay:
+def _read(path: Path, fmt: Format | None) -> Replay:
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
-    if path.suffix == ".jsonl":
+    if fmt is None:
+        fmt = {".jsonl": "json", ".txt": "uss"}.get(path.suffix)  # type: ignore[assignment]
+    if fmt == "json":
         return Replay(list(read_jsonl(path)))
-    if path.suffix == ".txt":
+    if fmt == "openai":
+        return read_chat(path)
+    if fmt == "uss":
         dialogues = load_uss(path)
         return Replay(list(uss_events(dialogues, app=path.stem)), sum(d.empty_turns for d in dialogues))
-    raise ConfigError(f"{path}: unknown format {path.suffix!r}; expected .jsonl (events) or .txt (USS)")
+    raise ConfigError(f"{path}: unknown format {path.suffix!r}; expected .jsonl (events) or .txt (USS), or name one "
+                      "with --format json|openai|uss")

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import uuid
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from monitor.contracts.settings import REPO_ROOT
 from monitor.judge.reference import ConversationRef
@@ -20,7 +20,9 @@ KEY = "k" * 32  # CONVMON_PII_REFERENCE_KEY: the same key the worker would log r
 
 
 async def _send(bootstrap: str, topic: str) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    """The letters in one record batch (as a worker's batch sends them): the development broker then lists the
+    partition's end as 1."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=200)
     await producer.start()
     try:
         letters = [
@@ -32,10 +34,22 @@ async def _send(bootstrap: str, topic: str) -> None:
             dead_letter(b'{"x": 1}', b"conv-2", reason="invalid_schema", detail="field 'role': Field required",
                         stage="sessionize", max_bytes=1 << 20, field="role"),
         ]
-        for letter in letters:
-            await producer.send_and_wait(topic, letter.value, key=letter.key, headers=letter.headers, partition=0)
+        sent = [await producer.send(topic, letter.value, key=letter.key, headers=letter.headers, partition=0)
+                for letter in letters]
+        await producer.flush()
+        await asyncio.gather(*sent)
     finally:
         await producer.stop()
+
+
+async def _listed_end(bootstrap: str, topic: str) -> int:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        return int((await consumer.end_offsets([tp]))[tp])
+    finally:
+        await consumer.stop()
 
 
 def _cli(broker: str, prefix: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -51,6 +65,9 @@ def test_tail_and_summary_read_the_headers(broker: str) -> None:
     empty = _cli(broker, prefix, "tail")
     assert empty.returncode == 0 and f"no dead letters on {prefix}dead-letters" in empty.stdout
     asyncio.run(_send(broker, f"{prefix}dead-letters"))
+    # what this test is about: the broker lists an end inside the batch, and every letter is still read
+    assert asyncio.run(_listed_end(broker, f"{prefix}dead-letters")) < 3, \
+        "the broker lists the true end now: tests/cli/test_dead_letters_read.py still covers a wrong one"
 
     tail = _cli(broker, prefix, "tail", "--json")
     assert tail.returncode == 0, tail.stderr

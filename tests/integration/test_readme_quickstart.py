@@ -157,6 +157,9 @@ def test_the_readme_quickstart_ends_with_rates_and_distilled_scores(session: Ses
     assert total(samples, "convmon_conversations_scored_total", scorer="llm") >= SENT
     assert total(samples, "convmon_judge_configured") == 1
     assert total(samples, "convmon_dead_letters_total") == 0
+    # send.py's metadata shows as itself under the worker's settings, not as "other"
+    assert total(samples, "convmon_conversations_scored_total", scorer="llm", app="web") >= 300
+    assert total(samples, "convmon_dimension_overflow_total", dimension="app") == 0
     assert not [name for name, _, _ in samples if name.endswith("_created")]  # a smaller, faster exposition
 
 

@@ -67,6 +67,17 @@ def test_every_item_name_is_whole_and_the_table_fits_80_columns() -> None:
     assert "before the last 20s and the spike at t=50s" in " ".join(screen(120, Health()).split())
 
 
+def test_the_legend_explains_every_mark_the_screen_shows() -> None:
+    import re
+
+    text = " ".join(screen(120, Health()).split())
+    legend = text[text.index("* unscored ="):]
+    marks = set(re.findall(r"([a-z][a-z ]*?)\*", text.replace(legend, "")))
+    assert marks == {"unscored", "no model"}  # no distilled model in this history
+    for mark in (*marks, "untrained"):  # an item without a classifier reads "untrained*"
+        assert f"{mark} =" in legend, mark
+
+
 def test_lag_and_failed_scrapes_are_shown() -> None:
     quiet = screen(120, Health(lag=3, failed_scrapes=0, prometheus_failed_scrapes=0))
     assert "worker lag 3 msgs" in quiet and "behind" not in quiet

@@ -31,9 +31,22 @@ def test_a_misspelt_setting_is_reported_with_the_closest_name() -> None:
     assert unknown_variables({"CONVMON_BROKER_URL": "x"}, known_variables(Settings.model_fields)) == []
 
 
+def test_a_worker_says_at_start_which_dimensions_it_exports_and_where_other_comes_from() -> None:
+    [line] = start_lines(Settings(openai_base_url="http://127.0.0.1:1/v1", dimension_values={"app": ["web"]}))
+    assert line.startswith("metric dimensions: app (web), locale, model_version; only values listed in "
+                           "CONVMON_DIMENSION_VALUES are exported as themselves; any other value is exported as "
+                           '"other" (convmon_dimension_overflow_total{dimension}')
+    [line] = start_lines(Settings(openai_base_url="http://127.0.0.1:1/v1", metric_dimensions=["app"],
+                                  dimension_value_pattern="[a-z]+", dimension_cap=5))
+    assert "metric dimensions: app; values listed in CONVMON_DIMENSION_VALUES, and values matching " \
+           "CONVMON_DIMENSION_VALUE_PATTERN first-come up to 5 per dimension, are exported as themselves" in line
+    [line] = start_lines(Settings(openai_base_url="http://127.0.0.1:1/v1", metric_dimensions=[]))
+    assert line.startswith("metric dimensions: none")
+
+
 def test_a_worker_without_a_judge_says_so_and_counts_the_slice_as_unjudged() -> None:
-    assert start_lines(Settings()) == [NO_JUDGE] and "unjudged" in NO_JUDGE
-    assert start_lines(Settings(openai_base_url="http://127.0.0.1:1/v1")) == []
+    assert start_lines(Settings())[1:] == [NO_JUDGE] and "unjudged" in NO_JUDGE
+    assert start_lines(Settings(openai_base_url="http://127.0.0.1:1/v1"))[1:] == []
     hot, metrics = hot_path(sample_rate=1.0)
     hot_configured = hot.judge_configured
     assert hot_configured and metrics.registry.get_sample_value("convmon_judge_configured") == 1

@@ -72,3 +72,12 @@ def test_relative_time_replay_takes_the_broker_records_time(tmp_path: Path) -> N
     decoded = [decode_event(orjson.dumps(e), timestamp=now) for e in events]
     assert {getattr(d, "timestamp", now) for d in decoded} == {now}
     assert read_dataset(path).events[0]["timestamp"] == 1.7e9  # the default keeps the file's times
+
+
+def test_a_replayed_file_cannot_carry_convmons_own_rejection_marker(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"type": "rejected", "conversation_id": "c", "timestamp": 1.0, '
+                    '"rejection": {"reason": "invalid_schema"}}\n', encoding="utf-8")
+    for fmt in ("json", "openai"):
+        with pytest.raises(ConfigError, match=r"events.jsonl:1: field 'type': 'rejected' is convmon's own record"):
+            read_dataset(path, fmt=fmt)  # type: ignore[arg-type]
