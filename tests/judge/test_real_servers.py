@@ -27,18 +27,21 @@ def judge_from(settings, rubric, metrics):
 
 
 def formats_sent(server) -> list[str | None]:
-    return [(r.get("response_format") or {}).get("json_schema", {}).get("name") for r in server.requests]
+    """Per request: the JSON schema's name, ``json_object``, or None (free text)."""
+    formats = [r.get("response_format") or {} for r in server.requests]
+    return [f.get("json_schema", {}).get("name") or (f.get("type") if f else None) for f in formats]
 
 
 # (flavour, what the first conversation sends, what later ones start at, the remembered level)
+ANY = "json_object"
 MATRIX = [
     ("good", ["rubric_answers"], ["rubric_answers"], 0),
-    ("llama_cpp_python", ["rubric_answers", "rubric_answers_plain", None], [None], 2),
-    ("llama_server_old", ["rubric_answers", "rubric_answers_plain", None], [None], 2),
+    ("llama_cpp_python", ["rubric_answers", "rubric_answers_plain", ANY], [ANY], 2),
+    ("llama_server_old", ["rubric_answers", "rubric_answers_plain", ANY], [ANY], 2),
     ("llama_server_no_rules", ["rubric_answers", "rubric_answers_plain"], ["rubric_answers_plain"], 1),
     ("vllm_no_rules", ["rubric_answers", "rubric_answers_plain"], ["rubric_answers_plain"], 1),
     ("ollama_no_rules", ["rubric_answers", "rubric_answers_plain"], ["rubric_answers_plain"], 1),
-    ("fastapi_422", ["rubric_answers", "rubric_answers_plain", None], [None], 2),
+    ("fastapi_422", ["rubric_answers", "rubric_answers_plain", ANY, None], [None], 3),
 ]
 
 
@@ -71,12 +74,12 @@ async def test_a_plain_5xx_is_retried_and_the_give_up_names_the_setting(make_set
 
 
 async def test_a_400_that_is_not_about_the_format_is_not_remembered(make_settings, rubric, metrics, server) -> None:
-    server.script("400", "400", "400")  # every rung refused: it was never the format
+    server.script("400", "400", "400", "400")  # every rung refused: it was never the format
     judge = judge_from(make_settings(), rubric, metrics)
     with pytest.raises(JudgeError, match=r"rejected the request \(HTTP 400\)") as info:
         await judge.score(HAPPY)
     assert info.value.reason == "judge_bad_request"
-    assert formats_sent(server) == ["rubric_answers", "rubric_answers_plain", None]
+    assert formats_sent(server) == ["rubric_answers", "rubric_answers_plain", ANY, None]
     assert judge.client.formats.level("gpt-4o-mini") == 0 and judge.client.structured_ok
     await judge.aclose()
 
@@ -151,5 +154,5 @@ async def test_structured_output_off_sends_no_schema_and_the_gauge_says_free_tex
     await judge.score(HAPPY)
     assert formats_sent(server) == [None]
     labels = {"endpoint": f"127.0.0.1:{server.port}", "model": "gpt-4o-mini"}
-    assert sample(metrics, "convmon_judge_structured_fallback", **labels) == 2
+    assert sample(metrics, "convmon_judge_structured_fallback", **labels) == 3
     await judge.aclose()
