@@ -8,7 +8,8 @@ latency, tokens, spend) and retried here rather than inside the openai client (i
 ``max_retries=0``): 429, 408/409, 5xx, timeouts and connection errors back off exponentially with
 jitter, honouring ``Retry-After``, and end in :class:`JudgeUnavailable`. A refused ``response_format``
 steps down :class:`monitor.judge.formats.FormatLadder` (rules schema, plain schema, ``json_object``, free
-text), remembered per model once a lower level works. Secrets and conversation text never reach logs or exception messages.
+text), remembered per model once a lower level works. Secrets and conversation text never reach logs or
+exception messages.
 """
 
 from __future__ import annotations
