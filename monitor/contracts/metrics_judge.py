@@ -102,6 +102,14 @@ class JudgeMetrics:
             ["endpoint", "model"],
             registry=r,
         )
+        self.judge_provenance_changes = Counter(
+            "convmon_judge_provenance_changes",
+            "Changes of the judge behind the verdicts, by what changed (model as the endpoint reported it, "
+            "endpoint, prompt templates' hash, rubric, mode, convmon version): against the previous verdict, and "
+            "at a worker's first verdict against the last one recorded in the label store's database.",
+            ["what"],
+            registry=r,
+        )
         self.judge_answers_too_large = Counter(
             "convmon_judge_answers_too_large",
             "Judge answers refused unread for their size, by limit (bytes: judge_max_answer_bytes; tokens: more "

@@ -123,7 +123,8 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (('CONVMON_JUDGE_ANSWER_REPAIR',),
      '`none`',
      ("how judge answers are read: `none` = exactly one JSON object valid against the mode's schema (no "
-      'extra keys), alone or alone in one Markdown code fence (counted as `fence_removed`); `strip_prose` also accepts one such object inside prose or a code fence (counted in '
+      'extra keys), alone or alone in one Markdown code fence (counted as `fence_removed`); `strip_prose` '
+      'also accepts one such object inside prose or a code fence (counted in '
       '`convmon_judge_answer_repairs_total`); `lenient` = the tolerant free-text parser, for endpoints that'
       ' cannot answer in JSON ([docs/security.md](security.md))')),
     (('CONVMON_RUBRIC_SET',),
