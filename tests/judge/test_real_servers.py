@@ -8,6 +8,7 @@ score every time, pay for each refusal once per model, and say where it fell bac
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -156,3 +157,35 @@ async def test_structured_output_off_sends_no_schema_and_the_gauge_says_free_tex
     labels = {"endpoint": f"127.0.0.1:{server.port}", "model": "gpt-4o-mini"}
     assert sample(metrics, "convmon_judge_structured_fallback", **labels) == 3
     await judge.aclose()
+
+
+@pytest.mark.parametrize(("flavour", "n", "level", "fenced"), [("llama_cpp_python", 40, 2, 0),
+                                                               ("fastapi_422", 16, 3, 16)])
+async def test_every_conversation_is_judged_strictly(make_settings, rubric, metrics, server, flavour, n, level,
+                                                     fenced) -> None:
+    """Eight conversations in flight, as the worker's judge agent runs them (judge_concurrency=8), every one
+    judged at sample rate 1.0 with the default strict reading. A model that is free to write prose fences its
+    JSON (``fence_free_text``): llama-cpp-python's json_object keeps it bare; a server that takes no
+    response_format at all gets fenced answers, read as the object they hold. Two requests per conversation in
+    flight carry a JSON schema before the fallback is remembered (docs/judge.md), none after."""
+    server.default, server.fence_free_text = flavour, True
+    judge = judge_from(make_settings(judge_concurrency=8), rubric, metrics)
+    slots = asyncio.Semaphore(8)
+
+    async def one(i: int):
+        async with slots:
+            return await judge.score(make_conversation("Fix my code?", "Done.", "Thanks, that works perfectly!",
+                                                       conversation_id=f"c-{i}"))
+
+    records = await asyncio.gather(*(one(i) for i in range(n)))
+    await judge.aclose()
+    assert len(records) == n and all(any(item.verdict for item in r.items) for r in records)
+    sent = formats_sent(server)
+    schema = sum(f in ("rubric_answers", "rubric_answers_plain") for f in sent)
+    answered_at = ANY if level == 2 else None
+    assert schema == 2 * 8 and sent.count(answered_at) == n, sent  # the first eight tried both schemas
+    assert len(sent) == schema + sent.count(ANY) + sent.count(None)
+    labels = {"endpoint": f"127.0.0.1:{server.port}", "model": "gpt-4o-mini"}
+    assert sample(metrics, "convmon_judge_structured_fallback", **labels) == level
+    assert sample(metrics, "convmon_judge_answer_repairs_total", kind="fence_removed") == fenced
+    assert sample(metrics, "convmon_judge_repairs_total", outcome="ok") == 0  # no repair prompt was needed
