@@ -150,3 +150,31 @@ def test_the_score_store_keeps_each_rows_evaluator(tmp_path: Path, rubric) -> No
     assert {r["conversation_id"]: r["evaluator"] for r in rows} == {
         judged.conversation_id: EVALUATOR.model_dump(), "c-old": None}
     labels.close()
+
+
+@pytest.mark.parametrize("url", ["sqlite", pytest.param("postgresql+psycopg://postgres@127.0.0.1:5432/test",
+                                                        marks=pytest.mark.integration)])
+def test_the_book_keeps_the_last_evaluator_per_judge(url: str, tmp_path: Path) -> None:
+    import uuid
+
+    from monitor.judge.sql_provenance import SqlProvenance
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'labels.db'}" if url == "sqlite" else url)
+    prefix = f"t{uuid.uuid4().hex[:8]}_"
+    book = SqlProvenance(engine, table_prefix=prefix)
+    first = Evaluator(model="m", endpoint="http://llm:8080/v1", prompt="sha256:0", rubric="r@1", mode="spur",
+                      version="0.1.0")
+    try:
+        assert book.last("openai:m") is None
+        book.remember("openai:m", first)
+        book.remember("openai:m", first.model_copy(update={"model": "m-2"}))
+        book.remember("jury:3", first)
+        again = SqlProvenance(engine, table_prefix=prefix)  # another worker, or the next run
+        assert again.last("openai:m") == first.model_copy(update={"model": "m-2"}) and again.last("jury:3") == first
+        with engine.begin() as conn:  # a row this release cannot read is no baseline, not an error
+            conn.execute(sa.text(f"UPDATE {prefix}judge_provenance SET evaluator = '{{\"model\": 1}}'"))
+        assert again.last("jury:3") is None
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {prefix}judge_provenance"))
+        engine.dispose()
