@@ -25,7 +25,7 @@ class Evaluator(BaseModel):
 
     model: str = Field(max_length=300)  # the model(s) the endpoint's responses named, comma-separated if several
     endpoint: str = Field(max_length=300)  # scheme://host[:port]/path: no credentials, query or fragment
-    prompt: str = Field(max_length=80)  # "sha256:<hex>" of the mode's prompt templates
+    prompt: str = Field(max_length=80)  # "sha256:<hex>" of the mode's prompt templates and domain description
     rubric: str = Field(max_length=200)  # "<rubric set>@<version>"
     mode: str = Field(max_length=40)  # judge_mode: spur | likert | logprobs
     version: str = Field(max_length=40)  # convmon's version

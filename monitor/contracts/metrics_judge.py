@@ -105,7 +105,7 @@ class JudgeMetrics:
         self.judge_provenance_changes = Counter(
             "convmon_judge_provenance_changes",
             "Changes of the judge behind the verdicts, by what changed (model as the endpoint reported it, "
-            "endpoint, prompt templates' hash, rubric, mode, convmon version): against the previous verdict, and "
+            "endpoint, prompt hash, rubric, mode, convmon version): against the previous verdict, and "
             "at a worker's first verdict against the last one recorded in the label store's database.",
             ["what"],
             registry=r,

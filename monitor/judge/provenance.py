@@ -50,9 +50,10 @@ def endpoint_url(base_url: str | None) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))[:_SHOWN]
 
 
-def prompt_hash(prompts_dir: Path, mode: str) -> str:
-    """``sha256:<hex>`` over the names and text of the templates ``mode`` renders its prompts from."""
-    digest = hashlib.sha256()
+def prompt_hash(prompts_dir: Path, mode: str, domain: str = "") -> str:
+    """``sha256:<hex>`` over the names and text of the templates ``mode`` renders its prompts from, and the domain
+    description filled into them (the rubric's text is the rubric version's)."""
+    digest = hashlib.sha256(f"domain\0{domain}\0".encode())
     for name in TEMPLATES[mode]:
         digest.update(f"{name}\0{load_template(prompts_dir, name).template}\0".encode())
     return f"sha256:{digest.hexdigest()[:32]}"

@@ -56,7 +56,8 @@ async def test_every_verdict_names_its_judge(make_settings, rubric, metrics, ser
     record = await judge.score(HAPPY)
     await judge.aclose()
     assert record.evaluator == Evaluator(
-        model="gpt-4o-mini", endpoint=server.url, prompt=prompt_hash(REPO_ROOT / "prompts", "spur"),
+        model="gpt-4o-mini", endpoint=server.url,
+        prompt=prompt_hash(REPO_ROOT / "prompts", "spur", make_settings().rubrics.domain_description),
         rubric=rubric.key, mode="spur", version=__version__)
     assert API_KEY not in record.model_dump_json()
     assert changes(metrics) == dict.fromkeys(PROVENANCE_FIELDS, 0.0)  # a first run has nothing to differ from
@@ -100,6 +101,7 @@ async def test_a_redeploy_with_other_prompts_is_counted_at_its_first_verdict(
     assert len(logged(caplog)) == 1 and "prompt 'sha256:" in logged(caplog)[0]
     assert prompt_hash(prompts, "spur") != prompt_hash(REPO_ROOT / "prompts", "spur")
     assert prompt_hash(prompts, "likert") == prompt_hash(REPO_ROOT / "prompts", "likert")  # not its template
+    assert prompt_hash(prompts, "spur", "a travel agent") != prompt_hash(prompts, "spur", "a bank's assistant")
 
 
 class Unreachable:
