@@ -66,7 +66,7 @@ def build_judge(
         name = f"jury:{size}"
         version = ",".join(models) if len(models) > 1 else f"{models[0]}x{size}"
     provenance = Provenance(metrics, judge=name, endpoint=endpoint_url(judge.openai_base_url),
-                            prompt=prompt_hash(rubrics.prompts_dir, judge.judge_mode, rubrics.domain_description), rubric=rubric,
-                            mode=judge.judge_mode, book=SqlProvenance(ledger.engine))
+                            prompt=prompt_hash(rubrics.prompts_dir, judge.judge_mode, rubrics.domain_description),
+                            rubric=rubric, mode=judge.judge_mode, book=SqlProvenance(ledger.engine))
     return LLMJudge(name=name, model_version=version, client=client, scorer=scorer, rubric=rubric, redactor=redactor,
                     provenance=provenance)
