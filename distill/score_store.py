@@ -5,7 +5,9 @@ verdicts at the item's threshold), with the score or probability, the model vers
 dimensions and the judged call's trace and span ids: what the Grafana table of the latest DSAT
 conversations and ``convmon inspect`` read. "No" verdicts are the complement and are not stored (a
 row per item per conversation would be ~20x the volume). No conversation text: ids and numbers only.
-Written by the score sink (``score_store``) from the scores topic, at least once: rows are upserted.
+Written by the score sink (``score_store``) from the scores topic, at least once: rows are upserted. Judge rows
+keep the verdict's evaluator (model as the endpoint reported it, endpoint, prompt hash, rubric, mode, convmon
+version) in ``evaluator``.
 Issue #32: metadata values are redacted like the labels' (records from an older release may carry them
 raw); each row keeps the conversation's opaque reference (the exemplars' ``conversation_ref``) so a
 reference resolves to its id; rows older than ``score_retention_days`` are purged with the labels.
@@ -34,7 +36,8 @@ KEY = ("conversation_id", "scorer", "item_id")
 
 def _added_columns() -> list[sa.Column[Any]]:
     """Columns added after the table's first release: added to an existing table on first use."""
-    return [sa.Column("conversation_ref", sa.String(32), index=False)]
+    return [sa.Column("conversation_ref", sa.String(32), index=False),
+            sa.Column("evaluator", sa.JSON)]  # the judge's provenance (judge rows); NULL on older rows
 
 
 def score_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
@@ -76,6 +79,7 @@ def rows(record: ScoreRecord, now: float, *, ref: ConversationRef | None = None,
             "rubric": f"{record.rubric_set}@{record.rubric_version}", "trace_id": trace_id or None,
             "span_id": span_id or None, "response_id": record.response_id, "metadata": metadata,
             "scored_at": record.scored_at, "updated_at": now, "conversation_ref": reference,
+            "evaluator": record.evaluator.model_dump() if record.evaluator is not None else None,
         })
     return out
 

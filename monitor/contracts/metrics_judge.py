@@ -71,8 +71,8 @@ class JudgeMetrics:
         )
         self.judge_answer_repairs = Counter(
             "convmon_judge_answer_repairs",
-            "Judge answers accepted only through the configured repair (judge_answer_repair), by kind "
-            "(prose_stripped, lenient).",
+            "Judge answers accepted only through a repair, by kind (fence_removed: one JSON object alone in a "
+            "code fence; prose_stripped, lenient: the configured judge_answer_repair).",
             ["kind"],
             registry=r,
         )
@@ -97,9 +97,17 @@ class JudgeMetrics:
         self.judge_structured_fallback = Gauge(
             "convmon_judge_structured_fallback",
             "The answer format this worker uses with an endpoint (host:port) and model, as learned from its "
-            "refusals: 0 = JSON schema with the answer rules, 1 = plain JSON schema, 2 = free text (the endpoint "
-            "refused response_format, or judge_structured_output is off).",
+            "refusals: 0 = JSON schema with the answer rules, 1 = plain JSON schema, 2 = json_object, 3 = free text "
+            "(the endpoint refused response_format, or judge_structured_output is off).",
             ["endpoint", "model"],
+            registry=r,
+        )
+        self.judge_provenance_changes = Counter(
+            "convmon_judge_provenance_changes",
+            "Changes of the judge behind the verdicts, by what changed (model as the endpoint reported it, "
+            "endpoint, prompt hash, rubric, mode, convmon version): against the previous verdict, and "
+            "at a worker's first verdict against the last one recorded in the label store's database.",
+            ["what"],
             registry=r,
         )
         self.judge_answers_too_large = Counter(

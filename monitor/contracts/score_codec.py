@@ -10,6 +10,8 @@ for the j-th rubric item. Decoding needs the rubric set the record names (id and
 Version 3 is version 2 plus the router's inclusion probability ``pi`` and ``by`` (what sampled the
 conversation: hash, uncertainty or feedback) on judge records. Only records that carry them are written
 as version 3, so distilled records stay version 2 and readers from before version 3 keep reading them.
+Version 4 is version 3 plus ``ev``, the judge's provenance (:class:`monitor.contracts.evaluator.Evaluator`),
+written only on judge records that carry it.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import orjson
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ScoreRecord
 
-SCHEMA_VERSION = 3  # the newest version written; decode_score reads 1, 2 and 3
-READABLE = (2, 3)
+SCHEMA_VERSION = 4  # the newest version written; decode_score reads 1 to 4
+READABLE = (2, 3, 4)
 # Header on every record of the scores topic: its stable identity, the same on every copy of it. The topic is at
 # least once (a batch re-processed after a crash or a rebalance sends its records again, and the embedded broker
 # has no usable Kafka transactions), so a consumer that needs each score once keeps the first record per id.
@@ -40,7 +42,8 @@ def score_headers(record: ScoreRecord) -> list[tuple[str, bytes]]:
 
 
 def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
-    """The compact bytes of ``record`` (v3 when it carries an inclusion probability, else v2); items the
+    """The compact bytes of ``record`` (v4 when it carries an evaluator, v3 when it carries an inclusion
+    probability, else v2); items the
     rubric set does not know are not representable and dropped
     (the exporter skips and counts them before a record is encoded).
 
@@ -94,11 +97,14 @@ def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
     if record.sample_weight != 1.0:
         out["sample_weight"] = record.sample_weight
     if record.inclusion_probability is not None or record.sampled_by is not None:
-        out["schema_version"] = SCHEMA_VERSION
+        out["schema_version"] = 3
         if record.inclusion_probability is not None:
             out["pi"] = record.inclusion_probability
         if record.sampled_by is not None:
             out["by"] = record.sampled_by
+    if record.evaluator is not None:
+        out["schema_version"] = 4
+        out["ev"] = record.evaluator.model_dump()
     return orjson.dumps(out)
 
 
@@ -115,9 +121,12 @@ def decode_score(raw: bytes, rubric: RubricSet) -> ScoreRecord:
         return ScoreRecord.model_validate(obj)
     if version not in READABLE:
         raise ValueError(f"unknown schema_version {version!r}")
-    sampling = {"inclusion_probability": obj.pop("pi", None), "sampled_by": obj.pop("by", None)}
+    sampling = {"inclusion_probability": obj.pop("pi", None), "sampled_by": obj.pop("by", None),
+                "evaluator": obj.pop("ev", None)}
     if version == 2 and any(v is not None for v in sampling.values()):
-        raise ValueError("pi and by appear only in schema_version 3 records")
+        raise ValueError("pi, by and ev appear only in schema_version 3 and 4 records")
+    if version == 3 and sampling["evaluator"] is not None:
+        raise ValueError("ev appears only in schema_version 4 records")
     if (obj.get("rubric_set"), obj.get("rubric_version")) != (rubric.id, rubric.version):
         raise ValueError(f"record for rubric {obj.get('rubric_set')}@{obj.get('rubric_version')}, "
                          f"this worker reads {rubric.id}@{rubric.version}")

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from monitor.contracts.evaluator import Evaluator
 from monitor.contracts.events import Conversation, ResponseId, SpanRef
 from monitor.contracts.rubric_set import Polarity, RubricSet
 from monitor.contracts.trusted import new, set_dict, set_extra, set_fields, set_private, trusted
@@ -67,6 +68,9 @@ class ScoreRecord(BaseModel):
     response_id: ResponseId | None = None
     # A turn of the conversation was rejected: scored from the turns that remain (incomplete_conversations=score).
     incomplete: bool = False
+    # llm records: which judge made the verdict (model as the endpoint reported it, endpoint, prompt hash, rubric,
+    # mode, convmon version). None on distilled records and on judge records written before it existed.
+    evaluator: Evaluator | None = None
 
 
 def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: str, rubric: RubricSet,

@@ -96,7 +96,8 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (('CONVMON_JUDGE_STRUCTURED_OUTPUT',),
      '`true`',
      ('ask for JSON-schema answers (with the Y ⇒ 1–10 / N ⇒ 0 rule); an endpoint that refuses (400, 422, or a 5xx '
-      'naming `response_format`) is asked with the plain schema, then in free text, remembered per model '
+      'naming `response_format`) is asked with the plain schema, then with `json_object`, then in free text, '
+      'remembered per model '
       '(`convmon_judge_structured_fallback`) ([judge.md](judge.md))')),
     (('CONVMON_JUDGE_PRICES',),
      'gpt-4o-mini, gpt-4o, gpt-4.1(-mini)',
@@ -122,7 +123,8 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (('CONVMON_JUDGE_ANSWER_REPAIR',),
      '`none`',
      ("how judge answers are read: `none` = exactly one JSON object valid against the mode's schema (no "
-      'extra keys); `strip_prose` also accepts one such object inside prose or a code fence (counted in '
+      'extra keys), alone or alone in one Markdown code fence (counted as `fence_removed`); `strip_prose` '
+      'also accepts one such object inside prose or a code fence (counted in '
       '`convmon_judge_answer_repairs_total`); `lenient` = the tolerant free-text parser, for endpoints that'
       ' cannot answer in JSON ([docs/security.md](security.md))')),
     (('CONVMON_RUBRIC_SET',),

@@ -41,11 +41,13 @@ class Scored:
     calls: int = 0
     truncated: bool = False
     repaired: bool = False
+    models: set[str] = field(default_factory=set)  # as the endpoint's responses named them (else as asked)
 
     def add(self, completion: Completion) -> None:
         self.usage += completion.usage
         self.cost_usd += completion.cost_usd
         self.calls += 1
+        self.models.add(completion.response_model or completion.model)
 
 
 async def ask_with_repair(

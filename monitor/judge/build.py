@@ -21,6 +21,7 @@ from monitor.judge.jury import JuryScorer, Scorer, permuted
 from monitor.judge.likert import LikertScorer
 from monitor.judge.llm import LLMJudge
 from monitor.judge.logprobs import LogprobsScorer
+from monitor.judge.provenance import Provenance, endpoint_url, prompt_hash
 from monitor.judge.redact import Redactor
 from monitor.judge.simulated import SimulatedJudge
 from monitor.judge.spur import SpurScorer
@@ -45,9 +46,11 @@ def build_judge(
     if not judge.judge_configured:
         return SimulatedJudge(rubric)
     from monitor.judge.sql_ledger import SqlLedger  # SQLAlchemy: imported when a judge needs its ledger
+    from monitor.judge.sql_provenance import SqlProvenance
 
     redactor = Redactor.from_settings(judge)
-    client = JudgeClient(judge, metrics, http_client=http_client, ledger=SqlLedger(ledger_url))
+    ledger = SqlLedger(ledger_url)
+    client = JudgeClient(judge, metrics, http_client=http_client, ledger=ledger)
     models = list(judge.judge_models) or [judge.judge_model]
     size = max(len(models), judge.judge_jury_size)
     mode = _MODES[judge.judge_mode]
@@ -62,4 +65,8 @@ def build_judge(
         scorer = JuryScorer(members, metrics)
         name = f"jury:{size}"
         version = ",".join(models) if len(models) > 1 else f"{models[0]}x{size}"
-    return LLMJudge(name=name, model_version=version, client=client, scorer=scorer, rubric=rubric, redactor=redactor)
+    provenance = Provenance(metrics, judge=name, endpoint=endpoint_url(judge.openai_base_url),
+                            prompt=prompt_hash(rubrics.prompts_dir, judge.judge_mode, rubrics.domain_description),
+                            rubric=rubric, mode=judge.judge_mode, book=SqlProvenance(ledger.engine))
+    return LLMJudge(name=name, model_version=version, client=client, scorer=scorer, rubric=rubric, redactor=redactor,
+                    provenance=provenance)

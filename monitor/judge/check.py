@@ -2,7 +2,7 @@
 
 Three small calls, each with the configured model, key and timeout but no retry: a one-word answer
 (reachability and latency), the SPUR schema of the configured rubric (which structured output the
-endpoint takes: the rules schema, the plain one, or none; see :mod:`monitor.judge.formats`) and one
+endpoint takes: the rules schema, the plain one, ``json_object`` or none; see :mod:`monitor.judge.formats`) and one
 logprobs token (whether ``top_logprobs`` come back with Yes/No in them). The calls are short
 (``max_tokens`` 16 or 1) and are not booked in the shared daily budget. From the answers it says
 which settings to use; ``--json`` prints the same as one object.
@@ -21,13 +21,13 @@ from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.sections import JudgeSettings
 from monitor.judge.client import JudgeClient
-from monitor.judge.formats import PLAIN, RULES
+from monitor.judge.formats import JSON_OBJECT, PLAIN, RULES
 from monitor.judge.logprobs import yes_no_mass
 from monitor.judge.spur import spur_schema
 
 _PROBE = [{"role": "system", "content": "You answer with exactly one word."},
           {"role": "user", "content": "Is water wet? Answer Yes or No."}]
-_LEVELS = {RULES: "rules_schema", PLAIN: "plain_schema"}
+_LEVELS = {RULES: "rules_schema", PLAIN: "plain_schema", JSON_OBJECT: "json_object"}
 _SLOW_S = 5.0  # a one-word answer slower than this is a local or overloaded server
 
 
@@ -44,7 +44,7 @@ class CheckReport:
     model: str
     reachable: Probe
     structured: Probe
-    structured_output: str  # rules_schema | plain_schema | none | unknown
+    structured_output: str  # rules_schema | plain_schema | json_object | none | unknown
     logprobs: Probe
     yes_no_mass: float | None = None
     seconds_per_output_token: float | None = None
@@ -129,6 +129,9 @@ def _advise(report: CheckReport, judge: JudgeSettings) -> None:
         use["CONVMON_JUDGE_ANSWER_REPAIR"] = "lenient"
         notes.append("the endpoint refused every JSON-schema response_format: answers come as free text, which "
                      "only the lenient parser reads")
+    elif report.structured_output == "json_object":
+        notes.append("the endpoint refused every JSON schema and took response_format json_object: convmon steps "
+                     "down by itself; the answer's keys, types and ranges are checked locally")
     elif report.structured_output == "plain_schema":
         notes.append("the endpoint refused the schema with the answer rules (anyOf, minimum/maximum) and took the "
                      "plain one: convmon steps down by itself; the rules are checked locally")

@@ -7,8 +7,9 @@ for; reported usage may lower the booking, never raise it), metered (requests by
 latency, tokens, spend) and retried here rather than inside the openai client (its
 ``max_retries=0``): 429, 408/409, 5xx, timeouts and connection errors back off exponentially with
 jitter, honouring ``Retry-After``, and end in :class:`JudgeUnavailable`. A refused ``response_format``
-steps down :class:`monitor.judge.formats.FormatLadder` (rules schema, plain schema, free text), remembered
-per model once a lower level works. Secrets and conversation text never reach logs or exception messages.
+steps down :class:`monitor.judge.formats.FormatLadder` (rules schema, plain schema, ``json_object``, free
+text), remembered per model once a lower level works. Secrets and conversation text never reach logs or
+exception messages.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class JudgeClient:
 
     @property
     def structured_ok(self) -> bool:
-        """Whether the configured model still gets a JSON-schema ``response_format``."""
+        """Whether the configured model still gets a ``response_format`` (a JSON schema or ``json_object``)."""
         return self.formats.level(self.settings.judge_model) < TEXT
 
     def accepting(self) -> bool:

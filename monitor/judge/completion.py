@@ -41,7 +41,7 @@ class Completion:
     cost_usd: float
     latency_s: float
     response_model: str | None = None  # what the endpoint reports, e.g. a dated version
-    structured: bool = False  # the JSON-schema response_format was sent and accepted
+    structured: bool = False  # a response_format (a JSON schema or json_object) was sent and accepted
     top_logprobs: list[list[tuple[str, float]]] = field(default_factory=list)  # per output token
 
     @property

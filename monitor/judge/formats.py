@@ -14,8 +14,10 @@ docs/judge.md and the server modes in :mod:`monitor.tools.openai_server`):
 
 So a 400 or 422 to a request carrying ``response_format``, or a 5xx whose body names
 ``response_format`` / ``json_schema``, steps the request one level down the ladder: the schema with
-the answer rules (``anyOf`` + ``minimum``/``maximum``) -> the plain schema -> free text. A step is
-not a retry. A level is remembered (``convmon_judge_structured_fallback``) only once a request at it
+the answer rules (``anyOf`` + ``minimum``/``maximum``) -> the plain schema -> ``json_object`` (any
+one JSON object: what llama-cpp-python, ``llama-server``, Ollama and vLLM take when they refuse a
+schema; the prompt states the answer's shape and :mod:`monitor.judge.strict` checks it) -> free
+text. A step is not a retry. A level is remembered (``convmon_judge_structured_fallback``) only once a request at it
 succeeds, so a 400 that was about something else (a too-long prompt) does not switch JSON off for
 good; later calls start at the remembered level and do not pay for the refusal again.
 """
@@ -28,7 +30,8 @@ from urllib.parse import urlsplit
 
 from monitor.contracts.metrics import Metrics
 
-RULES, PLAIN, TEXT = 0, 1, 2  # the fallback levels; the gauge's values
+RULES, PLAIN, JSON_OBJECT, TEXT = 0, 1, 2, 3  # the fallback levels; the gauge's values
+ANY_OBJECT: dict[str, Any] = {"type": "json_object"}
 Rung = tuple[int, dict[str, Any] | None]  # (level, the response_format sent at it)
 _NAMES_FORMAT = re.compile(r"response_format|json[_ ]?schema|json_object", re.I)
 _SHOWN_BODY = 2000  # characters of an error body searched for a format word
@@ -68,7 +71,7 @@ class FormatLadder:
             return [(TEXT, None)]
         if not self.enabled:  # judge_structured_output=false: free text, and the gauge says so
             self.metrics.judge_structured_fallback.labels(self.endpoint, model).set(TEXT)
-        ladder: list[Rung] = [(RULES, rules), (PLAIN, plain), (TEXT, None)]
+        ladder: list[Rung] = [(RULES, rules), (PLAIN, plain), (JSON_OBJECT, ANY_OBJECT), (TEXT, None)]
         start = self.level(model)
         return [(level, fmt) for level, fmt in ladder if level >= start and (fmt is not None or level == TEXT)]
 

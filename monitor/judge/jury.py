@@ -84,4 +84,5 @@ class JuryScorer:
             scored.calls += s.calls
             scored.truncated |= s.truncated
             scored.repaired |= s.repaired
+            scored.models |= s.models
         return scored

@@ -1,4 +1,5 @@
-"""The LLM judge: redact, score with the configured mode (or jury), and build the score record."""
+"""The LLM judge: redact, score with the configured mode (or jury), and build the score record (with the
+evaluator's provenance, :mod:`monitor.judge.provenance`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ScoreRecord, check_complete, judge_record
 from monitor.judge.client import JudgeClient
 from monitor.judge.jury import Scorer
+from monitor.judge.provenance import Provenance
 from monitor.judge.redact import Redactor
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,7 @@ class LLMJudge:
         scorer: Scorer,
         rubric: RubricSet,
         redactor: Redactor,
+        provenance: Provenance | None = None,
     ) -> None:
         self.name = name
         self.model_version = model_version
@@ -35,6 +38,7 @@ class LLMJudge:
         self.scorer = scorer
         self.rubric = rubric
         self.redactor = redactor
+        self.provenance = provenance
 
     async def score(self, conversation: Conversation) -> ScoreRecord:
         started = time.perf_counter()
@@ -49,9 +53,10 @@ class LLMJudge:
             conversation.conversation_id, scored.calls, scored.usage.prompt, scored.cost_usd,
             " (truncated)" if scored.truncated else "",
         )
+        evaluator = await self.provenance.stamp(scored.models) if self.provenance is not None else None
         return judge_record(conversation, items, judge=self.name, rubric=self.rubric,
                             model_version=self.model_version, latency_s=time.perf_counter() - started,
-                            tokens=scored.usage.as_dict(), cost_usd=scored.cost_usd)
+                            tokens=scored.usage.as_dict(), cost_usd=scored.cost_usd, evaluator=evaluator)
 
     def accepting(self) -> bool:
         return self.client.accepting()

@@ -5,8 +5,11 @@ The conversation inside the prompt is user text, and users can write instruction
 them. What must never happen is that such an answer is *read* more permissively than a clean
 one: so an answer is accepted only when it is one JSON object with exactly the rubric's keys and
 values of the schema's types and ranges (the schema sent as ``response_format``, validated here
-again because many endpoints do not enforce it). Extra keys, missing keys, other types, a second
-object and prose around the object are problems, counted in
+again because many endpoints do not enforce it). The object may stand alone inside one Markdown code
+fence (any language tag, whitespace around), as instruction-tuned models write it: that is the same
+answer, read under the same validation and counted in
+``convmon_judge_answer_repairs_total{kind="fence_removed"}``; anything else in or around the fence is
+prose. Extra keys, missing keys, other types, a second object and prose around the object are problems, counted in
 ``convmon_judge_answers_rejected_total{problem}`` and sent back in the repair prompt; a second
 failure is dead-lettered (``judge_unparseable``). Prose around a single object may be cut away
 only when ``judge_answer_repair = "strip_prose"``, counted in
@@ -18,6 +21,7 @@ docs/security.md for the threat model.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from monitor.contracts.metrics import Metrics
@@ -82,6 +86,29 @@ def _any_of(value: Any, branches: list[dict[str, Any]], path: str) -> list[tuple
     return min(found, key=lambda problems: (len(problems), any(".answer " in m for _, m in problems)))
 
 
+# one fence alone: an opening run of 3+ backticks or tildes with an optional language tag, a line break, the body,
+# a line break and the same run closing it at the very end (the text is stripped before it gets here)
+_FENCE = re.compile(r"\A(?P<fence>`{3,}|~{3,})[\w+.#-]*[ \t\r]*\n(?P<body>.*)\n[ \t]*(?P=fence)\Z", re.S)
+
+
+def fenced_object(text: str) -> dict[str, Any] | None:
+    """The JSON object when ``text`` is exactly one code fence around exactly one JSON object, else None.
+
+    >>> fenced_object('```json\\n{"a": 1}\\n```')
+    {'a': 1}
+    >>> fenced_object('Sure:\\n```json\\n{"a": 1}\\n```') is None
+    True
+    """
+    match = _FENCE.match(text)
+    if match is None:
+        return None
+    try:
+        value = json.loads(match.group("body"))
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _objects(text: str) -> list[Any]:
     """Top-level JSON values embedded in text, left to right, each starting at '{'."""
     decoder, found, i = json.JSONDecoder(), list[Any](), 0
@@ -102,6 +129,9 @@ def load_answer(text: str, *, strip_prose: bool, metrics: Metrics) -> tuple[Any,
         return json.loads(text), []
     except (ValueError, RecursionError):
         pass
+    if (fenced := fenced_object(text)) is not None:
+        metrics.judge_answer_repairs.labels("fence_removed").inc()
+        return fenced, []
     objects = _objects(text)
     if not objects:
         return None, [("not_json", "the answer is not a JSON object")]

@@ -11,7 +11,9 @@ One scale per evaluation name: ``gen_ai.evaluation.score.value`` is P(yes) in 0-
 distilled probability, the judge's own when its mode gives one (logprobs), else its verdict as 1 or 0),
 the judge's raw SPUR/Likert score travels in ``convmon.spur_score``. The label says which way is bad
 (:func:`label`), whatever the item's polarity. Provenance follows open-telemetry/semantic-conventions-genai
-PR #359 (``gen_ai.evaluation.evaluator.*``, still a proposal) and ``convmon.*`` where it has no name.
+PR #359 (``gen_ai.evaluation.evaluator.*``, still a proposal) and ``convmon.*`` where it has no name; a judge
+record's evaluator (model as the endpoint reported it, endpoint, prompt hash, rubric, mode, convmon version)
+goes out under the same prefix (:func:`evaluator_attributes`, provisional names).
 Delivery (protocol, queue, counters, resources) is :mod:`monitor.stages.otel_export`'s. This module
 imports the SDK: it is imported only when the setting is on.
 """
@@ -26,6 +28,7 @@ from opentelemetry.sdk._logs.export import LogRecordExporter
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
+from monitor.contracts.evaluator import Evaluator
 from monitor.contracts.events import Conversation
 from monitor.contracts.metrics_otel import OtelMetrics
 from monitor.contracts.rubric_set import RubricSet
@@ -71,6 +74,20 @@ def label(scorer: str, item: ItemResult) -> str:
     if item.polarity == "sat":
         return "good" if yes else "neutral"
     return "good" if yes else "bad"
+
+
+EVALUATOR = "gen_ai.evaluation.evaluator."  # PR #359's namespace; the names below it are provisional
+
+
+def evaluator_attributes(evaluator: Evaluator | None) -> Attributes:
+    """The judge's provenance (:class:`monitor.contracts.evaluator.Evaluator`) as
+    ``gen_ai.evaluation.evaluator.{model,endpoint,prompt.hash,rubric,mode,convmon_version}``; provisional names
+    until the conventions settle them (docs/otel.md)."""
+    if evaluator is None:
+        return {}
+    return {f"{EVALUATOR}model": evaluator.model, f"{EVALUATOR}endpoint": evaluator.endpoint,
+            f"{EVALUATOR}prompt.hash": evaluator.prompt, f"{EVALUATOR}rubric": evaluator.rubric,
+            f"{EVALUATOR}mode": evaluator.mode, f"{EVALUATOR}convmon_version": evaluator.version}
 
 
 def provenance(scorer: str, judge: str, model_version: str, rubric: str) -> Attributes:
@@ -121,7 +138,8 @@ class EvaluationEvents:
             return
         common: Attributes = {"gen_ai.conversation.id": self.conversation_ref(record.conversation_id),
                               **provenance(record.scorer, record.judge, record.model_version,
-                                           f"{record.rubric_set}@{record.rubric_version}")}
+                                           f"{record.rubric_set}@{record.rubric_version}"),
+                              **evaluator_attributes(record.evaluator)}
         if record.response_id:
             common["gen_ai.response.id"] = record.response_id
         if record.incomplete:  # scored from the turns that remain: a turn was rejected

@@ -10,7 +10,8 @@ or yes/no logprobs depending on the request. Scripted behaviours: ``good`` | ``t
 list) | ``malformed`` | ``missing`` (last two items dropped) | ``429`` (Retry-After: ``retry_after``) |
 ``500`` | ``503`` | ``400`` | ``401`` | ``slow`` (``slow_s`` first) | ``truncated`` (half the answer,
 finish_reason=length) | ``reject_format`` (400 when response_format is set) | ``no_usage`` | ``no_logprobs`` |
-``padded`` (a valid answer padded with whitespace to ``padded_bytes``) | a real server's flavour
+``padded`` (a valid answer padded with whitespace to ``padded_bytes``) | ``fenced`` (the JSON answer in a
+```json code fence; ``fence_free_text=True`` answers so whenever no response_format is sent) | a real server's flavour
 (:mod:`monitor.tools.server_flavours`: ``llama_cpp_python``, ``vllm_no_rules``, ...), or any
 callable ``(body) -> (status, json, headers)``. POST /v1/embeddings returns deterministic hashed
 bag-of-words vectors (``dimensions`` honoured, float or base64). Every request body is kept in
@@ -42,7 +43,7 @@ Behaviour = str | Callable[[dict[str, Any]], tuple[int, dict[str, Any], dict[str
 class OpenAIServer:
     def __init__(
         self, *, latency_s: float = 0.0, slow_s: float = 2.0, retry_after: str = "0", default: Behaviour = "good",
-        padded_bytes: int = 2_000_000, port: int = 0, keep_requests: bool = True,
+        padded_bytes: int = 2_000_000, port: int = 0, keep_requests: bool = True, fence_free_text: bool = False,
     ) -> None:
         self.latency_s = latency_s
         self.padded_bytes = padded_bytes
@@ -60,6 +61,7 @@ class OpenAIServer:
         self._thread: threading.Thread | None = None
         self.port = port  # 0: a free port, known after start()
         self.keep_requests = keep_requests  # False for a long-lived server: bodies are not kept
+        self.fence_free_text = fence_free_text  # answer requests without response_format in a ```json fence
 
     @property
     def url(self) -> str:
@@ -163,6 +165,8 @@ class OpenAIServer:
         return response
 
     def _completion(self, body: dict[str, Any], behaviour: str) -> dict[str, Any]:
+        if behaviour == "good" and self.fence_free_text and "response_format" not in body:
+            behaviour = "fenced"
         text, logprobs = answer(body, behaviour)
         finish = "stop"
         if behaviour == "truncated":

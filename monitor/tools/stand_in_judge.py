@@ -3,7 +3,8 @@
 :class:`monitor.tools.openai_server.OpenAIServer` serves them over HTTP; tests and the rubric-learning
 stand-in call :func:`answer` directly. Each item line ``- [id] Name: ...`` of the system prompt is
 answered from keywords in the user turns of the nonce-delimited conversation block (:func:`decide`),
-as SPUR JSON / free text, Likert ratings or yes/no logprobs depending on the request.
+as SPUR JSON / free text, Likert ratings or yes/no logprobs depending on the request; behaviour ``fenced``
+answers the JSON inside a Markdown code fence, as instruction-tuned models do when nothing constrains them.
 """
 
 from __future__ import annotations
@@ -108,11 +109,12 @@ def answer(body: dict[str, Any], behaviour: str = "good") -> tuple[str, dict[str
     for item_id, name in items:
         yes, score = decide(item_id, name, user_text, user_turns)
         rows.append((item_id, name, yes, score))
-    structured = "response_format" in body and behaviour != "text"
+    structured = ("response_format" in body or behaviour == "fenced") and behaviour != "text"
+    fence = (lambda text: f"```json\n{text}\n```") if behaviour == "fenced" else (lambda text: text)
     if likert:
         ratings = {i: (5 if s >= 7 else 4) if y else 2 for i, _, y, s in rows}
         if structured:
-            return json.dumps(ratings), None
+            return fence(json.dumps(ratings)), None
         return "\n".join(f"{n}: {ratings[i]}" for i, n, _, _ in rows), None
     def spur(item_id: str, yes: bool, score: float) -> dict[str, Any]:
         if item_id.startswith("maxim."):
@@ -120,16 +122,20 @@ def answer(body: dict[str, Any], behaviour: str = "good") -> tuple[str, dict[str
         return {"answer": "Y" if yes else "N", "score": int(score)}
     if structured:
         why = _asks_why(body)  # judge_explanations: a reason quoting the user, as real judges do (redact on output)
-        return json.dumps({i: {**spur(i, y, s), **({"why": f"the user wrote {user_text.strip()[:80]!r}"[:160]}
-                                                  if why else {})} for i, _, y, s in rows}), None
+        return fence(json.dumps({i: {**spur(i, y, s), **({"why": f"the user wrote {user_text.strip()[:80]!r}"[:160]}
+                                                        if why else {})} for i, _, y, s in rows})), None
     lines = [f"{k}. [{i}] {n}: {spur(i, y, s)['answer']}, {spur(i, y, s)['score']}"
              for k, (i, n, y, s) in enumerate(rows, 1)]
     return "Here is my evaluation.\n" + "\n".join(lines), None
 
 
 def _asks_why(body: dict[str, Any]) -> bool:
-    """Whether the request's JSON schema asks for a ``why`` per item (convmon's judge_explanations)."""
+    """Whether the request asks for a ``why`` per item (convmon's judge_explanations): its JSON schema says so, or,
+    without one, the answer format in its system prompt does."""
     schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
+    if not schema:
+        messages = body.get("messages") or []
+        return bool(messages) and '"why"' in str(messages[0].get("content", ""))
     shapes = [shape for p in (schema.get("properties") or {}).values() if isinstance(p, dict)
               for shape in p.get("anyOf", [p]) if isinstance(shape, dict)]  # answer rules: one shape per branch
     return any("why" in (shape.get("properties") or {}) for shape in shapes)

@@ -15,7 +15,8 @@ from monitor.judge.check import check_endpoint
 @pytest.mark.parametrize(("flavour", "level", "settings"), [
     ("good", "rules_schema", {}),
     ("vllm_no_rules", "plain_schema", {}),
-    ("llama_cpp_python", "none",
+    ("llama_cpp_python", "json_object", {}),
+    ("fastapi_422", "none",
      {"CONVMON_JUDGE_STRUCTURED_OUTPUT": "false", "CONVMON_JUDGE_ANSWER_REPAIR": "lenient"}),
 ])
 async def test_the_check_reports_what_the_endpoint_takes(make_settings, rubric, metrics, server, flavour, level,
@@ -28,6 +29,7 @@ async def test_the_check_reports_what_the_endpoint_takes(make_settings, rubric, 
     assert report.endpoint == f"127.0.0.1:{server.port}"
     for name, value in settings.items():
         assert report.settings[name] == value
+    assert ("CONVMON_JUDGE_STRUCTURED_OUTPUT" in report.settings) == (level == "none")
     assert report.settings["CONVMON_JUDGE_PROFILE"] == "local"  # 127.0.0.1 is a local endpoint
 
 

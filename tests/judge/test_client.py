@@ -126,17 +126,31 @@ async def test_timeouts_and_connection_errors_are_retried(metrics, sleeps) -> No
     assert sample(metrics, "convmon_judge_requests_total", model="gpt-4o-mini", status="timeout") == 1
 
 
-async def test_a_400_to_response_format_falls_back_to_free_text_for_good(metrics, sleeps) -> None:
+async def test_a_400_to_a_schema_falls_back_to_json_object_for_good(metrics, sleeps) -> None:
     handler = Recorder(error(400), ok("a"), ok("b"))
     client = make_client(handler, metrics)
     fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
     first = await client.complete(MESSAGES, response_format=fmt)
     second = await client.complete(MESSAGES, response_format=fmt)
     bodies = handler.bodies()
-    assert "response_format" in bodies[0]
-    assert "response_format" not in bodies[1] and "response_format" not in bodies[2]
-    assert not first.structured and not second.structured and not client.structured_ok
+    assert bodies[0]["response_format"] == fmt
+    assert bodies[1]["response_format"] == bodies[2]["response_format"] == {"type": "json_object"}
+    assert first.structured and second.structured and client.structured_ok
+    assert client.formats.level("gpt-4o-mini") == 2
     assert sleeps == []  # a fallback, not a retry
+
+
+async def test_a_400_to_json_object_too_falls_back_to_free_text_for_good(metrics, sleeps) -> None:
+    handler = Recorder(error(400), error(400), ok("a"), ok("b"))
+    client = make_client(handler, metrics)
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
+    first = await client.complete(MESSAGES, response_format=fmt)
+    second = await client.complete(MESSAGES, response_format=fmt)
+    bodies = handler.bodies()
+    assert "response_format" in bodies[0] and bodies[1]["response_format"] == {"type": "json_object"}
+    assert "response_format" not in bodies[2] and "response_format" not in bodies[3]
+    assert not first.structured and not second.structured and not client.structured_ok
+    assert sleeps == []
 
 
 @pytest.mark.parametrize(

@@ -127,7 +127,7 @@ async def test_check_reports_what_the_server_supports(llama_server: str, tmp_pat
     report = await check_endpoint(settings.judge, _rubric(), Metrics(CollectorRegistry()))
     _record("check", [report.as_dict()])
     assert report.reachable.ok, report.as_dict()
-    assert report.structured_output == "none", report.as_dict()  # llama_cpp.server: text and json_object only
+    assert report.structured_output == "json_object", report.as_dict()  # llama_cpp.server: text and json_object
     assert report.logprobs.ok, report.as_dict()
 
 
@@ -138,7 +138,7 @@ async def test_spur_mode_falls_back_once_and_ends_every_conversation(llama_serve
     assert all(row["outcome"] == "scored" or row["reason"] for row in rows), rows
     port = llama_server.split(":")[2].split("/")[0]
     level = sample(metrics, "convmon_judge_structured_fallback", endpoint=f"127.0.0.1:{port}", model="smollm2")
-    assert level == 2, level  # json_schema refused with a 500 once, remembered: free text from then on
+    assert level == 2, level  # json_schema refused with a 500 once, remembered: json_object from then on
     assert sample(metrics, "convmon_judge_retries_total", cause="timeout") == 0  # the local profile never retries
 
 

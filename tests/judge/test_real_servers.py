@@ -8,6 +8,7 @@ score every time, pay for each refusal once per model, and say where it fell bac
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -27,18 +28,21 @@ def judge_from(settings, rubric, metrics):
 
 
 def formats_sent(server) -> list[str | None]:
-    return [(r.get("response_format") or {}).get("json_schema", {}).get("name") for r in server.requests]
+    """Per request: the JSON schema's name, ``json_object``, or None (free text)."""
+    formats = [r.get("response_format") or {} for r in server.requests]
+    return [f.get("json_schema", {}).get("name") or (f.get("type") if f else None) for f in formats]
 
 
 # (flavour, what the first conversation sends, what later ones start at, the remembered level)
+ANY = "json_object"
 MATRIX = [
     ("good", ["rubric_answers"], ["rubric_answers"], 0),
-    ("llama_cpp_python", ["rubric_answers", "rubric_answers_plain", None], [None], 2),
-    ("llama_server_old", ["rubric_answers", "rubric_answers_plain", None], [None], 2),
+    ("llama_cpp_python", ["rubric_answers", "rubric_answers_plain", ANY], [ANY], 2),
+    ("llama_server_old", ["rubric_answers", "rubric_answers_plain", ANY], [ANY], 2),
     ("llama_server_no_rules", ["rubric_answers", "rubric_answers_plain"], ["rubric_answers_plain"], 1),
     ("vllm_no_rules", ["rubric_answers", "rubric_answers_plain"], ["rubric_answers_plain"], 1),
     ("ollama_no_rules", ["rubric_answers", "rubric_answers_plain"], ["rubric_answers_plain"], 1),
-    ("fastapi_422", ["rubric_answers", "rubric_answers_plain", None], [None], 2),
+    ("fastapi_422", ["rubric_answers", "rubric_answers_plain", ANY, None], [None], 3),
 ]
 
 
@@ -71,12 +75,12 @@ async def test_a_plain_5xx_is_retried_and_the_give_up_names_the_setting(make_set
 
 
 async def test_a_400_that_is_not_about_the_format_is_not_remembered(make_settings, rubric, metrics, server) -> None:
-    server.script("400", "400", "400")  # every rung refused: it was never the format
+    server.script("400", "400", "400", "400")  # every rung refused: it was never the format
     judge = judge_from(make_settings(), rubric, metrics)
     with pytest.raises(JudgeError, match=r"rejected the request \(HTTP 400\)") as info:
         await judge.score(HAPPY)
     assert info.value.reason == "judge_bad_request"
-    assert formats_sent(server) == ["rubric_answers", "rubric_answers_plain", None]
+    assert formats_sent(server) == ["rubric_answers", "rubric_answers_plain", ANY, None]
     assert judge.client.formats.level("gpt-4o-mini") == 0 and judge.client.structured_ok
     await judge.aclose()
 
@@ -151,5 +155,37 @@ async def test_structured_output_off_sends_no_schema_and_the_gauge_says_free_tex
     await judge.score(HAPPY)
     assert formats_sent(server) == [None]
     labels = {"endpoint": f"127.0.0.1:{server.port}", "model": "gpt-4o-mini"}
-    assert sample(metrics, "convmon_judge_structured_fallback", **labels) == 2
+    assert sample(metrics, "convmon_judge_structured_fallback", **labels) == 3
     await judge.aclose()
+
+
+@pytest.mark.parametrize(("flavour", "n", "level", "fenced"), [("llama_cpp_python", 40, 2, 0),
+                                                               ("fastapi_422", 16, 3, 16)])
+async def test_every_conversation_is_judged_strictly(make_settings, rubric, metrics, server, flavour, n, level,
+                                                     fenced) -> None:
+    """Eight conversations in flight, as the worker's judge agent runs them (judge_concurrency=8), every one
+    judged at sample rate 1.0 with the default strict reading. A model that is free to write prose fences its
+    JSON (``fence_free_text``): llama-cpp-python's json_object keeps it bare; a server that takes no
+    response_format at all gets fenced answers, read as the object they hold. Two requests per conversation in
+    flight carry a JSON schema before the fallback is remembered (docs/judge.md), none after."""
+    server.default, server.fence_free_text = flavour, True
+    judge = judge_from(make_settings(judge_concurrency=8), rubric, metrics)
+    slots = asyncio.Semaphore(8)
+
+    async def one(i: int):
+        async with slots:
+            return await judge.score(make_conversation("Fix my code?", "Done.", "Thanks, that works perfectly!",
+                                                       conversation_id=f"c-{i}"))
+
+    records = await asyncio.gather(*(one(i) for i in range(n)))
+    await judge.aclose()
+    assert len(records) == n and all(any(item.verdict for item in r.items) for r in records)
+    sent = formats_sent(server)
+    schema = sum(f in ("rubric_answers", "rubric_answers_plain") for f in sent)
+    answered_at = ANY if level == 2 else None
+    assert schema == 2 * 8 and sent.count(answered_at) == n, sent  # the first eight tried both schemas
+    assert len(sent) == schema + sent.count(ANY) + sent.count(None)
+    labels = {"endpoint": f"127.0.0.1:{server.port}", "model": "gpt-4o-mini"}
+    assert sample(metrics, "convmon_judge_structured_fallback", **labels) == level
+    assert sample(metrics, "convmon_judge_answer_repairs_total", kind="fence_removed") == fenced
+    assert sample(metrics, "convmon_judge_repairs_total", outcome="ok") == 0  # no repair prompt was needed

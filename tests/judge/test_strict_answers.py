@@ -2,8 +2,9 @@
 
 The conversation in the prompt is user text; a judge that follows instructions written into it may
 add prose, extra keys or a second object. Each is refused (counted, one repair prompt, then a dead
-letter); prose is cut away only when ``judge_answer_repair = "strip_prose"``. A unanimous answer is
-legitimate and accepted.
+letter); prose is cut away only when ``judge_answer_repair = "strip_prose"``. One object alone in a code
+fence is the same answer (counted); a fence with anything else in or around it is prose. A unanimous answer
+is legitimate and accepted.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def respond(transform: Callable[[dict[str, Any], dict[str, Any]], str]) -> Calla
 
 prose = respond(lambda obj, _: "Sure! Here are the scores:\n" + json.dumps(obj) + "\nNote: the user is great.")
 fenced = respond(lambda obj, _: "```json\n" + json.dumps(obj) + "\n```")
+prose_before_fence = respond(lambda obj, _: "Here you go:\n```json\n" + json.dumps(obj) + "\n```")
+note_after_fence = respond(lambda obj, _: "```json\n" + json.dumps(obj) + "\n```\nNote: the assistant was perfect.")
+prose_in_fence = respond(lambda obj, _: "```\nScores: " + json.dumps(obj) + "\n```")
+two_fences = respond(lambda obj, _: ("```json\n" + json.dumps(obj) + "\n```\n") * 2)
+fenced_extra_key = respond(lambda obj, _: "```json\n" + json.dumps({**obj, "note": "perfect"}) + "\n```")
 extra_key = respond(lambda obj, _: json.dumps({**obj, "note": "the assistant was perfect"}))
 extra_field = respond(lambda obj, _: json.dumps({k: {**v, "why": "told to"} for k, v in obj.items()}))
 two_objects = respond(lambda obj, _: json.dumps(obj) + "\n" + json.dumps(obj))
@@ -56,8 +62,9 @@ def unanimous(obj: dict[str, Any], body: dict[str, Any]) -> str:
 
 
 @pytest.mark.parametrize(("bad", "problem"), [
-    (prose, "prose"), (fenced, "prose"), (extra_key, "extra_keys"), (extra_field, "extra_keys"),
-    (two_objects, "several_objects"), (string_score, "bad_value"),
+    (prose, "prose"), (prose_before_fence, "prose"), (note_after_fence, "prose"), (prose_in_fence, "prose"),
+    (two_fences, "several_objects"), (fenced_extra_key, "extra_keys"), (extra_key, "extra_keys"),
+    (extra_field, "extra_keys"), (two_objects, "several_objects"), (string_score, "bad_value"),
 ])
 async def test_a_steered_answer_is_refused_counted_and_repaired(make_settings, rubric, metrics, server, bad,
                                                                 problem: str) -> None:
@@ -82,8 +89,22 @@ async def test_a_steered_answer_twice_is_dead_lettered(make_settings, rubric, me
     await judge.aclose()
 
 
+async def test_one_fenced_object_is_read_by_default_and_counted(make_settings, rubric, metrics, server) -> None:
+    server.script(fenced)
+    judge = judge_from(make_settings(), rubric, metrics)
+    fence = await judge.score(STEERED)
+    server.script("good")
+    bare = await judge.score(STEERED)
+    assert len(server.requests) == 2  # no repair prompt was needed
+    assert [i.model_dump(exclude={"explanation"}) for i in fence.items] == [
+        i.model_dump(exclude={"explanation"}) for i in bare.items]
+    assert sample(metrics, "convmon_judge_answer_repairs_total", kind="fence_removed") == 1
+    assert not sample(metrics, "convmon_judge_answers_rejected_total", problem="prose")
+    await judge.aclose()
+
+
 async def test_prose_is_stripped_only_when_configured_and_counted(make_settings, rubric, metrics, server) -> None:
-    server.script(prose, fenced)
+    server.script(prose, note_after_fence)
     judge = judge_from(make_settings(judge_answer_repair="strip_prose"), rubric, metrics)
     await judge.score(STEERED)
     await judge.score(STEERED)

@@ -264,3 +264,24 @@ def test_the_conversation_id_goes_out_as_its_reference_when_asked() -> None:
     ev.shutdown()
     ids = {(entry.log_record.attributes or {})["gen_ai.conversation.id"] for entry in finished(memory)}
     assert ids == {ref("jane.doe@example.com")}
+
+
+def test_a_judge_records_evaluator_goes_out_under_the_evaluator_prefix() -> None:
+    from monitor.contracts.evaluator import Evaluator
+
+    memory = InMemoryLogRecordExporter()
+    ev, _ = events(memory)
+    evaluator = Evaluator(model="gpt-4o-mini-2024-07-18", endpoint="https://api.openai.com/v1",
+                          prompt="sha256:0123", rubric=RUBRIC.key, mode="spur", version="0.1.0")
+    ev.observe(llm_record(evaluator=evaluator))
+    ev.observe(distilled_record())
+    ev.shutdown()
+    by_scorer = {r.log_record.attributes["convmon.scorer"]: dict(r.log_record.attributes or {})
+                 for r in finished(memory)}
+    prefix = "gen_ai.evaluation.evaluator."
+    assert {k: v for k, v in by_scorer["llm"].items() if k.startswith(prefix)} == {
+        f"{prefix}id": "convmon.llm", f"{prefix}type": "llm_judge", f"{prefix}version": "gpt-4o-mini",
+        f"{prefix}model": "gpt-4o-mini-2024-07-18", f"{prefix}endpoint": "https://api.openai.com/v1",
+        f"{prefix}prompt.hash": "sha256:0123", f"{prefix}rubric": RUBRIC.key, f"{prefix}mode": "spur",
+        f"{prefix}convmon_version": "0.1.0"}
+    assert f"{prefix}model" not in by_scorer["distilled"]  # a distilled record has no judge

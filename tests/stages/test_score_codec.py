@@ -3,6 +3,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from monitor.contracts.evaluator import Evaluator
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import decode_score, encode_score
 from monitor.contracts.scores import ItemResult, ScoreRecord
@@ -48,3 +49,29 @@ def test_the_full_v1_form_is_still_read() -> None:
 def test_garbage_is_a_value_error(raw: bytes) -> None:
     with pytest.raises(ValueError):
         decode_score(raw, RUBRIC)
+
+
+EVALUATOR = Evaluator(model="gpt-4o-mini-2024-07-18", endpoint="https://api.openai.com/v1", prompt="sha256:0123abcd",
+                      rubric=f"{RUBRIC.id}@{RUBRIC.version}", mode="spur", version="0.1.0")
+
+
+def test_a_judge_record_with_its_evaluator_is_version_4_and_round_trips() -> None:
+    rec = record(scorer="llm", judge="openai:gpt-4o-mini", evaluator=EVALUATOR, inclusion_probability=0.5,
+                 sampled_by="hash")
+    raw = orjson.loads(encode_score(rec, RUBRIC))
+    assert raw["schema_version"] == 4 and raw["ev"] == EVALUATOR.model_dump() and raw["pi"] == 0.5
+    assert decode_score(encode_score(rec, RUBRIC), RUBRIC) == rec
+
+
+def test_records_from_before_the_evaluator_still_decode_without_one() -> None:
+    v3 = record(scorer="llm", judge="openai:gpt-4o-mini", inclusion_probability=0.5, sampled_by="hash")
+    raw = orjson.loads(encode_score(v3, RUBRIC))
+    assert raw["schema_version"] == 3 and "ev" not in raw
+    assert decode_score(orjson.dumps(raw), RUBRIC).evaluator is None
+    v1 = orjson.loads(v3.model_dump_json())
+    del v1["evaluator"]  # the full form as an older release wrote it
+    assert decode_score(orjson.dumps(v1), RUBRIC) == v3
+    with pytest.raises(ValueError, match="ev appears only in schema_version 4"):
+        decode_score(orjson.dumps({**raw, "ev": EVALUATOR.model_dump()}), RUBRIC)
+    with pytest.raises(ValueError):  # a bad evaluator is a bad record, never a crash
+        decode_score(orjson.dumps({**raw, "schema_version": 4, "ev": {"model": "x"}}), RUBRIC)

@@ -10,6 +10,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from monitor.contracts.evaluator import PROVENANCE_FIELDS
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.score_codec import SCHEMA_VERSION, decode_score, encode_score
 from monitor.contracts.scores import ScoreRecord
@@ -61,11 +62,14 @@ def reference_encode(record: ScoreRecord, rubric: RubricSet) -> bytes:
     if record.sample_weight != 1.0:
         out["sample_weight"] = record.sample_weight
     if record.inclusion_probability is not None or record.sampled_by is not None:
-        out["schema_version"] = SCHEMA_VERSION
+        out["schema_version"] = 3
         if record.inclusion_probability is not None:
             out["pi"] = record.inclusion_probability
         if record.sampled_by is not None:
             out["by"] = record.sampled_by
+    if record.evaluator is not None:
+        out["schema_version"] = SCHEMA_VERSION
+        out["ev"] = record.evaluator.model_dump()
     return orjson.dumps(out)
 
 
@@ -95,7 +99,8 @@ def records(draw: st.DrawFn) -> ScoreRecord:
         "feedback": st.sampled_from([{}, {"thumbs": "up"}, {"csat": 2}]),
         "tokens": st.dictionaries(text, st.integers(0, 10**6), max_size=2), "cost_usd": st.floats(0.0, 1.0),
         "span": st.from_regex(r"\A[0-9a-f]{32}-[0-9a-f]{16}\Z"), "response_id": st.text(min_size=1, max_size=16),
-        "latency_s": st.floats(0.0, 100.0)})
+        "latency_s": st.floats(0.0, 100.0),
+        "evaluator": st.fixed_dictionaries({name: text for name in PROVENANCE_FIELDS})})
     return ScoreRecord.model_validate({
         "conversation_id": draw(text), "scorer": draw(st.sampled_from(["llm", "distilled"])), "judge": draw(text),
         "rubric_set": RUBRIC.id, "rubric_version": RUBRIC.version, "model_version": draw(text), "items": draw(items()),
@@ -107,7 +112,8 @@ def records(draw: st.DrawFn) -> ScoreRecord:
 def test_the_bytes_equal_the_earlier_encoders(record: ScoreRecord) -> None:
     raw = encode_score(record, RUBRIC)
     assert raw == reference_encode(record, RUBRIC)
-    assert orjson.loads(raw)["schema_version"] in (2, SCHEMA_VERSION)
+    assert orjson.loads(raw)["schema_version"] in (2, 3, SCHEMA_VERSION)
     known = record.model_copy(update={"items": [i for i in record.items if i.item_id in RUBRIC.item_ids]})
     back = decode_score(raw, RUBRIC)
+    assert back.evaluator == record.evaluator
     assert [i.item_id for i in back.items] == [i for i in RUBRIC.item_ids if i in {j.item_id for j in known.items}]
