@@ -30,7 +30,7 @@ from monitor.tools.bench.throughput_input import publish_model
 from monitor.tools.bench.throughput_paths import FLOOR, WORKER, monitor_rate, raw_consume_rate
 
 MODES = ("turns", "conversations")
-PATHS = ("raw_consume", "framework_floor", "monitor")
+PATHS = ("raw_consume", "framework_floor", "monitor", "monitor_checkpoint")  # the last: CONVMON_ENGINE=checkpoint
 Messages = list[tuple[bytes, bytes]]
 
 
@@ -89,7 +89,8 @@ def _measure(path: str, base: Settings, broker: EmbeddedBroker, tmp: Path, warmu
         return timing["cpu_s"], messages_per_s * n / len(measured)
     settings = base.model_copy(update={"app_id": f"bench-{unique}", "topic_prefix": f"b{unique}.",
                                        "label_store_url": f"sqlite:///{tmp}/{unique}.db",
-                                       "metrics_port": free_port()})
+                                       "metrics_port": free_port(),
+                                       "engine": "checkpoint" if path == "monitor_checkpoint" else "faust"})
     asyncio.run(ensure_topics(broker.bootstrap, topic_names(settings), base.topic_partitions))
     run = monitor_rate(settings, broker.bootstrap, warmup, measured, tmp / f"{unique}.log", timeout_s,
                        module=FLOOR if path == "framework_floor" else WORKER, processes=processes,
