@@ -79,7 +79,7 @@ class Offsets:
 class JudgeLoop(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's listener is an untyped ABC
     def __init__(self, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer, stage: JudgeStage,
                  send_dead: SendDead, *, verdicts: str, labels: str, partitions: int, concurrency: int,
-                 grace_s: float) -> None:
+                 grace_s: float, seed: ConsumerRebalanceListener | None = None) -> None:
         self.consumer, self.producer, self.stage, self.send_dead = consumer, producer, stage, send_dead
         self.verdicts, self.labels, self.partitions = verdicts, labels, partitions
         self.slots, self.concurrency = asyncio.Semaphore(concurrency), concurrency
@@ -87,6 +87,7 @@ class JudgeLoop(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's 
         self.offsets = Offsets()
         self.calls: dict[asyncio.Task[None], TopicPartition] = {}
         self.failure: BaseException | None = None
+        self.seed = seed  # where a partition never committed starts (engine/upgrade.py)
 
     async def run(self) -> None:
         while self.failure is None:
@@ -128,7 +129,8 @@ class JudgeLoop(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's 
         await self.drain(list(revoked))
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        return None
+        if self.seed is not None:
+            await self.seed.on_partitions_assigned(assigned)
 
     async def drain(self, tps: list[TopicPartition] | None = None) -> None:
         mine = [t for t, tp in self.calls.items() if tps is None or tp in tps]

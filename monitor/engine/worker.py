@@ -25,6 +25,7 @@ from monitor.engine.changelog import Write
 from monitor.engine.checkpoint import Checkpoint, DeliveryFailed, TopicSender
 from monitor.engine.loops import JudgeLoop, SinkLoop
 from monitor.engine.stages import build_stages
+from monitor.engine.upgrade import StartWhereFaustWas
 from monitor.engine.writer import Names, Writer, partition_stores
 from monitor.runtime.app import aiokafka_kwargs, bootstrap
 from monitor.runtime.deadletter import DeadLetters
@@ -83,7 +84,8 @@ class EngineWorker:
                              sweep_s=min(s.idle_timeout_s / 4, s.allowed_lateness_s / 2 or 1.0, 5.0))
         self.judge = JudgeLoop(self.judge_consumer, self.producer, self.stages.judge, self.dead_letters.send_letter,
                                verdicts=s.topic("verdicts"), labels=s.topic("labels"), partitions=s.topic_partitions,
-                               concurrency=s.judge_concurrency, grace_s=HANDOVER_GRACE_S)
+                               concurrency=s.judge_concurrency, grace_s=HANDOVER_GRACE_S,
+                               seed=StartWhereFaustWas(self.judge_consumer, self.admin, f"{s.app_id}-judge", s.app_id))
         sinks = {"labels": pipeline.labels, "scores": pipeline.score_sink}
         self.sinks = [SinkLoop(c, sinks[name], self.dead_letters.send_letter, self.producer, stage=name,  # type: ignore[arg-type]
                                batch=s.label_buffer_max, max_request_bytes=s.max_request_bytes)
@@ -98,7 +100,8 @@ class EngineWorker:
         self.consumer.subscribe([self.names.input, self.names.rekeyed, self.names.verdicts], listener=self.writer)
         self.judge_consumer.subscribe([s.topic("judge")], listener=self.judge)
         for name, consumer in self.sink_consumers.items():
-            consumer.subscribe([s.topic(name)])
+            consumer.subscribe([s.topic(name)],
+                               listener=StartWhereFaustWas(consumer, self.admin, f"{s.app_id}-{name}", s.app_id))
         consumers = [self.consumer, self.judge_consumer, *self.sink_consumers.values()]
         for consumer in consumers:
             await consumer.start()

@@ -25,6 +25,7 @@ from aiokafka.structs import ConsumerRecord
 
 from monitor.engine.changelog import STORES, PartitionStore, Write, new_writer, restore
 from monitor.engine.checkpoint import Checkpoint
+from monitor.engine.upgrade import faust_state
 from monitor.runtime.health import Health
 from monitor.stages.deadletter import dead_letter
 from monitor.stages.export import update_partition_progress
@@ -68,6 +69,7 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         self.epoch = 0  # bumped by every assignment change: a fetch from before one is not processed
         self.last_sweep = time.monotonic()
         self.failure: BaseException | None = None  # raised by a group callback: run() re-raises it
+        self.faust_app_id: str | None = names.group  # whose faust changelogs a never-written partition takes
         self._reported: set[tuple[str, int]] = set()  # partitions whose progress gauges exist
 
     # -- the group's callbacks -------------------------------------------------------------------------------------
@@ -134,6 +136,12 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         restored = await restore(self.producer, self.restorer, self.names.changelog, partition, committed, writer,
                                  timeout_s=RESTORE_TIMEOUT_S)
         by_prefix = {s.prefix: s for s in self.stores}
+        if restored.records == 0 and self.faust_app_id is not None:  # never written here: switching from faust?
+            taken = await faust_state(self.restorer, self.faust_app_id, partition, timeout_s=RESTORE_TIMEOUT_S)
+            restored.rewrite.update(taken)  # logged again, in this engine's changelog
+            if taken:
+                log.warning("state partition %d: took %d keys (open sessions, dedup marks, totals) from the faust "
+                            "engine's changelogs", partition, len(taken))
         for key, value in restored.values.items():
             store = by_prefix.get(key[:1])
             if store is not None:

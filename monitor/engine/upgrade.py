@@ -1,0 +1,91 @@
+"""Switching a deployment from the faust engine: nothing open is lost, nothing judged twice.
+
+The faust engine kept the same state under the same keys in its tables' changelogs (``<app_id>-sessions-changelog``
+and ``<app_id>-scored-changelog``: JSON keys and values, partitioned as the state), and consumed every topic in the
+group ``<app_id>``, which is also the writer's group here, so the writer resumes the input where faust committed it.
+Two things carry over explicitly:
+
+- the first restore of a partition that this engine never wrote takes that partition's faust changelogs (open
+  sessions, dedup marks, totals) and logs them again in its own changelog, so conversations open at the switch
+  go on and the exported totals continue;
+- the judge and the sinks, in consumer groups of their own, start a partition they have no offset for where the
+  faust group committed it, so retained judge records are not judged again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from monitor.engine.changelog import STORES
+
+log = logging.getLogger(__name__)
+FAUST_TABLES = {"sessions": STORES[0], "scored": STORES[1]}  # faust table -> this engine's store prefix
+
+
+async def read_to_end(consumer: AIOKafkaConsumer, tp: TopicPartition, *, timeout_s: float) -> list[Any]:
+    """Every record of ``tp`` up to the high watermark its fetches report (the development broker's ListOffsets
+    answer can lag it); ``consumer`` has no group. A topic that does not exist has none."""
+    if tp.partition not in (consumer.partitions_for_topic(tp.topic) or set()):
+        return []
+    consumer.assign([tp])
+    await consumer.seek_to_beginning(tp)
+    out: list[Any] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        got = (await consumer.getmany(tp, timeout_ms=500)).get(tp, [])
+        out += got
+        high = consumer.highwater(tp)
+        if not got and high is not None and await consumer.position(tp) >= high:
+            break
+    else:
+        raise TimeoutError(f"{tp.topic}[{tp.partition}] not read to its end within {timeout_s:g}s")
+    consumer.unsubscribe()
+    return out
+
+
+async def faust_state(consumer: AIOKafkaConsumer, app_id: str, partition: int, *,
+                      timeout_s: float) -> dict[bytes, Any]:
+    """The faust tables' state of one partition: store prefix + key -> value (last write wins)."""
+    await consumer.topics()  # fresh metadata: are the faust changelogs there?
+    state: dict[bytes, Any] = {}
+    for table, prefix in FAUST_TABLES.items():
+        tp = TopicPartition(f"{app_id}-{table}-changelog", partition)
+        for record in await read_to_end(consumer, tp, timeout_s=timeout_s):
+            key = prefix + str(orjson.loads(record.key)).encode()
+            if record.value is None:
+                state.pop(key, None)
+            else:
+                state[key] = orjson.loads(record.value)
+    return state
+
+
+class StartWhereFaustWas(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's listener is an untyped ABC
+    """A stateless loop's listener: partitions its own group never committed start at the faust group's offset."""
+
+    def __init__(self, consumer: AIOKafkaConsumer, admin: AIOKafkaAdminClient, group: str, faust_group: str) -> None:
+        self.consumer, self.admin, self.group, self.faust_group = consumer, admin, group, faust_group
+
+    async def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        return None
+
+    async def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        if not assigned:
+            return
+        own = await self.admin.list_consumer_group_offsets(self.group, partitions=list(assigned))
+        fresh = [tp for tp in assigned if tp not in own or own[tp].offset < 0]
+        if not fresh:
+            return
+        faust = await self.admin.list_consumer_group_offsets(self.faust_group, partitions=fresh)
+        for tp in fresh:
+            if tp in faust and faust[tp].offset >= 0:
+                self.consumer.seek(tp, faust[tp].offset)
+                log.info("%s: %s[%d] starts at offset %d, where the faust engine left it", self.group, tp.topic,
+                         tp.partition, faust[tp].offset)
