@@ -373,6 +373,11 @@ FLAKY_TWICE = {"kill_9_twice": "#18 item 1/7: after a kill -9 the restarted work
                "two_workers_one_killed": "#18 item 1/7: the killed worker's partitions are re-delivered from their "
                                          "last commit, to the other worker and back; what was processed since is "
                                          "sent to `scores` again (counted once; the same convmon-score-id)"}
+# The checkpoint engine: the same at-least-once scores topic (a record produced by a batch whose offsets did not
+# commit is produced again by the partition's next owner), counted once
+FLAKY_TWICE |= {f"checkpoint_{fault}": "at least once on `scores` (counted once; the same convmon-score-id): the "
+                "batch in flight at a kill or handover is produced again by the partition's next owner"
+                for fault in ("kill_9_twice", "two_workers_one_killed", "scale_out_in")}
 # Per-partition totals through their recording rule (#18 item 6): every fault now checked for real.
 PROMETHEUS: dict[str, str] = {}
 
