@@ -2,14 +2,16 @@
 
 The faust engine kept the same state under the same keys in its tables' changelogs (``<app_id>-sessions-changelog``
 and ``<app_id>-scored-changelog``: JSON keys and values, partitioned as the state), and consumed every topic in the
-group ``<app_id>``, which is also the writer's group here, so the writer resumes the input where faust committed it.
-Two things carry over explicitly:
+group ``<app_id>``. This engine's groups are new (``<app_id>-writer``, ``-judge``, ``-labels``, ``-scores``: the
+development broker never forgets a group's protocol, so the faust group cannot be joined with another assignor), so:
 
 - the first restore of a partition that this engine never wrote takes that partition's faust changelogs (open
   sessions, dedup marks, totals) and logs them again in its own changelog, so conversations open at the switch
   go on and the exported totals continue;
-- the judge and the sinks, in consumer groups of their own, start a partition they have no offset for where the
-  faust group committed it, so retained judge records are not judged again.
+- every group starts a partition it has no offset for where the faust group committed it: the input is not read
+  again and retained judge records are not judged again;
+- a worker refuses to start while the faust group has members (a deployment with both engines would count
+  twice); the development broker never expires a group's members, so there the check is skipped.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from monitor.contracts.errors import ConfigError
 from monitor.engine.changelog import STORES
 
 log = logging.getLogger(__name__)
@@ -89,3 +92,17 @@ class StartWhereFaustWas(ConsumerRebalanceListener):  # type: ignore[misc]  # ai
                 self.consumer.seek(tp, faust[tp].offset)
                 log.info("%s: %s[%d] starts at offset %d, where the faust engine left it", self.group, tp.topic,
                          tp.partition, faust[tp].offset)
+
+
+async def refuse_beside_faust(admin: AIOKafkaAdminClient, app_id: str, *, tansu: bool) -> None:
+    """A ConfigError while faust workers of this deployment run (they would count the same input again)."""
+    if tansu:
+        log.info("development broker: not checking for faust workers of %s (it never expires a group's members)",
+                 app_id)
+        return
+    described = await admin.describe_consumer_groups([app_id])
+    members = [m for response in described for group in response.groups for m in group[5]]
+    if members:
+        raise ConfigError(f"{len(members)} faust worker(s) of {app_id} are still in the consumer group {app_id!r}: "
+                          "stop every faust worker before starting CONVMON_ENGINE=checkpoint ones (drain-then-switch, "
+                          "docs/architecture.md)")

@@ -1,6 +1,6 @@
 """`convmon worker` on the checkpoint engine: the partition writer, the judge loop and the sinks, in one process.
 
-Four consumer groups, each with one job: ``<app_id>`` (the writer: input, re-keyed and verdicts topics),
+Four consumer groups, each with one job: ``<app_id>-writer`` (input, re-keyed and verdicts topics),
 ``<app_id>-judge``, ``<app_id>-labels`` and ``<app_id>-scores`` (the sinks). Only the writer keeps state. The
 label and score retention purge runs where state partition 0 is written, so one worker in the deployment owns it.
 SIGTERM ends the loops in order: the writer finishes and commits its batch, the judge waits (bounded) for its
@@ -20,12 +20,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
+from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import Settings
 from monitor.engine.changelog import Write
 from monitor.engine.checkpoint import Checkpoint, DeliveryFailed, TopicSender
 from monitor.engine.loops import JudgeLoop, SinkLoop
 from monitor.engine.stages import build_stages
-from monitor.engine.upgrade import StartWhereFaustWas
+from monitor.engine.upgrade import StartWhereFaustWas, refuse_beside_faust
 from monitor.engine.writer import Names, Writer, partition_stores
 from monitor.runtime.app import aiokafka_kwargs, bootstrap
 from monitor.runtime.deadletter import DeadLetters
@@ -57,7 +58,7 @@ class EngineWorker:
                                     session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
                                     partition_assignment_strategy=(RangePartitionAssignor,), **extra, **kw)
 
-        self.consumer = group(s.app_id, max_partition_fetch_bytes=s.max_request_bytes)
+        self.consumer = group(f"{s.app_id}-writer", max_partition_fetch_bytes=s.max_request_bytes)
         self.judge_consumer = group(f"{s.app_id}-judge")
         self.sink_consumers = {"labels": group(f"{s.app_id}-labels")}
         if pipeline.score_sink is not None:
@@ -71,7 +72,8 @@ class EngineWorker:
         self.stores = partition_stores(pending)
         self.stages = build_stages(pipeline, layout, *self.stores)
         self.names = Names(input=layout.input_topic, rekeyed=s.topic("rekeyed"), verdicts=s.topic("verdicts"),
-                           changelog=changelog_topic(s.app_id), group=s.app_id, direct=not layout.forward)
+                           changelog=changelog_topic(s.app_id), group=f"{s.app_id}-writer", faust_group=s.app_id,
+                           direct=not layout.forward)
         self.checkpoint = Checkpoint(
             self.producer, self.consumer, pipeline.metrics, changelog=self.names.changelog,
             topics={"rekey": s.topic("rekeyed"), "judge": s.topic("judge"), "scores": s.topic("scores"),
@@ -96,6 +98,7 @@ class EngineWorker:
         report_layout(self.layout, self.pipeline.metrics)
         await self.producer.start()
         await self.admin.start()
+        await refuse_beside_faust(self.admin, s.app_id, tansu=self.layout.tansu)
         await self.restorer.start()
         self.consumer.subscribe([self.names.input, self.names.rekeyed, self.names.verdicts], listener=self.writer)
         self.judge_consumer.subscribe([s.topic("judge")], listener=self.judge)
@@ -164,6 +167,9 @@ def run_engine(settings: Settings, pipeline: Pipeline, layout: BrokerLayout, hea
 
     try:
         asyncio.run(main())
+    except ConfigError as exc:
+        log.critical("%s", exc)
+        return 2
     except DeliveryFailed:
         log.critical("a delivery was not acknowledged: nothing more commits; the successor re-reads from the "
                      "last commit", exc_info=True)

@@ -50,7 +50,8 @@ class Names:
     rekeyed: str
     verdicts: str
     changelog: str
-    group: str
+    group: str  # the writer's consumer group
+    faust_group: str  # the faust engine's (<app_id>): where a partition this group never committed starts
     direct: bool  # the input has convmon's partition count and is processed where it is read
 
 
@@ -69,7 +70,7 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         self.epoch = 0  # bumped by every assignment change: a fetch from before one is not processed
         self.last_sweep = time.monotonic()
         self.failure: BaseException | None = None  # raised by a group callback: run() re-raises it
-        self.faust_app_id: str | None = names.group  # whose faust changelogs a never-written partition takes
+        self.faust_app_id: str | None = names.faust_group  # whose faust changelogs a never-written partition takes
         self._reported: set[tuple[str, int]] = set()  # partitions whose progress gauges exist
 
     # -- the group's callbacks -------------------------------------------------------------------------------------
@@ -93,6 +94,7 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
             self.tps = set(assigned)
             state = self._state_partitions(self.tps)
             committed = await self._offsets(self.tps)
+            await self._start_where_faust_was(committed)
             # this worker's state of a partition is still the committed one when nobody committed since it did
             keep = {p for p in state & self.owned
                     if all(committed[tp] == self.next.get(tp) for tp in self.tps if tp.partition == p)}
@@ -123,13 +125,22 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
             raise Misassigned(", ".join(missing))
         return state
 
-    async def _offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+    async def _offsets(self, tps: Iterable[TopicPartition],
+                       group: str | None = None) -> dict[TopicPartition, int | None]:
         """The group's committed offsets of ``tps`` (None: nothing committed yet)."""
         wanted = list(tps)
         if not wanted:
             return {}
-        found = await self.admin.list_consumer_group_offsets(self.names.group, partitions=wanted)
+        found = await self.admin.list_consumer_group_offsets(group or self.names.group, partitions=wanted)
         return {tp: found[tp].offset if tp in found and found[tp].offset >= 0 else None for tp in wanted}
+
+    async def _start_where_faust_was(self, committed: dict[TopicPartition, int | None]) -> None:
+        """Partitions this group never committed start where the faust engine's group did (engine/upgrade.py)."""
+        fresh = [tp for tp, offset in committed.items() if offset is None]
+        for tp, offset in (await self._offsets(fresh, self.names.faust_group)).items():
+            if offset is not None:
+                committed[tp] = offset
+                self.consumer.seek(tp, offset)
 
     async def _restore(self, partition: int, committed: dict[str, int]) -> None:
         writer = new_writer()
