@@ -19,7 +19,7 @@ False
 >>> runs += [np.where(flipped, 1 - run, run) for run in runs[:3]]
 >>> result = evaluate_item(np.array(runs), human.astype(float), np.random.default_rng(2).uniform(size=(33, 200)))
 >>> result.drifted, result.detected_run, result.test
-(True, 30, 'humans')
+(True, 30, 'verdicts')
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _share(values: np.ndarray) -> float:
 
 
 def evaluate_item(verdicts: np.ndarray, human: np.ndarray, theta: np.ndarray, *, alpha: float = 0.01,
-                  spread: float = 3.0) -> ItemDrift:
+                  spread: float = 2.5) -> ItemDrift:
     """Run both e-processes over ``verdicts`` (runs x anchors of 0/1, ``nan`` where an anchor was not judged).
 
     ``human`` holds each anchor's label (0/1, ``nan`` when unlabelled); ``theta`` (runs x anchors, uniform on
