@@ -13,6 +13,7 @@ import asyncio
 import logging
 import signal
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -97,7 +98,9 @@ def load(file: Annotated[Path, typer.Argument(help="Anchor set: JSON lines of co
 
 
 @app.command()
-def run(once: Annotated[bool, typer.Option("--once", help="One check (and run, if due), then exit.")] = False
+def run(once: Annotated[bool, typer.Option("--once", help="One check (and run, if due), then exit.")] = False,
+        simulated_set: Annotated[int, typer.Option(min=0, max=100_000, help=(
+            "Demo: when no set is loaded yet, load this many anchors labelled with the simulator's truth."))] = 0,
         ) -> None:
     """Re-judge the anchor set on schedule and on every provenance change; serve /metrics."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -106,6 +109,8 @@ def run(once: Annotated[bool, typer.Option("--once", help="One check (and run, i
         settings = load_settings()
         registry = CollectorRegistry()
         runner, labels = _runner(settings, registry)
+        if simulated_set and runner.store.latest_version(settings.anchors_set) is None:
+            _load_simulated(settings, labels, runner, simulated_set)
     except ConvmonError as exc:
         raise _fail(exc) from exc
     try:
@@ -114,12 +119,21 @@ def run(once: Annotated[bool, typer.Option("--once", help="One check (and run, i
             print(dumps({"run": asdict(report) if report else None}))
             return
         if settings.anchors_metrics_port:
-            start_http_server(settings.anchors_metrics_port, registry=registry)
+            start_http_server(settings.anchors_metrics_port, addr=settings.metrics_host, registry=registry)
         asyncio.run(_serve(runner))
     except ConvmonError as exc:
         raise _fail(exc) from exc
     finally:
         labels.close()
+
+
+def _load_simulated(settings: Settings, labels: LabelStore, runner: AnchorRunner, count: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "anchors.jsonl"
+        path.write_bytes(b"\n".join(simulated_anchors(runner.rubric, count)))
+        anchors = read_anchors(path, runner.rubric, redactor=Redactor.from_settings(settings.judge),
+                               ref=conversation_ref(settings.pii_reference_key, labels))
+        runner.store.load(settings.anchors_set, f"simulated-{count}", anchors)
 
 
 async def _serve(runner: AnchorRunner) -> None:
