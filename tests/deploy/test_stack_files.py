@@ -187,7 +187,8 @@ def test_keda_scales_on_the_workers_group_and_stops_at_the_partition_count(monke
     settings = container_settings(k8s("Deployment", "convmon-worker"), monkeypatch)
     scaled = k8s("ScaledObject")
     assert scaled["spec"]["scaleTargetRef"]["name"] == k8s("Deployment", "convmon-worker")["metadata"]["name"]
-    assert "replicas" not in k8s("Deployment", "convmon-worker")["spec"]  # KEDA owns the count; an applied value would fight it
+    worker = k8s("Deployment", "convmon-worker")
+    assert "replicas" not in worker["spec"]  # KEDA owns the count; an applied value would fight it
     assert 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"] == settings.topic_partitions
     trigger = scaled["spec"]["triggers"][0]
     meta = trigger["metadata"]

@@ -1,5 +1,6 @@
-"""Metric names are a public contract (dashboards, alerts, recording rules): what ``Metrics`` and
-``RetrainMetrics`` and ``AnchorMetrics`` declare (name, type, label names, help, buckets) must equal tests/data/metric_names.json.
+"""Metric names are a public contract (dashboards, alerts, recording rules): what ``Metrics``,
+``RetrainMetrics`` and ``AnchorMetrics`` declare (name, type, label names, help, buckets) must equal
+tests/data/metric_names.json.
 
 A change here is deliberate: add a metric, then regenerate the file with
 ``python tests/monitor/test_metric_names.py > tests/data/metric_names.json`` and review the diff (a renamed or
