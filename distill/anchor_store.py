@@ -177,3 +177,7 @@ class AnchorStore:
         query = sa.select(v.c.run_id, v.c.ref, v.c.item_id, v.c.verdict).where(v.c.run_id.in_(run_ids))
         rows = self._run(lambda conn: conn.execute(query).all(), "read anchor verdicts") if run_ids else []
         return [(int(a), str(b), str(c), bool(d)) for a, b, c, d in rows]
+
+    def drop(self) -> None:
+        """Drop the four tables (tests and teardown)."""
+        self._run(lambda conn: self.metadata.drop_all(conn), "drop the anchor tables")
