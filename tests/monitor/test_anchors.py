@@ -3,6 +3,7 @@ budget, a changed judge is found on the right item, and the provenance reads the
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -203,3 +204,9 @@ def test_cli_loads_a_set_once_and_names_a_bad_line(tmp_path: Path) -> None:
     (tmp_path / "bad.jsonl").write_text("{}\n")
     bad = convmon("load", str(tmp_path / "bad.jsonl"))
     assert bad.returncode == 1 and "bad.jsonl:1: field 'conversation': Field required" in bad.stderr
+    once = convmon("run", "--once")
+    assert once.returncode == 0 and json.loads(once.stdout)["run"]["judged"] == 30
+    status = json.loads(convmon("status").stdout)
+    assert status["version"] == "v1" and status["drifted"] == [] and len(status["runs"]) == 1
+    assert status["items"]["dsat.repetition"]["anchors_latest"] == 30
+    assert "baseline 1 starts at the next run" in convmon("baseline").stderr
