@@ -66,7 +66,7 @@ def _runner(settings: Settings, registry: CollectorRegistry) -> tuple[AnchorRunn
 
 @app.command()
 def simulate(count: Annotated[int, typer.Option(min=1, max=100_000, help="Anchors to write.")] = 200,
-             seed: Annotated[int, typer.Option(help="Simulator seed.")] = 0) -> None:
+             seed: Annotated[int, typer.Option(min=0, help="Simulator seed.")] = 0) -> None:
     """Write an anchor set (JSON lines on stdout) labelled with the simulator's ground truth."""
     try:
         settings = load_settings()
