@@ -277,7 +277,7 @@ class DriftSettings(BaseModel):
         "seconds between scheduled re-judgings of the anchor set; a change of the judge's provenance starts "
         "one sooner"))
     anchors_check_s: float = Field(default=3_600.0, ge=10, description=(
-        "seconds between provenance checks of `convmon anchors run` (one one-token call to a configured judge "
+        "seconds between provenance checks of `convmon anchors run` (one short call to a configured judge "
         "endpoint reads the model it reports)"))
     anchors_alpha: float = Field(default=0.01, gt=0, lt=0.5, description=(
         "false-alarm probability of the judge-drift test over the whole rubric and every run, however long "

@@ -210,3 +210,33 @@ def test_cli_loads_a_set_once_and_names_a_bad_line(tmp_path: Path) -> None:
     assert status["version"] == "v1" and status["drifted"] == [] and len(status["runs"]) == 1
     assert status["items"]["dsat.repetition"]["anchors_latest"] == 30
     assert "baseline 1 starts at the next run" in convmon("baseline").stderr
+
+
+async def test_a_real_judge_endpoint_stops_at_the_daily_budget(tmp_path: Path) -> None:
+    """The judge the workers use, over HTTP (the stand-in server), booked in the shared ledger: the run ends
+    incomplete where the day's budget ends, and never books past it."""
+    from monitor.tools.openai_server import OpenAIServer
+
+    with OpenAIServer() as server:
+        settings = Settings(openai_base_url=server.url, openai_api_key="sk-test-123456",
+                            label_store_url=f"sqlite:///{tmp_path / 'l.db'}", judge_daily_budget_usd=0.01)
+        labels = LabelStore(settings.label_store_url)
+        store = AnchorStore(labels)
+        store.load("default", "v1", read_anchors(write_set(tmp_path / "a.jsonl", 40), RUBRIC, redactor=Redactor(),
+                                                 ref=lambda cid: uuid.uuid5(uuid.NAMESPACE_URL, cid).hex))
+        registry = CollectorRegistry()
+        judge = build_judge(settings.judge, settings.rubrics, RUBRIC, Metrics(registry),
+                            ledger_url=settings.label_store_url)
+
+        async def read() -> dict[str, str]:
+            return await provenance(judge, RUBRIC, settings.prompts_dir, settings.judge_mode)
+
+        runner = AnchorRunner(store, judge, RUBRIC, settings.drift, AnchorMetrics(registry), read)
+        report = await runner.tick()
+        await judge.aclose()
+    assert report is not None and report.outcome == "incomplete" and 0 < report.judged < 40
+    (run,) = store.runs("default", "v1", 0)
+    assert run.provenance["model"] == settings.judge_model and run.provenance["judge"] == judge.name
+    spent = registry.get_sample_value("convmon_judge_budget_spent_usd")
+    assert spent is not None and 0 < spent <= 0.01
+    labels.close()

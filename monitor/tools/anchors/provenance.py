@@ -2,7 +2,8 @@
 
 The model as the endpoint reports it (a silent version bump behind the same name shows there), a hash of the
 prompt templates, rubric items and judge mode, and the rubric version. A configured endpoint is asked with
-one one-token call, booked in the daily budget like every judge call; the simulator's stand-in needs none.
+one short call (16 output tokens at most), booked in the daily budget like every judge call; the simulator's
+stand-in needs none.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def prompt_hash(rubric: RubricSet, prompts_dir: Path, judge_mode: str) -> str:
 async def reported_model(judge: Judge) -> str:
     """The model the endpoint says answered (its dated version, where it gives one)."""
     if isinstance(judge, LLMJudge):
-        completion = await judge.client.complete(_PROBE, max_tokens=1)
+        completion = await judge.client.complete(_PROBE, max_tokens=16)
         return completion.response_model or completion.model
     return judge.name
 
