@@ -43,6 +43,7 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "models": ("distill.models_cli", "Prebuild local model files (the int8 ONNX MiniLM)."),
     "dead-letters": ("monitor.tools.dead_letters", "Read the dead-letter topic: reason, field and detail of each."),
     "judge": ("monitor.judge.check_cli", "Check the configured judge endpoint (`judge check`)."),
+    "anchors": ("monitor.tools.anchors.cli", "Judge drift on a human-labelled anchor set (load, run, status)."),
 }
 
 

@@ -277,6 +277,19 @@ class DriftSettings(BaseModel):
     drift_hold_s: float = Field(default=900.0, gt=0)  # how long convmon_drift_detected stays 1
     drift_feature_interval_s: float = Field(default=15.0, ge=0)  # min seconds between domain-classifier fits
     agreement_window: int = Field(default=500, ge=10)
+    anchors_set: str = Field(default="default", min_length=1, max_length=128, description=(
+        "name of the anchor set `convmon anchors run` re-judges (its latest loaded version)"))
+    anchors_interval_s: float = Field(default=86_400.0, ge=60, description=(
+        "seconds between scheduled re-judgings of the anchor set; a change of the judge's provenance starts "
+        "one sooner"))
+    anchors_check_s: float = Field(default=3_600.0, ge=10, description=(
+        "seconds between provenance checks of `convmon anchors run` (one short call to a configured judge "
+        "endpoint reads the model it reports)"))
+    anchors_alpha: float = Field(default=0.01, gt=0, lt=0.5, description=(
+        "false-alarm probability of the judge-drift test over the whole rubric and every run, however long "
+        "it runs"))
+    anchors_metrics_port: int = Field(default=9465, ge=0, le=65535, description=(
+        "port of the /metrics endpoint of `convmon anchors run` (0: none)"))
 
 
 class OtelSettings(BaseModel):
