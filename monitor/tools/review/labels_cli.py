@@ -21,6 +21,11 @@ from monitor.contracts.errors import ConfigError
 app = typer.Typer(help="Human labels: import reviewers' answers from CSV or JSONL.", no_args_is_help=True)
 
 
+@app.callback()
+def labels() -> None:
+    """Human labels (a callback keeps `import` a subcommand while it is the only one)."""
+
+
 def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, record) pairs of a ``.csv`` (header line first) or ``.jsonl`` file."""
     try:
