@@ -45,6 +45,8 @@ class ReviewSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check_access(self) -> Self:
+        if not self.ui_url.startswith(("http://", "https://")):
+            raise ValueError(f"ui_url {self.ui_url!r} must be an http:// or https:// address")
         if self.ui_token is not None and len(self.ui_token.get_secret_value()) < 16:
             raise ValueError("ui_token needs at least 16 characters (a random string)")
         if self.ui_token is None and not is_loopback(self.ui_host):

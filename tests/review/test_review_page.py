@@ -105,6 +105,10 @@ def test_the_queue_samples_by_design(tmp_path: Path) -> None:
 def test_a_token_guards_every_page_and_any_other_bind_needs_one(url: str) -> None:
     with pytest.raises(ConfigError, match="CONVMON_UI_TOKEN"):
         settings(url, ui_host="0.0.0.0")
+    with pytest.raises(ConfigError, match="ui_token needs at least 16 characters"):
+        settings(url, ui_token="short")
+    with pytest.raises(ConfigError, match="must be an http:// or https:// address"):
+        settings(url, ui_url="review.example.org")
     guarded = client(url, ui_host="0.0.0.0", ui_token="t" * 20)
     assert guarded.get("/flagged").status_code == 302
     assert guarded.get("/metrics").status_code == 401

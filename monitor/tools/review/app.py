@@ -22,7 +22,7 @@ from flask import Flask, Response, abort, jsonify, redirect, render_template, re
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from werkzeug.wrappers import Response as BaseResponse
 
-from monitor.contracts.errors import ConfigError
+from monitor.contracts.errors import ConfigError, StoreError
 from monitor.contracts.metrics_review import ReviewMetrics
 from monitor.contracts.settings import Settings
 from monitor.tools.review.data import Filters, ReviewData
@@ -187,12 +187,13 @@ def create_app(settings: Settings, data: ReviewData | None = None) -> Flask:
 
 
 def serve(settings: Settings) -> None:
-    """Run the page with waitress-free Werkzeug serving, threaded, on ``ui_host:ui_port``."""
-    from werkzeug.serving import run_simple
+    """Serve the page on ``ui_host:ui_port`` with waitress (a production WSGI server, threaded)."""
+    import waitress
 
     data = ReviewData(settings)
     try:
-        data.purge()
-    except Exception as exc:  # a store that is down must not stop the page from starting
-        raise ConfigError(f"label store {settings.label_store_url!r} unreachable: {type(exc).__name__}") from exc
-    run_simple(settings.ui_host, settings.ui_port, create_app(settings, data), threaded=True)
+        data.purge()  # reviewers' answers older than the review window
+    except StoreError as exc:
+        raise ConfigError(f"label store unreachable (CONVMON_LABEL_STORE_URL): {exc}") from exc
+    waitress.serve(create_app(settings, data), host=settings.ui_host, port=settings.ui_port, threads=8,
+                   ident="convmon")
