@@ -101,6 +101,13 @@ class HumanLabelStore:
                                  "read human labels")
         return [HumanLabel(**dict(row)) for row in found]
 
+    def conversation_ids(self) -> set[str]:
+        """Every conversation with at least one human label."""
+        self._ensure()
+        query = sa.select(self.table.c.conversation_id).distinct()
+        return {str(c) for c in self.labels._run(lambda conn: conn.execute(query).scalars().all(),
+                                                 "read human labels")}
+
     def delete_conversations(self, conversation_ids: list[str]) -> int:
         self._ensure()
         stmt = sa.delete(self.table).where(self.table.c.conversation_id.in_(conversation_ids))

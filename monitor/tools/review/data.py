@@ -8,7 +8,7 @@ is resolved against the score store and the judged conversations of the review w
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from monitor.stages.review_queue import flagged, in_queue, review_probability
 
 MAX_ROWS = 1000
 QUEUE_DAYS = 7  # flagged judged conversations a day are counted over this many days
+CACHE_S = 30.0  # how long the judged conversations read for the queue and the estimates are reused
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class ReviewData:
         self.scores = ScoreStore(self.labels, self.rubric, reference=self.ref, redact=self.redact,
                                  retention_days=settings.score_retention_days)
         self.humans = HumanLabelStore(self.labels)
+        self._judged: tuple[float, list[Judged]] | None = None
 
     def close(self) -> None:
         self.labels.close()
@@ -107,12 +109,16 @@ class ReviewData:
         return found
 
     def _last_user_turns(self, ids: set[str]) -> dict[str, str]:
+        """The last user turn of each judged conversation among ``ids`` (one query), redacted, 240 characters."""
+        if not ids:
+            return {}
+        t = self.labels.table.c
+        query = sa.select(t.conversation_id, t.turns).where(t.conversation_id.in_(sorted(ids)))
         out = {}
-        for cid in ids:
-            found = self.labels.fetch(conversation_id=cid, limit=1)
-            users = [t.text for t in found[0].turns if t.role == "user"] if found else []
+        for cid, turns in self.labels._run(lambda conn: conn.execute(query).all(), "read labels"):
+            users = [turn.get("text", "") for turn in turns if turn.get("role") == "user"]
             if users:
-                out[cid] = self.redact(users[-1])[:240]
+                out[str(cid)] = self.redact(users[-1])[:240]
         return out
 
     # --- one conversation -----------------------------------------------------------------------------------
@@ -143,8 +149,19 @@ class ReviewData:
 
     # --- the review queue ------------------------------------------------------------------------------------
     def judged(self, now: float | None = None) -> list[Judged]:
-        """Judged conversations of the last ``review_window_days``, each with its queue inclusion probability."""
-        now = time.time() if now is None else now
+        """Judged conversations of the last ``review_window_days``, each with its queue inclusion probability.
+
+        Read from the label store at most every ``CACHE_S`` (a scrape of /metrics and each page need them)."""
+        at = time.time() if now is None else now
+        cached = self._judged
+        if now is not None or cached is None or at - cached[0] > CACHE_S:
+            cached = (at, self._read_judged(at))
+            if now is None:
+                self._judged = cached
+        reviewed = self.humans.conversation_ids()
+        return [replace(j, reviewed=j.conversation_id in reviewed) for j in cached[1]]
+
+    def _read_judged(self, now: float) -> list[Judged]:
         t = self.labels.table.c
         query = sa.select(t.conversation_id, t["items"], t.inclusion_probability, t.labelled_at).where(
             t.labelled_at >= now - self.settings.review_window_days * DAY_S,
@@ -157,12 +174,10 @@ class ReviewData:
             out[cid] = Judged(cid, verdicts, weight, at, flagged=flagged(verdicts, self.rubric))
         recent = sum(1 for j in out.values() if j.flagged and j.labelled_at >= now - QUEUE_DAYS * DAY_S)
         days = min(QUEUE_DAYS, self.settings.review_window_days)
-        reviewed = {h.conversation_id for h in self.humans.fetch(item_id=OVERALL)}
         for j in out.values():
             j.pi = review_probability(j.flagged, budget_per_day=self.settings.review_budget_per_day,
                                       flagged_per_day=recent / days,
                                       unflagged_rate=self.settings.review_unflagged_rate)
-            j.reviewed = j.conversation_id in reviewed
         return sorted(out.values(), key=lambda j: -j.labelled_at)
 
     def queue(self, now: float | None = None) -> list[Judged]:
@@ -194,9 +209,8 @@ class ReviewData:
     # --- agreement --------------------------------------------------------------------------------------------
     def agreement(self, now: float | None = None) -> dict[str, dict[str, Any]]:
         """Per rubric item with reviews: the four statistics, the human-corrected rate and the label count."""
-        now = time.time() if now is None else now
         judged = self.judged(now)
-        since = now - self.settings.review_window_days * DAY_S
+        since = (time.time() if now is None else now) - self.settings.review_window_days * DAY_S
         reviewed = [h for h in self.humans.fetch(since=since, source="review")
                     if h.item_id != OVERALL and h.judge_verdict is not None and h.inclusion_probability]
         out: dict[str, dict[str, Any]] = {}
