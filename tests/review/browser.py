@@ -34,6 +34,20 @@ def chromium() -> object:
     return webdriver.Chrome(service=Service(DRIVER), options=options)
 
 
+def wait_for(browser: object, element_id: str, timeout: float = 20.0) -> object:
+    """The element once the page that has it is loaded (a form POST returns before the next page renders)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(browser, timeout).until(  # type: ignore[arg-type]
+            expected_conditions.presence_of_element_located((By.ID, element_id)))
+    except Exception as exc:
+        raise AssertionError(f"no #{element_id} on {browser.current_url}:\n"  # type: ignore[attr-defined]
+                             f"{browser.page_source[:3000]}") from exc  # type: ignore[attr-defined]
+
+
 @contextmanager
 def review_page(env: dict[str, str]) -> Iterator[str]:
     """`convmon ui` as a process on a free port; yields its base URL."""

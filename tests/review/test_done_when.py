@@ -18,7 +18,7 @@ from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import by_label
 from monitor.tools.openai_server import OpenAIServer
-from tests.review.browser import chromium, review_page
+from tests.review.browser import chromium, review_page, wait_for
 from tests.review.stored import ITEM, KEY
 from tests.review.test_review_browser import rendered_alert_link
 from tests.topic_io import produce
@@ -45,7 +45,7 @@ def label(browser: object, base: str, ref: str, answer: str) -> None:
     browser.get(f"{base}/c/{ref}")  # type: ignore[attr-defined]
     Select(browser.find_element(By.NAME, f"item:{ITEM}")).select_by_value(answer)  # type: ignore[attr-defined]
     browser.find_element(By.ID, "save").click()  # type: ignore[attr-defined]
-    assert browser.find_element(By.ID, "saved").text == "Saved 1 labels."  # type: ignore[attr-defined]
+    assert wait_for(browser, "saved").text == "Saved 1 labels."  # type: ignore[attr-defined]
 
 
 @pytest.mark.timeout(400)

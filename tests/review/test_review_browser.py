@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from monitor.contracts.settings import REPO_ROOT
-from tests.review.browser import chromium, review_page
+from tests.review.browser import chromium, review_page, wait_for
 from tests.review.stored import ITEM, KEY, store_judged
 
 RULES = REPO_ROOT / "deploy" / "prometheus" / "rules"
@@ -70,7 +70,7 @@ def test_from_the_alert_link_to_a_stored_label(tmp_path: Path) -> None:
             Select(browser.find_element(By.NAME, f"item:{ITEM}")).select_by_value("agree")
             browser.find_element(By.CSS_SELECTOR, "input[name=overall][value=dsat]").click()
             browser.find_element(By.ID, "save").click()
-            assert browser.find_element(By.ID, "saved").text == "Saved 2 labels."
+            assert wait_for(browser, "saved").text == "Saved 2 labels."  # type: ignore[attr-defined]
         finally:
             browser.quit()
         metrics = httpx.get(f"{base}/metrics", timeout=10).text
