@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
 
 from distill.store import DAY_S, LabelStore
+from monitor.contracts.rubric_set import RubricSet
 
 OVERALL = "overall"
 Source = Literal["review", "import", "feedback"]
@@ -41,6 +42,22 @@ class HumanLabel(BaseModel):
     @property
     def human_verdict(self) -> bool:
         return self.answer in ("yes", "dsat")
+
+
+def label_from(value: object, rubric: RubricSet, *, source: Source) -> HumanLabel:
+    """A record read from a file or a topic as a label of ``rubric``; ValueError naming the field otherwise."""
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object")
+    try:
+        label = HumanLabel.model_validate({"source": source, **value})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ValueError(f"field {'.'.join(str(p) for p in err['loc']) or 'record'!r}: {err['msg']}") from exc
+    if label.item_id != OVERALL and label.item_id not in rubric.item_ids:
+        raise ValueError(f"field 'item_id': {label.item_id!r} is not an item of {rubric.key} (or 'overall')")
+    if (label.item_id == OVERALL) != (label.answer in ("sat", "dsat")):
+        raise ValueError("field 'answer': 'overall' takes sat or dsat, an item yes or no")
+    return label
 
 
 def human_table(metadata: sa.MetaData, prefix: str) -> sa.Table:

@@ -4,6 +4,7 @@ One record per (conversation, item): ``conversation_id``, ``item_id`` (a rubric 
 ``answer`` (``yes``/``no``; ``sat``/``dsat`` for ``overall``), optionally ``judge_verdict``,
 ``inclusion_probability`` (only labels that carry it feed the agreement estimates) and ``labelled_at``. A bad
 record stops the import before anything is written, with one line naming the file, line and field.
+``convmon labels consume --topic T`` reads the same records from a Kafka topic of feedback.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from monitor.contracts.errors import ConfigError
 
@@ -54,7 +54,7 @@ def import_labels(
     path: Annotated[Path, typer.Argument(help="A .csv (with a header line) or .jsonl file of human labels.")],
 ) -> None:
     """Import human labels (kept apart from the judge's labels and out of the rate counters)."""
-    from distill.human_labels import OVERALL, HumanLabel, HumanLabelStore
+    from distill.human_labels import HumanLabelStore, label_from
     from distill.store import LabelStore
     from monitor.contracts.rubric_set import load_rubric_set
     from monitor.contracts.settings import load_settings
@@ -65,24 +65,41 @@ def import_labels(
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     labels = []
     for line, record in read_records(path):
-        record.setdefault("source", "import")
-        if record.get("judge_verdict") in ("true", "false"):
+        if record.get("judge_verdict") in ("true", "false"):  # CSV cells are strings
             record["judge_verdict"] = record["judge_verdict"] == "true"
         try:
-            label = HumanLabel.model_validate(record)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"]) or "record"
-            raise ConfigError(f"{path}:{line}: field {where!r}: {err['msg']}") from exc
-        if label.item_id != OVERALL and label.item_id not in rubric.item_ids:
-            raise ConfigError(f"{path}:{line}: field 'item_id': {label.item_id!r} is not an item of {rubric.key} "
-                              "(or 'overall')")
-        if (label.item_id == OVERALL) != (label.answer in ("sat", "dsat")):
-            raise ConfigError(f"{path}:{line}: field 'answer': 'overall' takes sat or dsat, an item yes or no")
-        labels.append(label)
+            labels.append(label_from(record, rubric, source="import"))
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{line}: {exc}") from exc
     store = LabelStore.from_settings(settings.distill)
     try:
         written = HumanLabelStore(store).upsert(labels)
     finally:
         store.close()
     typer.echo(json.dumps({"file": str(path), "imported": written}))
+
+
+@app.command("consume")
+def consume_topic(
+    topic: Annotated[str, typer.Option(help="The Kafka topic of feedback: one JSON label a message.")],
+    until_end: Annotated[bool, typer.Option("--until-end", help="Stop once caught up (cron, tests).")] = False,
+) -> None:
+    """Store human labels from a Kafka topic (consumer group <app_id>-human-labels); bad messages are
+    dead-lettered with their reason."""
+    import asyncio
+
+    from distill.human_labels import HumanLabelStore
+    from distill.store import LabelStore
+    from monitor.contracts.rubric_set import load_rubric_set
+    from monitor.contracts.settings import load_settings
+    from monitor.tools.review.feedback_topic import consume
+
+    settings = load_settings()
+    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
+    store = LabelStore.from_settings(settings.distill)
+    try:
+        done = asyncio.run(consume(settings.kafka, topic, HumanLabelStore(store), rubric,
+                                   max_request_bytes=settings.max_request_bytes, until_end=until_end))
+    finally:
+        store.close()
+    typer.echo(json.dumps({"topic": topic, "stored": done.stored, "dead_lettered": done.rejected}))
