@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Literal
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
 
+from distill.label_record import LabelRecord
 from distill.store import DAY_S, LabelStore
 from monitor.contracts.rubric_set import RubricSet
 
@@ -137,5 +138,15 @@ class HumanLabelStore:
         return int(self.labels._run(lambda conn: conn.execute(stmt).rowcount, "purge human labels"))
 
 
-def as_dicts(labels: Iterable[HumanLabel]) -> list[dict[str, Any]]:
-    return [label.model_dump() for label in labels]
+def with_human_answers(records: list[LabelRecord], humans: Iterable[HumanLabel]) -> list[LabelRecord]:
+    """The judge's labels with each item a person answered set to the person's answer: for retraining, a human
+    label wins over the judge's verdict on the same conversation and item."""
+    answers = {(h.conversation_id, h.item_id): h.human_verdict for h in humans if h.item_id != OVERALL}
+    if not answers:
+        return records
+    out = []
+    for record in records:
+        items = [item.model_copy(update={"verdict": answers[key], "uncertain": False})
+                 if (key := (record.conversation_id, item.item_id)) in answers else item for item in record.items]
+        out.append(record.model_copy(update={"items": items}) if items != record.items else record)
+    return out
