@@ -108,6 +108,13 @@ RUBRICS = query_var("rubric", "label_values(rubric:convmon_rubric_yes:ratio_rate
                     label="Rubric items")
 ONE_RUBRIC = query_var("rubric", "label_values(rubric:convmon_rubric_yes:ratio_rate5m, rubric)", multi=False,
                        label="Rubric item")
+# Where `convmon ui` is reached (CONVMON_UI_URL): panel links open its flagged conversations for the item and the
+# dashboard's time range (Grafana's from/to in milliseconds).
+REVIEW_URL = {"name": "review_url", "label": "Review page (convmon ui)", "type": "textbox",
+              "query": "http://127.0.0.1:8050", "current": {"text": "http://127.0.0.1:8050",
+                                                            "value": "http://127.0.0.1:8050"}, "hide": 0}
+REVIEW_LINK = {"title": "Flagged conversations and the judge's reasons (convmon ui)", "targetBlank": True,
+               "url": "${review_url}/flagged?item=${rubric}&from=${__from}&to=${__to}"}
 TS = "timeseries"
 
 
@@ -183,11 +190,12 @@ def overview() -> Board:
 
 def item_detail() -> Board:
     b = Board("convmon-item", "convmon / Item detail",
-              "One rubric item: rate vs baseline, judge/distilled agreement, drift and calibration.", [ONE_RUBRIC])
+              "One rubric item: rate vs baseline, judge/distilled agreement, drift and calibration.",
+              [ONE_RUBRIC, REVIEW_URL])
     r = 'rubric="$rubric"'
     b.annotations = judge_drift_annotations(f"{{{r}}}")
     drill_down = [{"title": "Latest conversations with this item",
-                   "url": "/d/convmon-item/?var-rubric=${rubric}&${__url_time_range}&viewPanel=1"}]
+                   "url": "/d/convmon-item/?var-rubric=${rubric}&${__url_time_range}&viewPanel=1"}, REVIEW_LINK]
     b.sql_table(DRILL_DOWN_TITLE, DRILL_DOWN_SQL, description=(
         "The newest conversations this item said yes for, from the score sink's table in the label store "
         "(PostgreSQL; CONVMON_SCORE_STORE=true). trace_id opens the judged call in your tracing backend."))

@@ -195,9 +195,9 @@ class DistillSettings(BaseModel):
     retrain_interval_s: float | None = Field(default=None, gt=0)
     retrain_metrics_port: int = Field(default=9101, ge=0, le=65535)  # `convmon retrain`'s /metrics (on metrics_host)
     label_buffer_max: int = Field(default=10_000, ge=1)
-    # Drill-down (issue #21): a score sink writes the "yes" verdicts of every score record to <prefix>score_items
-    # in the label store's database (Grafana's table of the latest DSAT conversations, `convmon inspect`).
-    score_store: bool = False
+    # Drill-down: a score sink writes the "yes" verdicts of every score record to <prefix>score_items in the label
+    # store's database (`convmon ui`, Grafana's table of the latest DSAT conversations, `convmon inspect`).
+    score_store: bool = True
     score_retention_days: int = Field(default=90, ge=1, description=(
         "Score items (<prefix>score_items) older than this are purged every hour by the leader, like labels "
         "past label_retention_days (issue #32)."))

@@ -22,6 +22,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.metrics_anchors import AnchorMetrics
+from monitor.contracts.metrics_review import ReviewMetrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
 
@@ -41,7 +42,9 @@ def exported_metrics() -> dict[str, set[str]]:
     metrics = Metrics(CollectorRegistry(), dimensions=tuple(Settings().metric_dimensions))
     metrics.init_rubric(load_rubric_set("spur-copilot", REPO_ROOT / "prompts"))
     out: dict[str, set[str]] = {}
-    for collector in [*vars(metrics).values(), *vars(AnchorMetrics(CollectorRegistry())).values()]:
+    review = ReviewMetrics(CollectorRegistry())  # `convmon ui`'s /metrics
+    for collector in [*vars(metrics).values(), *vars(AnchorMetrics(CollectorRegistry())).values(),
+                      *vars(review).values()]:
         if not isinstance(collector, MetricWrapperBase):
             continue
         labels = set(collector._labelnames) | SCRAPE_LABELS
