@@ -10,8 +10,9 @@ Written by the score sink (``score_store``) from the scores topic, which carries
 sink from the judge's labels, which do (:meth:`ScoreStore.upsert_labels`); at least once: rows are upserted,
 and a row from the scores topic keeps the reason a label gave it. Judge rows keep the verdict's evaluator (model
 as the endpoint reported it, endpoint, prompt hash, rubric, mode, convmon version) in ``evaluator``. Metadata
-values are redacted like the labels'; each row keeps the conversation's opaque reference (the exemplars' ``conversation_ref``) so a
-reference resolves to its id; rows older than ``score_retention_days`` are purged with the labels.
+values are redacted like the labels'; each row keeps the conversation's opaque reference (the exemplars'
+``conversation_ref``) so a reference resolves to its id; rows older than ``score_retention_days`` are purged
+with the labels.
 """
 
 from __future__ import annotations
