@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from distill.featurizers.spec import make_featurizer
+from distill.human_labels import HumanLabelStore, with_human_answers
 from distill.promotion import Evaluation, evaluate, promotion_gate
 from distill.registry import ModelRegistry
 from distill.retrain_result import RetrainResult
@@ -97,6 +98,7 @@ def retrain_once(
     purged = store.purge(older_than_days=settings.label_retention_days, now=now)  # retention runs with training
     since = now - settings.label_retention_days * DAY_S
     records = store.fetch(rubric_set=rubric.id, rubric_version=rubric.version, since=since)
+    records = with_human_answers(records, HumanLabelStore(store).fetch(since=since))  # people win over the judge
     if len(records) < settings.retrain_min_labels:
         return RetrainResult(
             "skipped", [f"insufficient labels: {len(records)} < retrain_min_labels={settings.retrain_min_labels}"],

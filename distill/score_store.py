@@ -2,15 +2,17 @@
 
 One row per (conversation, scorer, rubric item) whose verdict was ``yes`` (judge verdicts and distilled
 verdicts at the item's threshold), with the score or probability, the model version, the configured
-dimensions and the judged call's trace and span ids: what the Grafana table of the latest DSAT
-conversations and ``convmon inspect`` read. "No" verdicts are the complement and are not stored (a
-row per item per conversation would be ~20x the volume). No conversation text: ids and numbers only.
-Written by the score sink (``score_store``) from the scores topic, at least once: rows are upserted. Judge rows
-keep the verdict's evaluator (model as the endpoint reported it, endpoint, prompt hash, rubric, mode, convmon
-version) in ``evaluator``.
-Issue #32: metadata values are redacted like the labels' (records from an older release may carry them
-raw); each row keeps the conversation's opaque reference (the exemplars' ``conversation_ref``) so a
-reference resolves to its id; rows older than ``score_retention_days`` are purged with the labels.
+dimensions, the judged call's trace and span ids and the judge's reason (``explanation``, redacted): what
+``convmon ui``, the Grafana table of the latest DSAT conversations and ``convmon inspect`` read. "No"
+verdicts are the complement and are not stored (a row per item per conversation would be ~20x the volume).
+No conversation text here: the text of a judged conversation is its label's (redacted, in the same database).
+Written by the score sink (``score_store``) from the scores topic, which carries no reasons, and by the label
+sink from the judge's labels, which do (:meth:`ScoreStore.upsert_labels`); at least once: rows are upserted,
+and a row from the scores topic keeps the reason a label gave it. Judge rows keep the verdict's evaluator (model
+as the endpoint reported it, endpoint, prompt hash, rubric, mode, convmon version) in ``evaluator``. Metadata
+values are redacted like the labels'; each row keeps the conversation's opaque reference (the exemplars'
+``conversation_ref``) so a reference resolves to its id; rows older than ``score_retention_days`` are purged
+with the labels.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ KEY = ("conversation_id", "scorer", "item_id")
 
 def _added_columns() -> list[sa.Column[Any]]:
     """Columns added after the table's first release: added to an existing table on first use."""
-    return [sa.Column("conversation_ref", sa.String(32), index=False),
+    return [sa.Column("conversation_ref", sa.String(32), index=False), sa.Column("explanation", sa.Text),
             sa.Column("evaluator", sa.JSON)]  # the judge's provenance (judge rows); NULL on older rows
 
 
@@ -80,6 +82,7 @@ def rows(record: ScoreRecord, now: float, *, ref: ConversationRef | None = None,
             "span_id": span_id or None, "response_id": record.response_id, "metadata": metadata,
             "scored_at": record.scored_at, "updated_at": now, "conversation_ref": reference,
             "evaluator": record.evaluator.model_dump() if record.evaluator is not None else None,
+            "explanation": redact(item.explanation) if item.explanation else None,
         })
     return out
 
@@ -120,9 +123,25 @@ class ScoreStore:
         dialect = sqlite if self.labels.engine.dialect.name == "sqlite" else postgresql
         insert = dialect.insert(self.table)
         updated = [c.name for c in self.table.columns if c.name not in KEY]
-        stmt = insert.on_conflict_do_update(index_elements=list(KEY), set_={c: insert.excluded[c] for c in updated})
+        values = {c: insert.excluded[c] for c in updated}
+        values["explanation"] = sa.func.coalesce(insert.excluded.explanation, self.table.c.explanation)
+        values["evaluator"] = sa.func.coalesce(insert.excluded.evaluator, self.table.c.evaluator)
+        stmt = insert.on_conflict_do_update(index_elements=list(KEY), set_=values)
         self.labels._run(lambda conn: conn.execute(stmt, list(keyed.values())), "upsert score items")
         return len(keyed)
+
+    def upsert_labels(self, items: Iterable[dict[str, Any]]) -> int:
+        """The judge's verdicts with their reasons, from labels-topic messages ``{"conversation", "score"}``.
+
+        Called after :meth:`LabelStore.upsert_raw` accepted the same messages; other shapes carry no score."""
+        records = []
+        for item in items:
+            if isinstance(item.get("score"), dict):
+                try:
+                    records.append(ScoreRecord.model_validate(item["score"]))
+                except ValueError as exc:
+                    raise LabelRejected(f"not a judge label: {str(exc)[:300]}") from exc
+        return self.upsert(records)
 
     def upsert_raw(self, items: Iterable[dict[str, Any]]) -> int:
         """Scores-topic messages (decoded JSON); one the codec refuses raises LabelRejected (dead-lettered)."""

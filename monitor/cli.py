@@ -43,6 +43,8 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "models": ("distill.models_cli", "Prebuild local model files (the int8 ONNX MiniLM)."),
     "dead-letters": ("monitor.tools.dead_letters", "Read the dead-letter topic: reason, field and detail of each."),
     "judge": ("monitor.judge.check_cli", "Check the configured judge endpoint (`judge check`)."),
+    "anchors": ("monitor.tools.anchors.cli", "Judge drift on a human-labelled anchor set (load, run, status)."),
+    "labels": ("monitor.tools.review.labels_cli", "Human labels: import reviewers' answers from CSV or JSONL."),
 }
 
 
@@ -351,6 +353,19 @@ def inspect(
     rows = inspect_rows(settings.rubrics, settings.judge, settings.distill, item, window_s=parse_window(window),
                         limit=limit, scorer=scorer)
     print_rows(rows, item, Console())
+
+
+@app.command()
+def ui(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every request.")] = False) -> None:
+    """The review page: flagged conversations with the judge's reasons, the review queue, judge-vs-human agreement
+    (and its /metrics), on CONVMON_UI_HOST:CONVMON_UI_PORT (127.0.0.1:8050)."""
+    from monitor.tools.review.app import serve
+
+    _logging(verbose)
+    settings = load_settings()
+    console.print(f"convmon ui on http://{settings.ui_host}:{settings.ui_port}/ (label writes "
+                  f"{'on' if settings.ui_labels else 'off: CONVMON_UI_LABELS=true'})", highlight=False)
+    serve(settings)
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ class Board:
     def __init__(self, uid: str, title: str, description: str, variables: list[dict[str, Any]]) -> None:
         self.uid, self.title, self.description, self.variables = uid, title, description, variables
         self.panels: list[dict[str, Any]] = []
+        self.annotations: list[dict[str, Any]] = []
         self._x = self._y = self._row_h = 0
 
     def row(self, title: str) -> None:
@@ -86,7 +87,7 @@ class Board:
             "schemaVersion": 39, "version": 1, "editable": True, "refresh": "30s", "timezone": "browser",
             "time": {"from": "now-6h", "to": "now"},
             "links": [{"type": "dashboards", "tags": ["convmon"], "title": "convmon", "asDropdown": True}],
-            "templating": {"list": [DATASOURCE_VAR, *self.variables]}, "annotations": {"list": []},
+            "templating": {"list": [DATASOURCE_VAR, *self.variables]}, "annotations": {"list": self.annotations},
             "panels": self.panels,
         }
 
@@ -107,12 +108,36 @@ RUBRICS = query_var("rubric", "label_values(rubric:convmon_rubric_yes:ratio_rate
                     label="Rubric items")
 ONE_RUBRIC = query_var("rubric", "label_values(rubric:convmon_rubric_yes:ratio_rate5m, rubric)", multi=False,
                        label="Rubric item")
+# Where `convmon ui` is reached (CONVMON_UI_URL): panel links open its flagged conversations for the item and the
+# dashboard's time range (Grafana's from/to in milliseconds).
+REVIEW_URL = {"name": "review_url", "label": "Review page (convmon ui)", "type": "textbox",
+              "query": "http://127.0.0.1:8050", "current": {"text": "http://127.0.0.1:8050",
+                                                            "value": "http://127.0.0.1:8050"}, "hide": 0}
+REVIEW_LINK = {"title": "Flagged conversations and the judge's reasons (convmon ui)", "targetBlank": True,
+               "url": "${review_url}/flagged?item=${rubric}&from=${__from}&to=${__to}"}
 TS = "timeseries"
+
+
+def judge_drift_annotations(rubric: str) -> list[dict[str, Any]]:
+    """Marks on every time-series panel: where the anchors say the judge drifted, and where its provenance changed,
+    so a moved rate reads as the judge's or the product's (``convmon anchors run``, docs/judge-drift.md)."""
+    return [
+        {"name": "Judge drift (anchors)", "datasource": DS, "enable": True, "iconColor": "orange", "step": "1h",
+         "expr": f"max by (rubric) (rubric:convmon_judge_drift:max{rubric}) > 0",
+         "titleFormat": "Judge drift on {{rubric}}",
+         "textFormat": "The judge's human-labelled anchors moved: a rate change here is the judge's, not the "
+                       "product's"},
+        {"name": "Judge provenance changed", "datasource": DS, "enable": True, "iconColor": "purple", "step": "5m",
+         "expr": "changes(convmon_anchor_provenance_changed_timestamp_seconds[10m]) > 0",
+         "titleFormat": "Judge provenance changed",
+         "textFormat": "Model as reported, prompt hash or rubric version changed: the anchors are re-judged"},
+    ]
 
 
 def overview() -> Board:
     b = Board("convmon-overview", "convmon / Overview",
               "User satisfaction per rubric item, judge vs distilled, R distribution and volume.", [SCORER, RUBRICS])
+    b.annotations = judge_drift_annotations("")
     b.panel("stat", "Conversations scored / min", [("sum(scorer:convmon_conversations_scored:rate5m) * 60", "")],
             w=6, h=4)
     b.panel("stat", "Mean R", [('scorer:convmon_satisfaction_r:mean_rate5m{scorer="$scorer"}', "")], w=6, h=4,
@@ -165,10 +190,12 @@ def overview() -> Board:
 
 def item_detail() -> Board:
     b = Board("convmon-item", "convmon / Item detail",
-              "One rubric item: rate vs baseline, judge/distilled agreement, drift and calibration.", [ONE_RUBRIC])
+              "One rubric item: rate vs baseline, judge/distilled agreement, drift and calibration.",
+              [ONE_RUBRIC, REVIEW_URL])
     r = 'rubric="$rubric"'
+    b.annotations = judge_drift_annotations(f"{{{r}}}")
     drill_down = [{"title": "Latest conversations with this item",
-                   "url": "/d/convmon-item/?var-rubric=${rubric}&${__url_time_range}&viewPanel=1"}]
+                   "url": "/d/convmon-item/?var-rubric=${rubric}&${__url_time_range}&viewPanel=1"}, REVIEW_LINK]
     b.sql_table(DRILL_DOWN_TITLE, DRILL_DOWN_SQL, description=(
         "The newest conversations this item said yes for, from the score sink's table in the label store "
         "(PostgreSQL; CONVMON_SCORE_STORE=true). trace_id opens the judged call in your tracing backend."))
@@ -205,6 +232,23 @@ def item_detail() -> Board:
     b.panel("table", "Shadow pairs, last hour", [
         (f"sum by (judge, distilled) (increase(convmon_agreement_pairs_total{{{r}}}[1h]))", "")])
     b.panel(TS, "Pairs in agreement windows", [(f"convmon_agreement_window_size{{{r}}}", "{{instance}}")])
+    b.row("Judge drift: the re-judged anchor set")
+    b.panel(TS, "Anchors: judge yes share", [
+        (f'max(convmon_anchor_yes_ratio{{{r}, run="baseline"}})', "baseline run"),
+        (f'max(convmon_anchor_yes_ratio{{{r}, run="latest"}})', "latest run"),
+    ], w=8, unit="percentunit", description=(
+        "The same human-labelled conversations, re-judged once a day and on every judge change: a gap between "
+        "the runs is the judge's doing, whatever the live traffic does."))
+    b.panel(TS, "Anchors: agreement with the human labels", [
+        (f'max(convmon_anchor_human_agreement_ratio{{{r}, run="baseline"}})', "baseline run"),
+        (f'max(convmon_anchor_human_agreement_ratio{{{r}, run="latest"}})', "latest run"),
+    ], w=8, unit="percentunit")
+    b.panel(TS, "Anchors: e-values (drift at 2 x items / alpha)", [
+        (f"max by (test) (convmon_judge_drift_evalue{{{r}}})", "{{test}}"),
+        (f"max(rubric:convmon_judge_drift:max{{{r}}})", "drift flag"),
+    ], w=8, description=(
+        "Anytime-valid e-processes: verdicts against the baseline runs, and against the human labels; "
+        "ConvmonJudgeDrift fires when either reaches 2 x (rubric items) / CONVMON_ANCHORS_ALPHA."))
     b.row("Drift")
     b.panel(TS, "PSI and JSD vs reference", [
         (f"max(convmon_drift_psi{{{r}}})", "PSI"),

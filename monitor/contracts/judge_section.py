@@ -67,10 +67,10 @@ class JudgeSettings(BaseModel):
     # the mode's schema; "strip_prose" also accepts one such object inside prose or a code fence (counted);
     # "lenient" = the tolerant free-text parser, for endpoints that cannot answer in JSON (counted).
     judge_answer_repair: Literal["none", "strip_prose", "lenient"] = "none"
-    # Issue #21: ask the judge (SPUR mode) for a one-sentence reason per item ("why", at most
+    # Ask the judge (SPUR mode) for a one-sentence reason per item ("why", at most
     # monitor.judge.strict.MAX_EXPLANATION characters), sent out as gen_ai.evaluation.explanation and kept in the
-    # label store, both redacted. Off by default: it adds output tokens to every judge call.
-    judge_explanations: bool = False
+    # label store and the score store beside the verdict, redacted. On by default; other modes have no room for it.
+    judge_explanations: bool = True
     # Issue #37: real and local OpenAI-compatible servers (docs/judge.md).
     judge_profile: Literal["hosted", "local"] = Field(
         default="hosted",
@@ -107,7 +107,8 @@ class JudgeSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check_explanations(self) -> Self:
-        if self.judge_explanations and self.judge_mode != "spur":
+        explicit = "judge_explanations" in self.model_fields_set  # the default applies to the modes that can
+        if explicit and self.judge_explanations and self.judge_mode != "spur":
             raise ValueError(f"judge_explanations needs judge_mode=spur (its JSON answer has room for a reason per "
                              f"item); judge_mode is {self.judge_mode!r}")
         return self

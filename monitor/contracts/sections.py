@@ -201,9 +201,9 @@ class DistillSettings(BaseModel):
     retrain_interval_s: float | None = Field(default=None, gt=0)
     retrain_metrics_port: int = Field(default=9101, ge=0, le=65535)  # `convmon retrain`'s /metrics (on metrics_host)
     label_buffer_max: int = Field(default=10_000, ge=1)
-    # Drill-down (issue #21): a score sink writes the "yes" verdicts of every score record to <prefix>score_items
-    # in the label store's database (Grafana's table of the latest DSAT conversations, `convmon inspect`).
-    score_store: bool = False
+    # Drill-down: a score sink writes the "yes" verdicts of every score record to <prefix>score_items in the label
+    # store's database (`convmon ui`, Grafana's table of the latest DSAT conversations, `convmon inspect`).
+    score_store: bool = True
     score_retention_days: int = Field(default=90, ge=1, description=(
         "Score items (<prefix>score_items) older than this are purged every hour by the leader, like labels "
         "past label_retention_days (issue #32)."))
@@ -283,6 +283,19 @@ class DriftSettings(BaseModel):
     drift_hold_s: float = Field(default=900.0, gt=0)  # how long convmon_drift_detected stays 1
     drift_feature_interval_s: float = Field(default=15.0, ge=0)  # min seconds between domain-classifier fits
     agreement_window: int = Field(default=500, ge=10)
+    anchors_set: str = Field(default="default", min_length=1, max_length=128, description=(
+        "name of the anchor set `convmon anchors run` re-judges (its latest loaded version)"))
+    anchors_interval_s: float = Field(default=86_400.0, ge=60, description=(
+        "seconds between scheduled re-judgings of the anchor set; a change of the judge's provenance starts "
+        "one sooner"))
+    anchors_check_s: float = Field(default=3_600.0, ge=10, description=(
+        "seconds between provenance checks of `convmon anchors run` (one short call to a configured judge "
+        "endpoint reads the model it reports)"))
+    anchors_alpha: float = Field(default=0.01, gt=0, lt=0.5, description=(
+        "false-alarm probability of the judge-drift test over the whole rubric and every run, however long "
+        "it runs"))
+    anchors_metrics_port: int = Field(default=9465, ge=0, le=65535, description=(
+        "port of the /metrics endpoint of `convmon anchors run` (0: none)"))
 
 
 class OtelSettings(BaseModel):

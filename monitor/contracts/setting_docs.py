@@ -114,12 +114,13 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
       "store's database before it is sent, so use PostgreSQL for several machines; reported usage may lower"
       ' a booking, never raise it')),
     (('CONVMON_JUDGE_EXPLANATIONS',),
-     '`false`',
-     ('SPUR mode only: the judge\'s JSON answer also gives a reason per item (`"why"`, one sentence of at '
-      'most 160 characters, validated strictly like the rest), sent out as `gen_ai.evaluation.explanation` '
-      'and kept in the label store, both redacted; never on the scores topic. Adds output tokens to every '
-      'judge call (about 40 per item: raise `CONVMON_JUDGE_MAX_OUTPUT_TOKENS` for rubrics of more than ~25 '
-      'items) ([docs/otel.md](otel.md))')),
+     '`true`',
+     ('SPUR mode (the default; other modes ignore the default, and refuse an explicit `true`): the judge\'s JSON '
+      'answer also gives a reason per item (`"why"`, one sentence of at most 160 characters, validated strictly '
+      'like the rest), shown by `convmon ui` beside the verdict (kept in the score store and the label store), '
+      'sent out as `gen_ai.evaluation.explanation`, redacted; never on the scores topic. Adds output tokens to '
+      'every judge call ([docs/judge.md](judge.md) has the measurement; raise `CONVMON_JUDGE_MAX_OUTPUT_TOKENS` '
+      'for rubrics of more than ~25 items)')),
     (('CONVMON_JUDGE_ANSWER_REPAIR',),
      '`none`',
      ("how judge answers are read: `none` = exactly one JSON object valid against the mode's schema (no "
@@ -275,9 +276,10 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
      ('send verdicts as `gen_ai.evaluation.result` OTLP log events parented to the judged span (exporter '
       'from the standard `OTEL_*` variables), for these scorers')),
     (('CONVMON_SCORE_STORE',),
-     '`false`',
-     ("a score sink writes yes verdicts with trace ids to `convmon_score_items` in the label store's "
-      "database: Grafana's drill-down table and `convmon inspect`")),
+     '`true`',
+     ("a score sink writes yes verdicts with trace ids and the judge's reasons to `convmon_score_items` in the label "
+      "store's database (SQLite under `./var` by default, PostgreSQL in production): `convmon ui`, Grafana's "
+      "drill-down table and `convmon inspect`; `false` runs no score sink")),
     (('CONVMON_FEATURIZER', 'CONVMON_CLASSIFY_BATCH', 'CONVMON_CLASSIFY_WITHIN_S'),
      '`hashing`, `256`, `0.2`',
      ("the distilled path's featurizer for retraining (`hashing`, `minilm`, `openai`, `shape` = "

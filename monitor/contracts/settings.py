@@ -22,6 +22,7 @@ from pydantic_settings import (
 )
 
 from monitor.contracts.errors import ConfigError
+from monitor.contracts.review_section import ReviewSettings
 from monitor.contracts.sections import (
     DistillSettings,
     DriftSettings,
@@ -36,14 +37,15 @@ from monitor.contracts.setting_values import DEFAULT_PRICES, REPO_ROOT
 
 __all__ = [  # the public names users, tools and tests import from here
     "DEFAULT_PRICES", "REPO_ROOT", "DistillSettings", "DriftSettings", "JudgeSettings", "KafkaSettings",
-    "MetricsSettings", "OtelSettings", "RubricSettings", "Settings", "StreamSettings", "load_settings",
+    "MetricsSettings", "OtelSettings", "ReviewSettings", "RubricSettings", "Settings", "StreamSettings",
+    "load_settings",
 ]
 
 S = TypeVar("S", bound=BaseModel)
 
 
 class Settings(KafkaSettings, StreamSettings, JudgeSettings, RubricSettings, DistillSettings, MetricsSettings,
-               DriftSettings, OtelSettings, BaseSettings):
+               DriftSettings, OtelSettings, ReviewSettings, BaseSettings):
     """Every ``CONVMON_*`` setting, flat, as users set them; components receive only their section."""
 
     model_config = SettingsConfigDict(
@@ -99,6 +101,10 @@ class Settings(KafkaSettings, StreamSettings, JudgeSettings, RubricSettings, Dis
     @property
     def otel(self) -> OtelSettings:
         return self.section(OtelSettings)
+
+    @property
+    def review(self) -> ReviewSettings:
+        return self.section(ReviewSettings)
 
 
 _SOURCE_FIELD = re.compile(r'field "(\w+)"')

@@ -100,6 +100,7 @@ def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettin
            conversation_ids: list[str], *, reference_key: SecretStr | None = None) -> ForgetReport:
     """Delete the conversations (ids, or references resolved through the score items) from the label store
     and the score items; list the topics that keep them until retention."""
+    from distill.human_labels import HumanLabelStore
     from distill.reference_key import conversation_ref
     from distill.score_store import ScoreStore
     from distill.store import LabelStore
@@ -114,6 +115,8 @@ def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettin
         ids = list(dict.fromkeys([c for c in conversation_ids if not is_reference(c)] + list(resolved.values())))
         deleted = store.delete_conversations(ids) if ids else 0
         deleted_scores = scores.delete_conversations(ids) if ids else 0  # the table exists even if the sink is off
+        if ids:  # reviewers' labels of these conversations (convmon ui, convmon labels import)
+            HumanLabelStore(store).delete_conversations(ids)
         ref = conversation_ref(reference_key, store)
     finally:
         store.close()

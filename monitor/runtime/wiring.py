@@ -22,7 +22,7 @@ from monitor.judge.build import build_judge
 from monitor.judge.redact import Redactor
 from monitor.runtime.allocator import export_anon, export_heap
 from monitor.stages.export import Exporter
-from monitor.stages.labels import LabelSink, RejectedOnce
+from monitor.stages.labels import LabelSink, RejectedOnce, both
 from monitor.stages.sampler import InclusionPolicy
 
 if TYPE_CHECKING:
@@ -171,9 +171,10 @@ def build_pipeline(
                              embedding_backend=settings.embedding_backend,
                              model_cache_dir=str(settings.model_cache_dir) if settings.model_cache_dir else None)
     once = RejectedOnce()  # a conversation the stores refuse is dead-lettered once per reason, not per record
-    labels = LabelSink(store.upsert_raw, metrics, once=once)
     scores = ScoreStore(store, rubric, reference=reference, redact=redactor.redact,
                         retention_days=settings.score_retention_days)
+    labels = LabelSink(both(store.upsert_raw, scores.upsert_labels) if settings.score_store else store.upsert_raw,
+                       metrics, once=once)  # with the score store, labels also give its rows the judge's reasons
     score_sink = LabelSink(scores.upsert_raw, metrics, once=once) if settings.score_store else None
     calibration = CalibrationScorer(models, rubric, label_source=settings.calibration_label_source,
                                     poll_s=settings.registry_poll_s)

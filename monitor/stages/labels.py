@@ -34,6 +34,15 @@ log = logging.getLogger(__name__)
 Upsert = Callable[[list[dict[str, Any]]], Any]
 
 
+def both(first: Upsert, second: Upsert) -> Upsert:
+    """One sink write into two tables, in order (each upsert is idempotent: a retried batch rewrites both)."""
+    def write(items: list[dict[str, Any]]) -> Any:
+        written = first(items)
+        second(items)
+        return written
+    return write
+
+
 @dataclass(frozen=True)
 class Rejected:
     """A labels-topic message that will never be stored, for the dead-letter topic."""

@@ -1,6 +1,6 @@
 """`convmon inspect`: the latest conversations a rubric item said "yes" for, as Grafana's drill-down table shows.
 
-Rows come from ``<prefix>score_items`` (written by the score sink, ``CONVMON_SCORE_STORE=true``); a
+Rows come from ``<prefix>score_items`` (written by the score sink, ``CONVMON_SCORE_STORE``); a
 conversation the judge labelled also shows its last user turn from the label store, redacted again
 here (the store redacts on write; extra patterns may have been added since).
 """
@@ -66,4 +66,5 @@ def print_rows(rows: list[dict[str, object]], item: str, console: Console) -> No
                       str(r["model_version"]), str(r["trace_id"] or ""), str(r["last_user_turn"]))
     console.print(table)
     if not rows:
-        console.print("no rows: is the score sink on (CONVMON_SCORE_STORE=true) and the window long enough?")
+        console.print("no rows: is the window long enough, and the score sink on (CONVMON_SCORE_STORE, on by "
+                      "default)? `convmon ui` shows the same rows as a page")

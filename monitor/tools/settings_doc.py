@@ -28,6 +28,7 @@ from monitor.contracts.settings import (
     KafkaSettings,
     MetricsSettings,
     OtelSettings,
+    ReviewSettings,
     RubricSettings,
     Settings,
     StreamSettings,
@@ -35,7 +36,8 @@ from monitor.contracts.settings import (
 
 PAGE = REPO_ROOT / "docs" / "settings.md"
 SECTIONS: tuple[type[BaseModel], ...] = (KafkaSettings, StreamSettings, JudgeSettings, RubricSettings,
-                                         DistillSettings, MetricsSettings, DriftSettings, OtelSettings)
+                                         DistillSettings, MetricsSettings, DriftSettings, OtelSettings,
+                                         ReviewSettings)
 
 HEADER = """# Settings
 

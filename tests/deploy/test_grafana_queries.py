@@ -21,6 +21,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
 from monitor.contracts.metrics import Metrics
+from monitor.contracts.metrics_anchors import AnchorMetrics
+from monitor.contracts.metrics_review import ReviewMetrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
 
@@ -36,11 +38,13 @@ SUFFIXES = {"counter": ("_total", "_created"), "gauge": ("",), "histogram": ("_b
 
 
 def exported_metrics() -> dict[str, set[str]]:
-    """Sample name -> label names, for everything Metrics declares."""
+    """Sample name -> label names, for everything Metrics and ``convmon anchors run``'s AnchorMetrics declare."""
     metrics = Metrics(CollectorRegistry(), dimensions=tuple(Settings().metric_dimensions))
     metrics.init_rubric(load_rubric_set("spur-copilot", REPO_ROOT / "prompts"))
     out: dict[str, set[str]] = {}
-    for collector in vars(metrics).values():
+    review = ReviewMetrics(CollectorRegistry())  # `convmon ui`'s /metrics
+    for collector in [*vars(metrics).values(), *vars(AnchorMetrics(CollectorRegistry())).values(),
+                      *vars(review).values()]:
         if not isinstance(collector, MetricWrapperBase):
             continue
         labels = set(collector._labelnames) | SCRAPE_LABELS

@@ -56,7 +56,7 @@ def test_one_retrainer_per_deployment_and_probes_on_the_worker_endpoints() -> No
     cron = k8s("CronJob")
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
     assert pod_spec(cron)["containers"][0]["args"] == ["retrain", "--once"]
-    container = pod_spec(k8s("Deployment"))["containers"][0]
+    container = pod_spec(k8s("Deployment", "convmon-worker"))["containers"][0]
     assert container["args"] == ["worker"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == container["startupProbe"]["httpGet"]["path"] == "/healthz"
@@ -85,7 +85,7 @@ def test_prometheus_scrapes_exactly_the_compose_workers() -> None:
 def test_k8s_prometheus_finds_every_worker_through_the_headless_service() -> None:
     config = yaml.safe_load((REPO_ROOT / "deploy" / "prometheus" / "prometheus-k8s.yml").read_text())
     job = next(j for j in config["scrape_configs"] if j["job_name"] == "convmon")  # the rules' job="convmon"
-    service = k8s("Service")
+    service = k8s("Service", "convmon-worker")
     name = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"
     assert job["dns_sd_configs"][0]["names"] == [name]
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
@@ -141,7 +141,7 @@ def test_k8s_worker_config_is_valid_settings_and_ports_agree(monkeypatch: pytest
 
 
 def test_k8s_sasl_tls_example_is_complete(monkeypatch: pytest.MonkeyPatch) -> None:
-    deployment = k8s("Deployment")
+    deployment = k8s("Deployment", "convmon-worker")
     settings = container_settings(deployment, monkeypatch)
     assert settings.kafka_security_protocol == "SASL_SSL" and settings.kafka_sasl_password is not None
     mounts = {m["mountPath"]: m["name"] for m in pod_spec(deployment)["containers"][0]["volumeMounts"]}
@@ -158,7 +158,7 @@ def test_k8s_pods_run_as_the_image_user_with_a_read_only_root(monkeypatch: pytes
     uid = int(re.search(r"useradd [^\n]*--uid (\d+)", dockerfile).group(1))
     assert re.search(rf"^USER {uid}\b", dockerfile, re.M)
     workdir = Path(re.findall(r"^WORKDIR (\S+)", dockerfile, re.M)[-1])  # where relative settings resolve
-    for doc in (k8s("Deployment"), k8s("CronJob")):
+    for doc in (k8s("Deployment", "convmon-worker"), k8s("CronJob"), k8s("Deployment", "convmon-anchors")):
         spec = pod_spec(doc)
         assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] == uid
         container = spec["containers"][0]
@@ -175,7 +175,7 @@ def test_k8s_pods_run_as_the_image_user_with_a_read_only_root(monkeypatch: pytes
 
 
 def test_k8s_state_is_ephemeral_and_the_registry_shared() -> None:
-    volumes = {v["name"]: v for v in pod_spec(k8s("Deployment"))["volumes"]}
+    volumes = {v["name"]: v for v in pod_spec(k8s("Deployment", "convmon-worker"))["volumes"]}
     claim = k8s("PersistentVolumeClaim", volumes["models"]["persistentVolumeClaim"]["claimName"])
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]  # scaled workers on several nodes share it
     assert "emptyDir" in volumes["home"]  # faust tables are rebuilt from their changelogs
@@ -184,10 +184,11 @@ def test_k8s_state_is_ephemeral_and_the_registry_shared() -> None:
 
 
 def test_keda_scales_on_the_workers_group_and_stops_at_the_partition_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = container_settings(k8s("Deployment"), monkeypatch)
+    settings = container_settings(k8s("Deployment", "convmon-worker"), monkeypatch)
     scaled = k8s("ScaledObject")
-    assert scaled["spec"]["scaleTargetRef"]["name"] == k8s("Deployment")["metadata"]["name"]
-    assert "replicas" not in k8s("Deployment")["spec"]  # KEDA owns the count; an applied value would fight it
+    assert scaled["spec"]["scaleTargetRef"]["name"] == k8s("Deployment", "convmon-worker")["metadata"]["name"]
+    worker = k8s("Deployment", "convmon-worker")
+    assert "replicas" not in worker["spec"]  # KEDA owns the count; an applied value would fight it
     assert 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"] == settings.topic_partitions
     trigger = scaled["spec"]["triggers"][0]
     meta = trigger["metadata"]
@@ -215,3 +216,15 @@ def test_the_image_preloads_the_jemalloc_it_installs_and_compose_and_k8s_keep_it
             {e["name"]: e for e in c.get("env", [])} for d in K8S_ALL if d.get("kind") in ("Deployment", "CronJob")
             for c in pod_spec(d)["containers"]]:
         assert "LD_PRELOAD" not in env and "MALLOC_CONF" not in env
+
+
+def test_one_anchors_owner_scraped_in_compose_and_k8s() -> None:
+    """`convmon anchors run`: one compose service and one Recreate Deployment, each scraped on its metrics port."""
+    owners = [n for n, s in COMPOSE["services"].items() if s.get("command", [None])[:2] == ["anchors", "run"]]
+    assert owners == ["anchors"]
+    port = COMPOSE["services"]["anchors"]["environment"]["CONVMON_ANCHORS_METRICS_PORT"]
+    job = next(j for j in PROMETHEUS["scrape_configs"] if j["job_name"] == "convmon-anchors")
+    assert job["static_configs"][0]["targets"] == [f"anchors:{port}"]
+    deployment = k8s("Deployment", "convmon-anchors")
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert pod_spec(deployment)["containers"][0]["args"] == ["anchors", "run"]

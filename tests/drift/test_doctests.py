@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["agreement", "cusum", "feature_drift", "jsd", "page_hinkley", "psi"]
+MODULES = ["agreement", "anchor_drift", "cusum", "exchangeability", "feature_drift", "jsd", "page_hinkley", "psi"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -58,7 +58,8 @@ class Session:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
         self.env |= {"PATH": f"{venv_bin}:{self.env.get('PATH', '')}", "PYTHONPATH": str(REPO_ROOT),
                      "CONVMON_BROKER_URL": f"kafka://127.0.0.1:{ports['9092']}",
-                     "CONVMON_METRICS_PORT": str(ports["9100"]), "COLUMNS": "200"}
+                     "CONVMON_METRICS_PORT": str(ports["9100"]), "CONVMON_UI_PORT": str(ports.get("8050", 8050)),
+                     "COLUMNS": "200"}
 
     def localize(self, code: str) -> str:
         for port, free in self.ports.items():
@@ -95,7 +96,7 @@ class Session:
 
 @pytest.fixture
 def session(tmp_path: Path) -> Iterator[Session]:
-    s = Session(tmp_path, {"9092": free_port(), "8000": free_port(), "9100": free_port()})
+    s = Session(tmp_path, {"9092": free_port(), "8000": free_port(), "9100": free_port(), "8050": free_port()})
     try:
         yield s
     finally:
@@ -105,7 +106,8 @@ def session(tmp_path: Path) -> Iterator[Session]:
 def test_the_quickstart_blocks_parse_as_expected() -> None:
     blocks = quickstart_blocks()
     terminals = [code.splitlines()[0] for lang, code in blocks if code.startswith("# terminal")]
-    assert terminals == ["# terminal 1: the broker", "# terminal 2: the stand-in judge", "# terminal 3: the worker"]
+    assert terminals == ["# terminal 1: the broker", "# terminal 2: the stand-in judge", "# terminal 3: the worker",
+                         "# terminal 4: the review page"]
     assert [lang for lang, _ in blocks].count("python") == 1
     assert any("convmon replay" in code for _, code in blocks)
     assert any("convmon retrain --once" in code for _, code in blocks)
@@ -132,6 +134,12 @@ def test_the_readme_quickstart_ends_with_rates_and_distilled_scores(session: Ses
                 wait_until(lambda: _port_open(session.ports["9092"]), 60, message="the broker")
             elif "openai_server" in code:
                 wait_until(lambda: _port_open(session.ports["8000"]), 60, message="the stand-in judge")
+            elif "convmon ui" in code:  # the flagged conversations of the judged traffic so far
+                page = f"http://127.0.0.1:{session.ports['8050']}/flagged?item=dsat.negative_feedback&window=1h"
+                wait_until(lambda: _port_open(session.ports["8050"]), 60, message=f"the review page\n"
+                           f"{session.log(name)}")
+                flagged_page = httpx.get(page, timeout=10).text
+                assert flagged_page.count('class="row"') >= 10 and "ref-" in flagged_page
             elif "convmon worker" in code:
                 wait_until(lambda p=proc: p.poll() is None and httpx.get(metrics, timeout=1).status_code == 200, 120,
                            message=f"the worker's /metrics\n{session.log(name)}")
@@ -169,5 +177,5 @@ def _labels(cwd: Path) -> int:
         return 0
     with sqlite3.connect(path) as db:
         tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        table = next((t for t in tables if "label" in t and "budget" not in t), None)
+        table = next((t for t in tables if "label" in t and "budget" not in t and "human" not in t), None)
         return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) if table else 0  # noqa: S608

@@ -40,6 +40,7 @@ def make_settings(server: OpenAIServer, tmp_path: Path) -> Callable[..., Setting
             "judge_max_retries": 3,
             "judge_timeout_s": 5.0,
             "judge_repair_prompt": "always",  # the repair tests; "auto" skips it at temperature 0 (test_real_servers)
+            "judge_explanations": False,  # hand-written answers below carry no reason; test_explanations asks for them
         }
         values.update(overrides)
         return Settings(**values)

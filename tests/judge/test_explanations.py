@@ -30,8 +30,8 @@ def _item_schemas(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [shape for item in items for shape in item.get("anyOf", [item])]
 
 
-async def test_off_by_default_nothing_is_asked_or_kept(make_settings, rubric, metrics, server) -> None:
-    judge = judge_from(make_settings(), rubric, metrics)
+async def test_off_nothing_is_asked_or_kept(make_settings, rubric, metrics, server) -> None:
+    judge = judge_from(make_settings(judge_explanations=False), rubric, metrics)
     record = await judge.score(CONVERSATION)
     assert all("why" not in s["properties"] for s in _item_schemas(server.requests[0]))
     assert '"why"' not in server.requests[0]["messages"][0]["content"]

@@ -169,7 +169,7 @@ async def test_jury_of_two_models_marks_disagreements_uncertain(make_settings, r
         text, _ = answer(body)
         if body["model"] == "gpt-4.1-mini":  # this juror never sees gratitude
             data = json.loads(text)
-            data["sat.gratitude"] = {"answer": "N", "score": 0}
+            data["sat.gratitude"] = {**data["sat.gratitude"], "answer": "N", "score": 0}
             text = json.dumps(data)
         return 200, {"id": "j", "object": "chat.completion", "created": 0, "model": body["model"],
                      "choices": [{"index": 0, "finish_reason": "stop",

@@ -1,5 +1,6 @@
-"""Metric names are a public contract (dashboards, alerts, recording rules): what ``Metrics`` and
-``RetrainMetrics`` declare (name, type, label names, help, buckets) must equal tests/data/metric_names.json.
+"""Metric names are a public contract (dashboards, alerts, recording rules): what ``Metrics``, ``RetrainMetrics``,
+``AnchorMetrics`` and ``ReviewMetrics`` (``convmon ui``) declare (name, type, label names, help, buckets) must equal
+tests/data/metric_names.json.
 
 A change here is deliberate: add a metric, then regenerate the file with
 ``python tests/monitor/test_metric_names.py > tests/data/metric_names.json`` and review the diff (a renamed or
@@ -15,6 +16,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
 from monitor.contracts.metrics import Metrics, RetrainMetrics
+from monitor.contracts.metrics_anchors import AnchorMetrics
+from monitor.contracts.metrics_review import ReviewMetrics
 from monitor.contracts.settings import REPO_ROOT, Settings
 
 CONTRACT = REPO_ROOT / "tests" / "data" / "metric_names.json"
@@ -24,7 +27,9 @@ def declared() -> dict[str, list[dict[str, Any]]]:
     """Every metric declared, sorted by name, for the default dimensions and for ``convmon retrain``."""
     worker = Metrics(CollectorRegistry(), dimensions=tuple(Settings().metric_dimensions))
     out: dict[str, list[dict[str, Any]]] = {}
-    for key, holder in (("worker", worker), ("retrain", RetrainMetrics(CollectorRegistry()))):
+    holders = (("worker", worker), ("retrain", RetrainMetrics(CollectorRegistry())),
+               ("anchors", AnchorMetrics(CollectorRegistry())), ("review", ReviewMetrics(CollectorRegistry())))
+    for key, holder in holders:
         rows = [
             {"name": c._name, "type": c._type, "labels": list(c._labelnames), "help": c._documentation,
              "buckets": [str(b) for b in getattr(c, "_upper_bounds", [])]}

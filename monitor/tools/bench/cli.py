@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from monitor.tools.bench import cli_quality, cli_speed  # noqa: F401  (they register their commands on app)
+from monitor.tools.bench import cli_drift, cli_quality, cli_speed  # noqa: F401  (they register their commands on app)
 from monitor.tools.bench.cli_common import (
     DEFAULT_DATA,
     USE_CURVE,

@@ -1,0 +1,1 @@
+"""`convmon anchors`: the human-labelled anchor set, its re-judging owner and the judge-drift verdict."""

@@ -1,0 +1,1 @@
+"""The review page (`convmon ui`) and human labels."""

@@ -1,0 +1,79 @@
+"""In a real browser: open the review page from the link the alert's annotation renders (checked by promtool),
+see the flagged conversations with the judge's reasons, open one, label it, and find the label on /metrics."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from monitor.contracts.settings import REPO_ROOT
+from tests.review.browser import chromium, review_page, wait_for
+from tests.review.stored import ITEM, KEY, store_judged
+
+RULES = REPO_ROOT / "deploy" / "prometheus" / "rules"
+
+
+def rendered_alert_link(base: str, tmp_path: Path) -> str:
+    """The ``review`` annotation of ConvmonJudgeHumanDisagreement for ITEM with `convmon ui` at ``base``, proven by
+    `promtool test rules` (it fails unless the rule renders exactly this link)."""
+    link = f"{base}/flagged?item={ITEM}&window=1h"
+    series = {
+        f'convmon_judge_human_agreement{{rubric="{ITEM}",bound="high"}}': "0.5x60",
+        f'convmon_judge_human_labels{{rubric="{ITEM}"}}': "40x60",
+        "convmon_judge_human_agreement_floor": "0.8x60", "convmon_judge_human_min_labels": "30x60",
+        f'convmon_review_page_info{{url="{base}"}}': "1x60",
+    }
+    test = {"rule_files": [str(RULES / "convmon-recording.yml"), str(RULES / "convmon-alerts.yml")],
+            "evaluation_interval": "1m",
+            "tests": [{"interval": "1m", "input_series": [{"series": k, "values": v} for k, v in series.items()],
+                       "alert_rule_test": [{"eval_time": "45m", "alertname": "ConvmonJudgeHumanDisagreement",
+                                            "exp_alerts": [{"exp_labels": {"severity": "ticket", "rubric": ITEM},
+                                                            "exp_annotations": None}]}]}]}
+    alerts = yaml.safe_load((RULES / "convmon-alerts.yml").read_text())
+    rule = next(r for g in alerts["groups"] for r in g["rules"] if r.get("alert") == "ConvmonJudgeHumanDisagreement")
+    annotations = {"summary": f"Reviewers disagree with the judge on {ITEM}", "review": link,
+                   "description": rule["annotations"]["description"].replace("{{ $labels.rubric }}", ITEM)
+                   .replace("{{ $value | humanizePercentage }}", "50%")}
+    test["tests"][0]["alert_rule_test"][0]["exp_alerts"][0]["exp_annotations"] = annotations
+    path = tmp_path / "link_test.yml"
+    path.write_text(yaml.safe_dump(test))
+    out = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return link
+
+
+@pytest.mark.integration
+def test_from_the_alert_link_to_a_stored_label(tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    url = f"sqlite:///{tmp_path / 'labels.db'}"
+    store_judged(url, 12)
+    env = {"CONVMON_LABEL_STORE_URL": url, "CONVMON_PII_REFERENCE_KEY": KEY, "CONVMON_UI_LABELS": "true"}
+    with review_page(env) as base:
+        link = rendered_alert_link(base, tmp_path)
+        browser = chromium()
+        try:
+            browser.get(link)
+            rows = browser.find_elements(By.CSS_SELECTOR, "#flagged tr.row")
+            assert len(rows) == 6
+            assert "the user complained about the answer, wrote [EMAIL]" in rows[0].text
+            assert "@example.com" not in browser.page_source
+            rows[0].find_element(By.CSS_SELECTOR, "a.open").click()
+            assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Conversation ref-")
+            assert "this is wrong again, mail [EMAIL]" in browser.page_source
+            Select(browser.find_element(By.NAME, f"item:{ITEM}")).select_by_value("agree")
+            browser.find_element(By.CSS_SELECTOR, "input[name=overall][value=dsat]").click()
+            browser.find_element(By.ID, "save").click()
+            assert wait_for(browser, "saved").text == "Saved 2 labels."  # type: ignore[attr-defined]
+        finally:
+            browser.quit()
+        metrics = httpx.get(f"{base}/metrics", timeout=10).text
+    assert f'convmon_judge_human_labels{{rubric="{ITEM}"}} 1.0' in metrics
+    found = re.search(rf'convmon_judge_human_agreement{{bound="estimate",rubric="{ITEM}"}} (\S+)', metrics)
+    assert found is not None and float(found.group(1)) == 1.0
