@@ -28,7 +28,7 @@ demo: $(STAMP)
 # Three test processes (pytest-xdist), a test file each at a time: the suite mostly waits on brokers and workers
 # (2026-11-28, fresh clone, 2 cores: 14:25 in one process with 9 CPU-minutes; 6:55 in three, beside a fault run).
 test: $(STAMP)
-	$(BIN)/ruff check monitor distill tests
+	$(BIN)/ruff check monitor distill bench tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --durations=25 -m "not faults and not soak and not long and not llm_server"
 
@@ -53,7 +53,7 @@ bench: $(STAMP)
 	$(BIN)/convmon bench report --run
 
 lint: $(STAMP)
-	$(BIN)/ruff check monitor distill tests
+	$(BIN)/ruff check monitor distill bench tests
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

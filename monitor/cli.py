@@ -39,7 +39,7 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("distill.calibration.cli", "LLM-Rubric calibration of judge answers."),
     "rubrics": ("distill.rubrics.cli", "Learn, evaluate and apply rubric sets."),
     "distill": ("distill.cli", "Train, evaluate and publish distilled classifiers."),
-    "bench": ("monitor.tools.bench.cli", "Accuracy and throughput benchmarks (JSON output)."),
+    "bench": ("bench.cli", "Accuracy and throughput benchmarks (JSON output)."),
     "models": ("distill.models_cli", "Prebuild local model files (the int8 ONNX MiniLM)."),
     "dead-letters": ("monitor.tools.dead_letters", "Read the dead-letter topic: reason, field and detail of each."),
     "judge": ("monitor.judge.check_cli", "Check the configured judge endpoint (`judge check`)."),

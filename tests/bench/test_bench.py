@@ -9,17 +9,17 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from bench.cli import app
+from bench.distill_fidelity import FidelityConfig, run_fidelity
+from bench.doc import KEEP, kept_subsections, regenerate, render, split_sections
+from bench.doc_markdown import distill_markdown, throughput_markdown
+from bench.throughput import ThroughputConfig, run_throughput
+from bench.throughput_input import distinct_texts_per_conversation, uss_dialogues, uss_messages
+from bench.turns import turn_event_messages, whole_conversations
+from bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, Turn, encode
 from monitor.contracts.settings import REPO_ROOT
-from monitor.tools.bench.cli import app
-from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
-from monitor.tools.bench.doc import KEEP, kept_subsections, regenerate, render, split_sections
-from monitor.tools.bench.doc_markdown import distill_markdown, throughput_markdown
-from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
-from monitor.tools.bench.throughput_input import distinct_texts_per_conversation, uss_dialogues, uss_messages
-from monitor.tools.bench.turns import turn_event_messages, whole_conversations
-from monitor.tools.bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
 
 runner = CliRunner()
 
@@ -276,15 +276,15 @@ def test_distill_fidelity_with_the_uss_human_teacher(shared_data: Path) -> None:
 
 
 def test_cli_default_models_are_the_benchmark_defaults() -> None:
-    from monitor.tools.bench.cli import USE_CURVE, USE_FULL_MODELS, USE_MODELS
-    from monitor.tools.bench.use import CURVE_FRACTIONS, FULL_MODELS, QUICK_MODELS
+    from bench.cli import USE_CURVE, USE_FULL_MODELS, USE_MODELS
+    from bench.use import CURVE_FRACTIONS, FULL_MODELS, QUICK_MODELS
 
     assert USE_MODELS.split(",") == list(QUICK_MODELS) and USE_FULL_MODELS.split(",") == list(FULL_MODELS)
     assert [float(f) for f in USE_CURVE.split(",")] == list(CURVE_FRACTIONS)
 
 
 def test_issue_bars_render_as_sentences_with_their_measured_values() -> None:
-    from monitor.tools.bench.doc_markdown import throughput_markdown
+    from bench.doc_markdown import throughput_markdown
 
     text = throughput_markdown({"mode": "turns", "raw_consume_per_s": 100.0, "bars": {
         "turns_at_least_10pct_of_raw": {"ratio": 0.0129, "met": False},

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.pii import PII_SET, found, recall
 from distill.datasets import SHARED_DATA
 from monitor.judge.redact import Redactor
-from monitor.tools.bench.pii import PII_SET, found, recall
 
 BARS = ("email", "phone", "card", "iban", "ip", "national_id")
 
@@ -57,7 +57,7 @@ def test_bench_pii_prints_json_with_both_splits_and_the_uss_rate(tmp_path: Path)
 @pytest.mark.long  # two trainings of the served recipe (~15 s of CPU): `make faults` and CI run it
 @pytest.mark.skipif(not (SHARED_DATA / "uss" / "CCPE.txt").exists(), reason="needs the shared USS data")
 def test_scoring_effect_trains_the_served_recipe_on_raw_and_on_redacted_text() -> None:
-    from monitor.tools.bench.pii_scoring import scoring_effect
+    from bench.pii_scoring import scoring_effect
 
     # an extra pattern that hits most CCPE turns: the redacted run must really train on different text
     result = scoring_effect(SHARED_DATA, ["CCPE"], splits=1, redactor=Redactor([r"\bmovies?\b"]), inputs=("cut",))

@@ -10,6 +10,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.distill_fidelity import labelled_stream
 from distill.datasets import UssDialogue, load_uss
 from distill.featurizers.base import user_turns_in_context
 from distill.registry import ModelRegistry
@@ -19,7 +20,6 @@ from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, encode
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.settings import DistillSettings
-from monitor.tools.bench.distill_fidelity import labelled_stream
 
 
 def publish_model(distill: DistillSettings, rubric: RubricSet, featurizer: str, n_labels: int, seed: int) -> str:

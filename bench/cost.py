@@ -10,7 +10,7 @@ conversation, as the router's hash) and three estimators of each item's rate are
 * distilled-only: the mean distilled probability over the whole window;
 * prediction-powered (difference): the distilled mean plus the judged slice's mean residual
   (label - probability), which removes the distilled models' bias (Angelopoulos et al., Science 2023);
-* the same with PPI++ power tuning (see :mod:`monitor.tools.bench.cost_windows`).
+* the same with PPI++ power tuning (see :mod:`bench.cost_windows`).
 
 The main table is at ``volume_per_hour``; the same rows at each of ``volumes`` give the smallest slice
 within tolerance as a function of volume (a window of V conversations an hour over H hours is the
@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from bench.cost_windows import ESTIMATORS, Regime, window_errors
+from bench.distill_fidelity import simulated_conversation
 from distill.datasets.uss import load_uss, rated_prefixes
 from distill.featurizers.spec import make_featurizer
 from distill.train import TrainingSet, train_items
@@ -49,8 +51,6 @@ from monitor.contracts.settings import DEFAULT_PRICES, REPO_ROOT, Settings
 from monitor.judge.prompt import conversation_message, render, rubric_sections, spur_answer_format
 from monitor.judge.simulated import SimulatedJudge
 from monitor.judge.spur import spur_schema
-from monitor.tools.bench.cost_windows import ESTIMATORS, Regime, window_errors
-from monitor.tools.bench.distill_fidelity import simulated_conversation
 from monitor.tools.simulator.generate import ConversationGenerator
 
 USS_ITEM = RubricItem(id="dsat.dissatisfied_now", name="Dissatisfied now", polarity="dsat",
@@ -243,7 +243,7 @@ def run_cost(config: CostConfig, progress: Callable[[str], None] | None = None,
            "model": config.model, "price_usd_per_million_tokens": list(DEFAULT_PRICES[config.model]),
            "sources": results}
     if plot is not None:
-        from monitor.tools.bench.cost_plot import plot_cost  # matplotlib only when a plot is asked for
+        from bench.cost_plot import plot_cost  # matplotlib only when a plot is asked for
 
         out["plot"] = str(plot_cost(out, plot))
     return out

@@ -34,6 +34,9 @@ import numpy as np
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from bench.throughput_input import publish_model, uss_dialogues
+from bench.throughput_paths import WORKER, cpu_of, produce_timed, start_processes
+from bench.turns import turn_event_messages
 from distill.datasets import SHARED_DATA, UssDialogue
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import load_rubric_set
@@ -41,9 +44,6 @@ from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port, stop_process
 from monitor.runtime.scrape import Sample, scrape
-from monitor.tools.bench.throughput_input import publish_model, uss_dialogues
-from monitor.tools.bench.throughput_paths import WORKER, cpu_of, produce_timed, start_processes
-from monitor.tools.bench.turns import turn_event_messages
 
 Progress = Callable[[str], None] | None
 # The settings a worker of this driver gets, all of them fields of every release since 9858d22 (an older worker

@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from bench.cost import USS_ITEM, CostConfig, uss_source
 from distill.featurizers.spec import make_featurizer
 from distill.train import TrainingSet, train_items
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.settings import REPO_ROOT
 from monitor.stages.sampler import InclusionPolicy
-from monitor.tools.bench.cost import USS_ITEM, CostConfig, uss_source
 
 _RUBRIC = RubricSet(id="uss-cost", version="1", items=[USS_ITEM])
 

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.doc_detect import detect_markdown
+from bench.doc_markdown import cost_markdown, distill_markdown, sampler_markdown, throughput_markdown
+from bench.doc_use import TURNS_COMMAND, use_markdown
 from distill.datasets import SHARED_DATA
-from monitor.tools.bench.doc_detect import detect_markdown
-from monitor.tools.bench.doc_markdown import cost_markdown, distill_markdown, sampler_markdown, throughput_markdown
-from monitor.tools.bench.doc_use import TURNS_COMMAND, use_markdown
 
 CALIBRATION_DOC = "benchmarks-calibration.md"
 KEEP = "<!-- written by hand: `convmon bench report` keeps this subsection -->"  # the line under its ### heading
@@ -133,14 +133,14 @@ def regenerate(results_dir: Path, doc: Path, *, run: bool = False, data_dir: Pat
 
 
 def _run_all(results_dir: Path, data_dir: Path | None, progress: Callable[[str], None] | None) -> None:
-    from monitor.tools.bench.cost import CostConfig, run_cost
-    from monitor.tools.bench.detect import DetectConfig, run_detect
-    from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
-    from monitor.tools.bench.otlp_throughput import with_otlp_row
-    from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
-    from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
-    from monitor.tools.bench.throughput_cpu import run_cpu_rounds
-    from monitor.tools.bench.use import TURN_MODELS, UseConfig, full_config, run_use
+    from bench.cost import CostConfig, run_cost
+    from bench.detect import DetectConfig, run_detect
+    from bench.distill_fidelity import FidelityConfig, run_fidelity
+    from bench.otlp_throughput import with_otlp_row
+    from bench.sampler_gain import SamplerConfig, run_sampler
+    from bench.throughput import ThroughputConfig, run_throughput
+    from bench.throughput_cpu import run_cpu_rounds
+    from bench.use import TURN_MODELS, UseConfig, full_config, run_use
 
     jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("use", lambda: run_use(full_config(data_dir or SHARED_DATA), progress)),

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from monitor.tools.bench.cli_common import (
+from bench.cli_common import (
     DEFAULT_DATA,
     AsJson,
     Out,
@@ -51,15 +51,15 @@ def throughput(
 ) -> None:
     """Distilled path vs raw aiokafka consume on the embedded broker; judge path vs a fixed-latency server;
     the CPU time per conversation of each path on both inputs (``cpu_us_per_conversation``)."""
-    from monitor.tools.bench.doc_tables import throughput_table
-    from monitor.tools.bench.otlp_throughput import with_otlp_row
-    from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
+    from bench.doc_tables import throughput_table
+    from bench.otlp_throughput import with_otlp_row
+    from bench.throughput import ThroughputConfig, run_throughput
 
     config = ThroughputConfig(conversations=conversations, mode=mode, workers=workers, source=source, data_dir=data,
                               featurizers=csv_values(featurizers),
                               judge_conversations=judge_conversations, concurrency=concurrency,
                               judge_latency_s=judge_latency_ms / 1000, partitions=partitions, seed=seed)
-    from monitor.tools.bench.throughput_cpu import run_cpu_rounds
+    from bench.throughput_cpu import run_cpu_rounds
 
     progress = progress_lines(quiet)
 
@@ -96,7 +96,7 @@ def latency(
     its distilled score's timestamp, p50/p95/p99/max, and the worker's CPU per conversation."""
     from rich.table import Table
 
-    from monitor.tools.bench.latency import LatencyConfig, latency_rows, run_latency
+    from bench.latency import LatencyConfig, latency_rows, run_latency
 
     config = LatencyConfig(rate=rate, duration_s=duration, spread_s=spread, workers=workers, partitions=partitions,
                            featurizer=featurizer, data_dir=data, warmup=warmup, drain_timeout_s=drain_timeout,
@@ -122,7 +122,7 @@ def open_conversations(
     """Memory of N open conversations on one worker, /metrics latency while it ingests, restore time (#34)."""
     from rich.table import Table
 
-    from monitor.tools.bench.open_conversations import run_open_conversations
+    from bench.open_conversations import run_open_conversations
 
     def table(result: dict[str, Any]) -> Table:
         t = Table("measure", "value", title="open conversations on one worker")
@@ -146,7 +146,7 @@ def otlp_throughput(
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """The OTLP-input row of `bench throughput` alone: otlp_proto batches vs raw consume of the same bytes."""
-    from monitor.tools.bench.otlp_throughput import OtlpThroughputConfig, otlp_table, run_otlp_throughput
+    from bench.otlp_throughput import OtlpThroughputConfig, otlp_table, run_otlp_throughput
 
     config = OtlpThroughputConfig(conversations=conversations, calls=calls, per_message=per_message, warmup=warmup,
                                   partitions=partitions, seed=seed)
@@ -162,8 +162,8 @@ def minilm_backends(
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """MiniLM int8 ONNX vs fp32 torch: featurize rate and embedding cosine on the same conversations."""
+    from bench.minilm_backends import minilm_backends_table, run_minilm_backends
     from monitor.contracts.settings import load_settings
-    from monitor.tools.bench.minilm_backends import minilm_backends_table, run_minilm_backends
 
     cache = load_settings().model_cache_dir
     emit(run_bench(lambda: run_minilm_backends(data, csv_values(datasets), batch=batch, limit=limit,
@@ -181,7 +181,7 @@ def otlp_decode(
     out: Out = None,
 ) -> None:
     """OTLP input decode per conversation vs the JSON path's (same conversations); the bar is <= 2x."""
-    from monitor.tools.bench.otlp_decode import run_otlp_decode
+    from bench.otlp_decode import run_otlp_decode
 
     result = run_bench(lambda: run_otlp_decode(conversations=conversations, calls=calls, per_message=per_message))
 

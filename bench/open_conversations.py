@@ -26,11 +26,11 @@ from typing import Any
 import httpx
 import orjson
 
+from bench.throughput_paths import produce_timed, settings_env
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import Settings
 from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
 from monitor.runtime.scrape import scrape, total, wait_for_metrics
-from monitor.tools.bench.throughput_paths import produce_timed, settings_env
 
 Progress = Callable[[str], None] | None
 MB = 1e6

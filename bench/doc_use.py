@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from monitor.tools.bench.doc_markdown import _md, fmt
-from monitor.tools.bench.doc_use_dsat import dsat_markdown
+from bench.doc_markdown import _md, fmt
+from bench.doc_use_dsat import dsat_markdown
 
-# monitor.tools.bench.use.TURN_MODELS, at 5 % only: the learning curve would multiply their turn examples
+# bench.use.TURN_MODELS, at 5 % only: the learning curve would multiply their turn examples
 TURNS_COMMAND = ("convmon bench use --models hashing+turns,hashing+minilm+turns --curve '' --no-dsat --json "
                  "--out var/bench/use-turns.json")
 
@@ -56,7 +56,7 @@ def use_markdown(result: dict[str, Any], turns: dict[str, Any] | None = None) ->
     out += ["", turns_text(rows, turn_rows) if turns is not None else TURNS_MISSING]
     out += use_checks(rows + turn_rows)
     out += dsat_markdown(result)
-    from monitor.tools.bench.use import MODEL_NOTES  # notes added since the results were saved, for names they use
+    from bench.use import MODEL_NOTES  # notes added since the results were saved, for names they use
 
     everything = result["results"] + (turns or {}).get("results", [])
     used = {"other", *(part for r in everything for part in [r["model"], *r["model"].split("+")])}

@@ -13,12 +13,12 @@ and ``appendix-d``: the SPUR paper's distilled classifier as we read its Appendi
 off-the-shelf logistic regression on sentence embeddings (MiniLM stands in for ada-002, which
 needs the network). A spec with ``+turns`` (``hashing+turns``) is also trained on the turn ratings of
 the training conversations, its configuration chosen by CV grouped by conversation
-(:mod:`monitor.tools.bench.use_turns`). Features are stateless, so each conversation is featurized once per run.
+(:mod:`bench.use_turns`). Features are stateless, so each conversation is featurized once per run.
 Baselines on the same splits, so a reader sees what the models add: ``majority`` (always the
 training split's most frequent label) and ``stratified`` (a label drawn at random with the
 training split's label frequencies).
 
-Beside Table 1, ``bench use`` measures the DSAT protocol of :mod:`monitor.tools.bench.use_whole` (``dsat`` in
+Beside Table 1, ``bench use`` measures the DSAT protocol of :mod:`bench.use_whole` (``dsat`` in
 the result): the served recipe's ROC-AUC and rate error on cut *and* whole conversations. The default run is
 the quick one (baselines and ``hashing`` at 5 %, the DSAT protocol, 10 splits: minutes on 2 cores);
 :func:`full_config` (``bench use --full``, ``make bench``) adds every featurizer, the learning curve and the
@@ -44,6 +44,9 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.pipeline import Pipeline
 
+from bench.use_agreement import panel_agreement
+from bench.use_turns import TURNS, TurnModelFactory, turn_model
+from bench.use_whole import DSAT_LABEL_RULE, DSAT_NOTES, DsatConfig, dsat_rows
 from distill.datasets import load_uss
 from distill.datasets.uss import UssDialogue
 from distill.featurizers.embedding import MiniLMFeaturizer
@@ -51,9 +54,6 @@ from distill.featurizers.hashing import HashingFeaturizer
 from distill.featurizers.spec import make_featurizer
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
-from monitor.tools.bench.use_agreement import panel_agreement
-from monitor.tools.bench.use_turns import TURNS, TurnModelFactory, turn_model
-from monitor.tools.bench.use_whole import DSAT_LABEL_RULE, DSAT_NOTES, DsatConfig, dsat_rows
 
 LABELS = ("SAT", "DSAT", "NEUTRAL")
 CURVE_FRACTIONS = (0.05, 0.1, 0.2, 0.4, 0.8)

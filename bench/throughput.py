@@ -32,13 +32,7 @@ from typing import Any, Literal
 
 import orjson
 
-from distill.datasets import SHARED_DATA
-from monitor.contracts.errors import ConfigError
-from monitor.contracts.rubric_set import RubricSet, load_rubric_set
-from monitor.contracts.settings import REPO_ROOT, Settings
-from monitor.runtime.app import topic_names
-from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
-from monitor.tools.bench.throughput_input import (
+from bench.throughput_input import (
     conversation_messages,
     distinct_texts_per_conversation,
     publish_model,
@@ -46,13 +40,19 @@ from monitor.tools.bench.throughput_input import (
     uss_files,
     uss_messages,
 )
-from monitor.tools.bench.throughput_paths import FLOOR, judge_rate, monitor_rate, raw_consume_rate, standalone_rates
-from monitor.tools.bench.turns import (
+from bench.throughput_paths import FLOOR, judge_rate, monitor_rate, raw_consume_rate, standalone_rates
+from bench.turns import (
     PRE18_HASHING_PER_S,
     changelog_bytes,
     turn_event_messages,
     whole_conversations,
 )
+from distill.datasets import SHARED_DATA
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.rubric_set import RubricSet, load_rubric_set
+from monitor.contracts.settings import REPO_ROOT, Settings
+from monitor.runtime.app import topic_names
+from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
 
 Progress = Callable[[str], None] | None
 

@@ -7,7 +7,7 @@ code or national) on the ``tune`` split the rules were tuned on and on the ``hel
 False positives: USS dialogues are crowd-sourced bookings and preferences (venue phone numbers and
 addresses, fictional names) with no one's personal data, so every token the redactor touches there is
 counted as a false positive: an upper bound. Tokens are whitespace-separated words. ``--scoring`` adds the
-served distilled recipe's AUC on USS with raw and with redacted text (:mod:`monitor.tools.bench.pii_scoring`).
+served distilled recipe's AUC on USS with raw and with redacted text (:mod:`bench.pii_scoring`).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def run(data: Path, files: list[str], regions: list[str] | None = None, *, scori
     out = {"bench": "pii", "phone_regions": redactor.phone_regions, "set": str(PII_SET.relative_to(REPO_ROOT)),
            "recall": recall(redactor), "uss": uss_false_positives(redactor, data, files)}
     if scoring:
-        from monitor.tools.bench.pii_scoring import scoring_effect
+        from bench.pii_scoring import scoring_effect
 
         out["scoring"] = scoring_effect(data, files, splits=scoring_splits, redactor=redactor)
     return out

@@ -51,7 +51,7 @@ def throughput_markdown(result: dict[str, Any]) -> str:
     rows = [["raw aiokafka consume + orjson decode", fmt(result.get("raw_consume_per_s")), "100 %"]]
     if result.get("framework_floor_per_s") is not None:
         rows.append(["framework floor: the monitor's faust topology with no work (a changelog write per turn, a "
-                     "record per conversation: `monitor/tools/bench/framework_floor.py`)",
+                     "record per conversation: `bench/framework_floor.py`)",
                      fmt(result["framework_floor_per_s"]),
                      f"{100 * result['framework_floor_ratio']:.2f} %"])
     rows += [[f"monitor end to end, distilled `{k}`", fmt(v), f"{100 * result['ratio'][k]:.2f} %"]
@@ -84,7 +84,7 @@ def throughput_markdown(result: dict[str, Any]) -> str:
                    "benchmark reads real dialogues by default.)" if uss else "")]
     out += ["", _md(["path", "conversations / s", "share of raw"], rows)]
     if result.get("otlp"):
-        from monitor.tools.bench.otlp_throughput import otlp_markdown
+        from bench.otlp_throughput import otlp_markdown
 
         out += ["", otlp_markdown(result["otlp"], _md, fmt)]
     if result.get("minilm_encode_fraction") is not None:
@@ -155,7 +155,7 @@ def throughput_markdown(result: dict[str, Any]) -> str:
     if rss:
         out += ["", "Peak RSS per worker: " + ", ".join(f"`{k}` {fmt(v)} MB" for k, v in rss.items()) + "."]
     if result.get("cpu_rounds"):
-        from monitor.tools.bench.throughput_cpu import cpu_markdown
+        from bench.throughput_cpu import cpu_markdown
         out += ["", cpu_markdown(result)]
     return "\n".join(out)
 

@@ -1,6 +1,6 @@
 """``bench use``'s DSAT protocol: what the worker serves, on what the worker sees, over 10 grouped splits.
 
-SPUR's Table 1 protocol (:mod:`monitor.tools.bench.use`) cuts each conversation at its first user turn whose
+SPUR's Table 1 protocol (:mod:`bench.use`) cuts each conversation at its first user turn whose
 rating contradicts the dialogue label, a position computed from the human labels, test conversations
 included; a worker never receives a cut conversation. This protocol measures the binary question the monitor
 exports a rate for, "is this conversation DSAT" (the dialogue label of shared/data/README, SPUR Appendix B),

@@ -23,11 +23,11 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedShuffleSplit
 
+from bench.use_whole import DSAT_LABEL_RULE, DSAT_RUBRIC, INPUTS, SERVED_FEATURIZER
 from distill.datasets.uss import UssDialogue, load_uss
 from distill.featurizers.hashing import HashingFeaturizer
 from distill.train import TrainingSet, train_items
 from monitor.judge.redact import Redactor
-from monitor.tools.bench.use_whole import DSAT_LABEL_RULE, DSAT_RUBRIC, INPUTS, SERVED_FEATURIZER
 
 BAR = 0.01  # the issue's: |AUC redacted - AUC raw| within this
 

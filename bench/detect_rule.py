@@ -72,7 +72,7 @@ def _find(pattern: str, text: str, alert: str, what: str) -> re.Match[str]:
     found = re.search(pattern, text)
     if found is None:
         raise ConfigError(f"bench detect: the shipped {alert} rule no longer has the shape it evaluates ({what}); "
-                          f"update monitor/tools/bench/detect_rule.py with the rule")
+                          f"update bench/detect_rule.py with the rule")
     return found
 
 
@@ -91,7 +91,7 @@ def load_rule(rules_dir: Path = RULES_DIR) -> SpikeRule:
                          _alert_expr(alerts, rules_dir, CORRECTED)[0], CORRECTED, "the judged guard").group(1))
     if corrected != judge:
         raise ConfigError(f"bench detect evaluates {ALERT} and {CORRECTED} with one set of constants, and the shipped "
-                          f"rules differ: {judge} and {corrected}; update monitor/tools/bench/detect_rule.py")
+                          f"rules differ: {judge} and {corrected}; update bench/detect_rule.py")
     _same_ranges(yaml.safe_load(text)["groups"], rules_dir, CORRECTED_GROUP, corrected)
     return replace(judge, min_judged=judged)
 

@@ -27,7 +27,7 @@ class Traffic:
 
 def uss_traffic(data_dir: Path, datasets: list[str], limit: int | None) -> Traffic:
     """Whole USS dialogues (as a worker receives them) with their dialogue label (shared/data/README)."""
-    from monitor.tools.bench.use import load_dialogues
+    from bench.use import load_dialogues
 
     dialogues = [d for name in datasets for d in load_dialogues(data_dir, name, limit)]
     return Traffic(f"uss ({', '.join(datasets)})", [d.to_conversation() for d in dialogues],
@@ -37,7 +37,7 @@ def uss_traffic(data_dir: Path, datasets: list[str], limit: int | None) -> Traff
 
 def simulator_traffic(n: int, seed: int) -> Traffic:
     """``n`` simulator conversations (rubric spur-copilot, default mix); DSAT = any DSAT pattern in the truth."""
-    from monitor.tools.bench.distill_fidelity import simulated_conversation
+    from bench.distill_fidelity import simulated_conversation
     from monitor.tools.simulator.generate import ConversationGenerator
 
     generator = ConversationGenerator(load_rubric_set(SIM_RUBRIC, REPO_ROOT / "prompts"), seed=seed)

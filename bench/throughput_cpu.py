@@ -21,13 +21,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.throughput import ThroughputConfig, bench_messages
+from bench.throughput_input import publish_model
+from bench.throughput_paths import FLOOR, WORKER, monitor_rate, raw_consume_rate
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
-from monitor.tools.bench.throughput import ThroughputConfig, bench_messages
-from monitor.tools.bench.throughput_input import publish_model
-from monitor.tools.bench.throughput_paths import FLOOR, WORKER, monitor_rate, raw_consume_rate
 
 MODES = ("turns", "conversations")
 PATHS = ("raw_consume", "framework_floor", "monitor")

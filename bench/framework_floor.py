@@ -9,7 +9,7 @@ restartable session store can write; one record on scores and one dedup table wr
 conversation), with no work in between. Its rate is the ceiling of any monitor built this way, measured
 in the same run as the raw consumer.
 
-Run it as a worker process: ``python -m monitor.tools.bench.framework_floor`` with ``CONVMON_*`` settings.
+Run it as a worker process: ``python -m bench.framework_floor`` with ``CONVMON_*`` settings.
 """
 
 from __future__ import annotations

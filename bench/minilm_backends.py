@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from bench.use import load_dataset
 from distill.featurizers.embedding import EMBEDDING_BACKENDS, MiniLMFeaturizer
 from monitor.contracts.events import Conversation
-from monitor.tools.bench.use import load_dataset
 
 
 def _timed(featurizer: MiniLMFeaturizer, conversations: list[Conversation], batch: int

@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from monitor.tools.bench import cli_quality, cli_speed  # noqa: F401  (they register their commands on app)
-from monitor.tools.bench.cli_common import (
+from bench import cli_quality, cli_speed  # noqa: F401  (they register their commands on app)
+from bench.cli_common import (
     DEFAULT_DATA,
     USE_CURVE,
     USE_FULL_MODELS,
@@ -38,7 +38,7 @@ def report(
     quiet: Quiet = False,
 ) -> None:
     """Write docs/benchmarks.md from saved results (``--run`` regenerates them first)."""
-    from monitor.tools.bench.doc import regenerate
+    from bench.doc import regenerate
 
     path = run_bench(lambda: regenerate(results, doc, run=run, data_dir=data, progress=progress_lines(quiet)))
     console.print(f"wrote {path}")

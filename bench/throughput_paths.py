@@ -171,7 +171,7 @@ async def _drive_worker(kafka: KafkaSettings, bootstrap: str, warmup: list[tuple
 WORKER = ("monitor.cli", "worker")
 
 
-FLOOR = ("monitor.tools.bench.framework_floor",)
+FLOOR = ("bench.framework_floor",)
 
 
 def start_processes(settings: Settings, module: Sequence[str], processes: int, log_path: Path, *,

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from monitor.tools.bench.doc_markdown import COST_ESTIMATORS, fmt
+from bench.doc_markdown import COST_ESTIMATORS, fmt
 
 
 # --- terminal tables ----------------------------------------------------------------------------
@@ -49,7 +49,7 @@ def throughput_table(result: dict[str, Any]) -> Table:
     for name, rate in result.get("standalone_per_s", {}).items():
         table.add_row(f"{name} featurize+predict, standalone", fmt(rate), "-")
     if result.get("otlp"):
-        from monitor.tools.bench.otlp_throughput import otlp_rows
+        from bench.otlp_throughput import otlp_rows
 
         for path, rate, share in otlp_rows(result["otlp"]):
             table.add_row(path, fmt(rate), fmt(share, 3))

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from monitor.tools.bench.doc_markdown import _md, fmt
+from bench.doc_markdown import _md, fmt
 
 NAMES = {"judge": "judge slice (Hájek)", "distilled_mean": "distilled mean probability",
          "distilled_verdicts": "distilled verdicts (the rule's expression on scorer=distilled)",

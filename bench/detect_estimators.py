@@ -1,7 +1,7 @@
 """The rate estimators ``bench detect`` compares at equal judge spend, and the alert over each.
 
 From one stream's per-minute sums (:data:`STATS`) each estimator gives, at every evaluation minute,
-its 30-minute rate and the shipped alert's condition (:mod:`monitor.tools.bench.detect_rule`):
+its 30-minute rate and the shipped alert's condition (:mod:`bench.detect_rule`):
 
 * ``judge``: the judged slice alone, the Hajek ratio sum(w y) / sum(w) with w = 1/pi (the worker's
   exported judge rate; the slice is uniform here, so it is the judged share); the rule reads its
@@ -14,7 +14,7 @@ its 30-minute rate and the shipped alert's condition (:mod:`monitor.tools.bench.
   slice's mean residual y - f weighted by 1/pi, with standard error sqrt((1 - pi) Var(y - f) / n +
   theta (1 - theta) / N) (:func:`ppi_estimate` says why): the shipped ``ConvmonDsatSpikeCorrected`` on
   the live corrected rate (docs/metrics.md). The rule's z uses that error
-  (:func:`~monitor.tools.bench.detect_rule.condition_with_se`), its volume guard counts the scored
+  (:func:`~bench.detect_rule.condition_with_se`), its volume guard counts the scored
   conversations the rate covers, and its second guard the judged ones (``min_judged``; the slice is uniform,
   so Kish's effective count is the judged count);
 * ``ppi_judged_guard``: the same rate and z, with the volume guard on the judged conversations (as
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from monitor.tools.bench.detect_rule import SpikeRule, condition, condition_with_se, window_sums
+from bench.detect_rule import SpikeRule, condition, condition_with_se, window_sums
 
 ESTIMATORS = ("judge", "distilled_mean", "distilled_verdicts", "ppi", "ppi_judged_guard")
 # Per-minute sums: N conversations, F sum f, V distilled yes verdicts, T judge label of all

@@ -14,8 +14,8 @@ judge is an oracle: the human dialogue label, flipped with probability ``judge_n
 default). Every estimator uses the same
 judged slice (a uniform ``rate`` of the traffic): equal judge spend.
 
-Per estimator (:mod:`monitor.tools.bench.detect_estimators`) and judge rate: false alarms per day of
-the shipped rule (:mod:`monitor.tools.bench.detect_rule`) on ``quiet_days`` of traffic without a spike;
+Per estimator (:mod:`bench.detect_estimators`) and judge rate: false alarms per day of
+the shipped rule (:mod:`bench.detect_rule`) on ``quiet_days`` of traffic without a spike;
 time to detect a 2x / 3x spike of ``spike_minutes`` starting after ``history_hours`` of baseline (the
 first firing evaluation from the spike's start until the last 30-minute window that holds spike traffic;
 later: not detected); the 30-minute rate's
@@ -35,14 +35,14 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GroupShuffleSplit
 
+from bench.detect_estimators import ESTIMATORS, STATS, Z95, Series, estimate
+from bench.detect_rule import SpikeRule, episodes, firing, load_rule
+from bench.detect_sources import Traffic, simulator_traffic, uss_traffic
+from bench.use_whole import DSAT_RUBRIC, SERVED_FEATURIZER, scoring_cpu_ms
 from distill.datasets import SHARED_DATA
 from distill.featurizers.hashing import HashingFeaturizer
 from distill.train import TrainingSet, train_items
 from monitor.contracts.errors import ConfigError
-from monitor.tools.bench.detect_estimators import ESTIMATORS, STATS, Z95, Series, estimate
-from monitor.tools.bench.detect_rule import SpikeRule, episodes, firing, load_rule
-from monitor.tools.bench.detect_sources import Traffic, simulator_traffic, uss_traffic
-from monitor.tools.bench.use_whole import DSAT_RUBRIC, SERVED_FEATURIZER, scoring_cpu_ms
 
 MIN_POSITIVES = 10  # train_items' default: an item with fewer is not trained
 Progress = Callable[[str, int, int], None]  # (message, steps done, steps in all)
@@ -270,7 +270,7 @@ def run_detect(config: DetectConfig, progress: Progress | None = None, plot: Pat
         "cpu_s": round(sum(r["cpu_s"] for r in results), 1), "wall_s": round(time.perf_counter() - wall, 1),
     }
     if plot is not None:
-        from monitor.tools.bench.detect_plot import plot_detect  # matplotlib only when a plot is asked for
+        from bench.detect_plot import plot_detect  # matplotlib only when a plot is asked for
 
         out["plot"] = str(plot_detect(keep, config, plot))
     return out

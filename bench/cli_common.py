@@ -19,11 +19,11 @@ app = typer.Typer(help="Benchmarks: USE accuracy (SPUR Table 1), throughput, dis
                   no_args_is_help=True)
 console = Console(stderr=True)
 
-# monitor.tools.bench.use.QUICK_MODELS / FULL_MODELS, spelled out so `convmon --help` does not import scikit-learn
+# bench.use.QUICK_MODELS / FULL_MODELS, spelled out so `convmon --help` does not import scikit-learn
 USE_MODELS = "majority,stratified,hashing"
 USE_FULL_MODELS = ("majority,stratified,hashing@char3-5,hashing,minilm@torch,minilm,hashing+minilm@torch,"
                    "hashing+minilm,hashing+shape,hashing+minilm+shape,appendix-d")
-USE_CURVE = "0.05,0.1,0.2,0.4,0.8"  # monitor.tools.bench.use.CURVE_FRACTIONS: --full's learning curve
+USE_CURVE = "0.05,0.1,0.2,0.4,0.8"  # bench.use.CURVE_FRACTIONS: --full's learning curve
 AsJson = Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout.")]
 Out = Annotated[Path | None, typer.Option(help="Also write the JSON results to this file.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.")]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.tools.bench.doc_markdown import _md, fmt
+from bench.doc_markdown import _md, fmt
 
 BAR, GOAL = 0.70, 0.75  # issue #36: whole-conversation ROC-AUC for dissatisfaction, each of MWOZ, SGD, CCPE
 RATE_BAR = 2.0  # points of mean absolute rate error
-TURN_MODEL = "turn-aggregate"  # monitor.tools.bench.use_whole.TURN_MODEL (not imported: rendering needs no sklearn)
+TURN_MODEL = "turn-aggregate"  # bench.use_whole.TURN_MODEL (not imported: rendering needs no sklearn)
 
 
 def _chosen(row: dict[str, Any]) -> str:
@@ -69,7 +69,7 @@ def dsat_markdown(result: dict[str, Any]) -> list[str]:
 
 
 def _agreement(rows: list[dict[str, Any]]) -> list[str]:
-    """How far two panels of the data set's own annotators agree on the label (monitor/tools/bench/use_agreement.py)."""
+    """How far two panels of the data set's own annotators agree on the label (bench/use_agreement.py)."""
     if not rows:
         return []
     body = [[r["dataset"], str(r["dialogues"]), f"{fmt(r['roc_auc'], 3)} [{fmt(r['roc_auc_min'], 3)}-"

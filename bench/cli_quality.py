@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from monitor.tools.bench.cli_common import (
+from bench.cli_common import (
     DEFAULT_DATA,
     USE_CURVE,
     USE_FULL_MODELS,
@@ -51,8 +51,8 @@ def use(
 ) -> None:
     """USS accuracy, two protocols: SPUR Table 1 (cut conversations, 5 % train, weighted P/R/F1) and DSAT
     ROC-AUC of the served recipe on cut and whole conversations (what a worker sees). Default: minutes."""
-    from monitor.tools.bench.doc_tables import use_table
-    from monitor.tools.bench.use import full_config, quick_config, run_use
+    from bench.doc_tables import use_table
+    from bench.use import full_config, quick_config, run_use
 
     make = full_config if full else quick_config
     overrides: dict[str, Any] = {"datasets": csv_values(datasets), "splits": splits, "limit": limit, "seed": seed,
@@ -85,8 +85,8 @@ def distill(
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """Per-item AUC of the distilled classifiers against the teacher as teacher labels grow."""
-    from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
-    from monitor.tools.bench.doc_tables import distill_table
+    from bench.distill_fidelity import FidelityConfig, run_fidelity
+    from bench.doc_tables import distill_table
 
     config = FidelityConfig(labels=[int(v) for v in csv_values(labels)], featurizers=csv_values(featurizers),
                             test_size=test_size, rubric=rubric, seed=seed, uss=uss, data_dir=data,
@@ -118,10 +118,10 @@ def cost(
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """Per-item rate error over 1-hour windows vs judge slice and spend (judge-only, distilled, prediction-powered)."""
+    from bench.cost import CostConfig, run_cost
+    from bench.doc_tables import cost_table
     from monitor.contracts.errors import ConfigError
     from monitor.contracts.settings import DEFAULT_PRICES
-    from monitor.tools.bench.cost import CostConfig, run_cost
-    from monitor.tools.bench.doc_tables import cost_table
 
     def job() -> dict[str, Any]:
         if model not in DEFAULT_PRICES:
@@ -176,9 +176,9 @@ def detect(
     the distilled rate and the prediction-powered rate at equal judge spend (USS traffic, simulated time)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from bench.detect import DetectConfig, run_detect
+    from bench.doc_detect import detect_table
     from monitor.contracts.errors import ConfigError
-    from monitor.tools.bench.detect import DetectConfig, run_detect
-    from monitor.tools.bench.doc_detect import detect_table
 
     def job() -> dict[str, Any]:
         judge_rates, sizes = float_values(rates), float_values(factors)
@@ -217,8 +217,8 @@ def sampler(
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """Teacher-AUC on a hash-only holdout at equal judge spend: hash-only vs uncertainty sampling (USS stream)."""
-    from monitor.tools.bench.doc_tables import sampler_table
-    from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
+    from bench.doc_tables import sampler_table
+    from bench.sampler_gain import SamplerConfig, run_sampler
 
     config = SamplerConfig(rate=rate, rounds=rounds, seeds=[int(v) for v in csv_values(seeds)], data_dir=data)
     emit(run_bench(lambda: run_sampler(config, progress_lines(quiet))), as_json, out, sampler_table)
@@ -238,7 +238,7 @@ def pii(
 ) -> None:
     """Redaction recall per PII type on the committed set (tune and held-out splits), and the share of USS tokens
     redacted (no personal data there: an upper bound of the false-positive rate), with the CPU per turn."""
-    from monitor.tools.bench.pii import run
+    from bench.pii import run
 
     root = data.parent if data.name == "uss" else data
     result = run_bench(lambda: run(root, csv_values(datasets), csv_values(regions) if regions is not None else None,

@@ -31,13 +31,13 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer
 
+from bench.throughput_paths import produce_timed, raw_consume_rate
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, KafkaSettings, Settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port, stop_process
 from monitor.runtime.scrape import wait_for_metrics
-from monitor.tools.bench.throughput_paths import produce_timed, raw_consume_rate
 
 Progress = Callable[[str], None] | None
 END_ATTRIBUTE = "app.conversation.ended"
@@ -103,7 +103,7 @@ async def _scored(consumer: AIOKafkaConsumer, wanted: set[str], deadline: float)
 
 async def _drive(kafka: KafkaSettings, bootstrap: str, warmup: tuple[list[bytes], list[str]],
                  measured: tuple[list[bytes], list[str]], timeout_s: float, pid: int) -> dict[str, float]:
-    from monitor.tools.bench.throughput_paths import cpu_seconds
+    from bench.throughput_paths import cpu_seconds
 
     consumer = AIOKafkaConsumer(kafka.topic("scores"), bootstrap_servers=bootstrap, group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
@@ -126,7 +126,7 @@ async def _drive(kafka: KafkaSettings, bootstrap: str, warmup: tuple[list[bytes]
 
 def _worker_rate(settings: Settings, bootstrap: str, warmup: tuple[list[bytes], list[str]],
                  measured: tuple[list[bytes], list[str]], log_path: Path, timeout_s: float) -> dict[str, float]:
-    from monitor.tools.bench.throughput_paths import WORKER, peak_rss_mb, settings_env
+    from bench.throughput_paths import WORKER, peak_rss_mb, settings_env
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMON_")}
     env.update(settings_env(settings))
@@ -150,7 +150,7 @@ def run_otlp_throughput(config: OtlpThroughputConfig, progress: Progress = None,
     """Raw consume and monitor rates on the same ``otlp_proto`` messages; on ``bootstrap`` or an embedded broker."""
     import tempfile
 
-    from monitor.tools.bench.throughput_input import publish_model
+    from bench.throughput_input import publish_model
 
     if progress:
         progress(f"OTLP: tracing {config.conversations} conversations with the OpenTelemetry SDK")
@@ -194,7 +194,7 @@ def run_otlp_throughput(config: OtlpThroughputConfig, progress: Progress = None,
     result["load_average"] = [round(x, 2) for x in os.getloadavg()]  # the machine is shared: rates depend on it
     if progress:
         progress("OTLP: decode cost per conversation against the JSON path (bench otlp-decode)")
-    from monitor.tools.bench.otlp_decode import run_otlp_decode
+    from bench.otlp_decode import run_otlp_decode
 
     result["decode"] = run_otlp_decode(calls=config.calls, per_message=config.per_message)
     return result
