@@ -27,10 +27,10 @@ from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import total
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
 from monitor.tools.simulator.generate import ConversationGenerator
-from tests.model_fixtures import publish_distilled_model
-from tests.readback import read_to_end
-from tests.topic_io import Record, list_topics, produce
-from tests.workers import WorkerProcess, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.readback import read_to_end
+from tests.support.topic_io import Record, list_topics, produce
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 N = 8  # conversations per run

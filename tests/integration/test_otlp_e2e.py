@@ -34,8 +34,8 @@ from monitor.runtime.broker import ensure_topics, free_port
 from monitor.runtime.scrape import by_label, total
 from monitor.stages.otlp import any_value
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
-from tests.model_fixtures import publish_distilled_model
-from tests.workers import WorkerProcess, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 N = 6  # conversations, all in the same messages

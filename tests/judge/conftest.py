@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,7 @@ from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/openai_server.py
-
-from monitor.tools.openai_server import OpenAIServer  # noqa: E402
+from monitor.tools.openai_server import OpenAIServer
 
 API_KEY = "sk-test-DO-NOT-LEAK-1234567890"
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from conftest import make_conversation, sample
-from judge_wiring import judge_from
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from prometheus_client import CollectorRegistry
 from test_strict_answers import respond
@@ -19,6 +18,7 @@ from monitor.contracts.metrics import Metrics
 from monitor.judge.redact import Redactor
 from monitor.judge.strict import MAX_EXPLANATION
 from monitor.stages.evaluations import EvaluationEvents
+from tests.support.judge_wiring import judge_from
 
 CONVERSATION = make_conversation("my email is bob@example.com and the export still fails", "Try again.",
                                  "that is wrong, it still fails")

@@ -15,7 +15,7 @@ from monitor.contracts.scores import aggregate_r
 from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.judge.llm import LLMJudge
 from monitor.judge.simulated import SimulatedJudge
-from tests.judge_wiring import judge_from
+from tests.support.judge_wiring import judge_from
 
 HAPPY = make_conversation(
     "Please write a haiku about autumn, I'm at jane@example.com",

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from monitor.cli import app
 from monitor.contracts.settings import REPO_ROOT
 from monitor.runtime.broker import free_port
-from tests.s3_server import S3Server
-from tests.topic_io import TopicTail, produce
+from tests.support.s3_server import S3Server
+from tests.support.topic_io import TopicTail, produce
 
 pytestmark = pytest.mark.integration
 

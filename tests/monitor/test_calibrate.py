@@ -21,7 +21,7 @@ from monitor.contracts.scores import ItemResult, ScoreRecord, aggregate_r
 from monitor.contracts.settings import REPO_ROOT
 from monitor.runtime.wiring import build_pipeline
 from monitor.stages.calibrate import KIND, CalibrationScorer, load_calibration
-from tests.model_fixtures import feedback_label_records
+from tests.support.model_fixtures import feedback_label_records
 
 torch.set_num_threads(1)
 

@@ -14,8 +14,8 @@ from monitor.contracts.rubric_set import load_rubric_set
 from monitor.runtime.health import Health
 from monitor.runtime.scrape import total
 from monitor.tools.simulator.generate import ConversationGenerator
-from tests.topic_io import produce
-from tests.workers import WorkerProcess, wait_until
+from tests.support.topic_io import produce
+from tests.support.workers import WorkerProcess, wait_until
 
 
 class Clock:

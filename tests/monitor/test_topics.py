@@ -19,7 +19,7 @@ from monitor.runtime.broker import ensure_topics, free_port
 from monitor.runtime.layout import BrokerLayout, read_layout
 from monitor.runtime.topics import check_topics, convmon_topics, create_topics
 from monitor.runtime.worker import build_worker_app
-from tests.workers import settings_env
+from tests.support.workers import settings_env
 
 
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:

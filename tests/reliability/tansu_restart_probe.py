@@ -22,7 +22,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from monitor.runtime.broker import ensure_topics
-from tests.s3_server import S3Server
+from tests.support.s3_server import S3Server
 
 TOPIC, PARTITIONS, RECORDS = "holes", 2, 3000
 

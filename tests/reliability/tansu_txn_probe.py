@@ -27,7 +27,7 @@ from aiokafka.protocol.transaction import InitProducerIdRequest_v0
 from aiokafka.protocol.types import CompactString, Int16, Int32, Int64, Schema, TaggedFields
 
 from monitor.runtime.broker import EmbeddedBroker
-from tests.s3_server import S3Server
+from tests.support.s3_server import S3Server
 
 
 class InitProducerIdResponseV3(Response):

@@ -25,7 +25,6 @@ import orjson
 import pytest
 
 from monitor.runtime.scrape import total
-from tests.accounting import SCORED, Expect
 from tests.reliability.fault_run import (
     FaultResult,
     FaultRun,
@@ -35,8 +34,9 @@ from tests.reliability.fault_run import (
     turn_events,
     whole,
 )
-from tests.s3_server import S3Server
-from tests.topic_io import Record, list_topics
+from tests.support.accounting import SCORED, Expect
+from tests.support.s3_server import S3Server
+from tests.support.topic_io import Record, list_topics
 
 N = 2000
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(1200)]

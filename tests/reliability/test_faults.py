@@ -25,9 +25,9 @@ from monitor.runtime.scrape import by_label, total
 from monitor.stages.totals import is_count_state
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator, SimConversation
-from tests.model_fixtures import publish_distilled_model
-from tests.topic_io import list_topics
-from tests.workers import WorkerProcess, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.topic_io import list_topics
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 Samples = list[tuple[str, dict[str, str], float]]

@@ -24,12 +24,12 @@ import pytest
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.runtime.scrape import total
 from monitor.runtime.topics import create_topics
-from tests.accounting import SCORED, Ledger
-from tests.model_fixtures import publish_distilled_model
-from tests.readback import read_to_end
 from tests.reliability.fault_run import simulated, whole
-from tests.topic_io import produce
-from tests.workers import WorkerProcess
+from tests.support.accounting import SCORED, Ledger
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.readback import read_to_end
+from tests.support.topic_io import produce
+from tests.support.workers import WorkerProcess
 
 N = 2000
 FIRST, BACKLOG, CHUNK = 400, 400, 60

@@ -10,17 +10,13 @@ number the tests see follows from the data, not from the test.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/openai_server.py, tests/rubric_stand_in.py
-
-from rubric_stand_in import rubric_llm  # noqa: E402
-
-from monitor.tools.openai_server import OpenAIServer  # noqa: E402
+from monitor.tools.openai_server import OpenAIServer
+from tests.support.rubric_stand_in import rubric_llm
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,9 +12,7 @@ from typer.testing import CliRunner
 from distill.rubrics.cli import app
 from monitor.contracts.rubric_set import RubricSet, dump_rubric_set, load_rubric_set
 from monitor.contracts.settings import REPO_ROOT
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/strict_json.py
-from strict_json import loads  # noqa: E402
+from tests.support.strict_json import loads
 
 runner = CliRunner()
 

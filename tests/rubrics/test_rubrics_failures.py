@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rubric_stand_in import reply, rubric_text
-from strict_json import loads  # tests/, on the path from conftest.py
 from typer.testing import CliRunner, Result
 
 from distill.rubrics.cli import app
@@ -19,6 +17,8 @@ from distill.rubrics.summarize import SUMMARIZATION_MAX_TOKENS
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT
 from monitor.tools.stand_in_judge import answer
+from tests.support.rubric_stand_in import reply, rubric_text
+from tests.support.strict_json import loads
 
 runner = CliRunner()
 Reply = tuple[int, dict[str, Any], dict[str, str]]

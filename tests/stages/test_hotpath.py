@@ -15,7 +15,7 @@ from monitor.stages.hotpath import REKEYED, WEIGHT, HotPath, Input, Send, rekeye
 from monitor.stages.route import in_sample
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals
-from tests.stages.memstore import MemStore
+from tests.support.memstore import MemStore
 
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
 

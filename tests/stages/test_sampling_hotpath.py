@@ -22,8 +22,8 @@ from monitor.stages.route import in_sample
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals, TotalsCollector
-from tests.stages.memstore import MemStore
 from tests.stages.test_hotpath import RUBRIC
+from tests.support.memstore import MemStore
 
 
 def _hot(policy: InclusionPolicy) -> tuple[HotPath, Metrics]:

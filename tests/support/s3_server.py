@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from monitor.runtime.broker import EmbeddedBroker, free_port, stop_process
-from tests.workers import wait_until
+from tests.support.workers import wait_until
 
 
 class S3Server:

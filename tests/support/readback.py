@@ -21,7 +21,7 @@ from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
 
-from tests.topic_io import read_to_fetched_end, reader
+from tests.support.topic_io import read_to_fetched_end, reader
 
 
 @dataclass

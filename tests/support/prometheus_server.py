@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from monitor.tools.local_prometheus import LocalPrometheus, prometheus_binary
-from tests.workers import wait_until
+from tests.support.workers import wait_until
 
 
 @dataclass(frozen=True)
