@@ -3,7 +3,7 @@
 The settings model (monitor/contracts/sections.py, judge_section.py) holds names, types, defaults and bounds;
 these rows hold the prose the settings table had in the README. A row may explain several related settings.
 A setting with a ``Field(description=...)`` needs no row here: the generator reads the description (new
-settings should do that). tests/test_settings_doc.py fails when a setting has neither.
+settings should do that). tests/tools/test_settings_doc.py fails when a setting has neither.
 """
 
 from __future__ import annotations

@@ -346,7 +346,7 @@ def test_label_store_outage_buffers_alerts_and_writes_every_label_once_back(
     "database is locked") while conversations are judged, then lets go; no traffic after that.
 
     Asserted: the worker stays up and keeps exporting scores (retraining is `convmon retrain`'s,
-    tested against a failing store in tests/monitor/test_retrainer.py); convmon_label_store_errors_total
+    tested against a failing store in tests/runtime/test_retrainer.py); convmon_label_store_errors_total
     rises and convmon_label_store_buffered shows the batch waiting unacknowledged (the rest wait in
     Kafka: consumer lag) — the alertable signals;
     once the lock is released every label is written, the buffer drains to 0, without new traffic;

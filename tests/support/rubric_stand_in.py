@@ -1,4 +1,5 @@
-"""The SPUR A.1 / A.2 stand-in the rubric tests script the test OpenAI server with (see tests/rubrics/conftest.py).
+"""The SPUR A.1 / A.2 stand-in the rubric tests script the test OpenAI server with
+(see tests/distill/rubrics/conftest.py).
 
 Extraction requests (``<REASONS>``) are answered from keywords in the user turns, restricted to the
 label's polarity (supervised extraction); summarization requests (``<Rubric>``) count which pattern

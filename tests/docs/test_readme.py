@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_the_readme_reads_in_five_minutes_and_starts_with_the_two_commands() -> None:

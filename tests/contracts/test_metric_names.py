@@ -2,7 +2,7 @@
 ``RetrainMetrics`` declare (name, type, label names, help, buckets) must equal tests/data/metric_names.json.
 
 A change here is deliberate: add a metric, then regenerate the file with
-``python tests/monitor/test_metric_names.py > tests/data/metric_names.json`` and review the diff (a renamed or
+``python tests/contracts/test_metric_names.py > tests/data/metric_names.json`` and review the diff (a renamed or
 removed metric, or a changed label set, breaks every dashboard and rule that reads it).
 """
 

@@ -1,6 +1,6 @@
 """A real `convmon worker` whose event loop blocks on demand, for the liveness probe test.
 
-Run as ``python -m tests.monitor.stall_worker`` with CONVMON_* settings and ``STALL_TRIGGER`` (a
+Run as ``python -m tests.runtime.stall_worker`` with CONVMON_* settings and ``STALL_TRIGGER`` (a
 path): when that file appears, a timer on the worker's loop deletes it and calls ``time.sleep``
 for ``STALL_S`` seconds, the way a synchronous call on the loop would stall a production worker.
 """

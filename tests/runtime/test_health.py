@@ -91,7 +91,7 @@ def test_a_stalled_event_loop_fails_liveness_and_recovers(broker: str, make_sett
     settings = make_settings(broker_url=f"kafka://{broker}", health_stall_s=2.0)
     trigger = tmp_path / "stall"
     env = {"STALL_TRIGGER": str(trigger), "STALL_S": "8"}
-    with WorkerProcess(settings, tmp_path / "w.log", module="tests.monitor.stall_worker", extra_env=env) as w:
+    with WorkerProcess(settings, tmp_path / "w.log", module="tests.runtime.stall_worker", extra_env=env) as w:
         wait_until(lambda: probe(w, "/readyz")[0] == 200, 60, message="the worker to join")
         trigger.touch()
         wait_until(lambda: probe(w, "/healthz")[0] == 503, 15, interval=0.2, message="liveness to fail")
