@@ -1,6 +1,7 @@
 """The import rules of docs/architecture.md, checked on the source: distill imports only monitor.contracts and
-monitor.judge; contracts import nothing else of convmon; stages never import runtime, tools or the CLI; and
-there is no import cycle between modules, lazy imports (inside functions) included."""
+monitor.judge; contracts import nothing else of convmon; stages never import runtime, tools or the CLI; the
+installed packages never import the benchmarks (bench/, a checkout only); and there is no import cycle between
+modules, lazy imports (inside functions) included."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from monitor.contracts.settings import REPO_ROOT
 
 def _graph(root: Path = REPO_ROOT) -> dict[str, set[str]]:
     mods: dict[str, Path] = {}
-    for pkg in ("monitor", "distill"):
+    for pkg in ("monitor", "distill", "bench"):
         for path in (root / pkg).rglob("*.py"):
             parts = path.relative_to(root).with_suffix("").parts
             mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
@@ -48,7 +49,7 @@ def _violations(prefix: str, allowed: tuple[str, ...], forbidden: tuple[str, ...
         if mod != prefix and not mod.startswith(prefix + "."):
             continue
         for t in sorted(targets):
-            inside = t.startswith(("monitor", "distill"))
+            inside = t.startswith(("monitor", "distill", "bench"))
             if (forbidden and t.startswith(forbidden)) or (not forbidden and inside and not t.startswith(allowed)):
                 out.append(f"{mod} -> {t}")
     return out
@@ -64,6 +65,13 @@ def test_contracts_import_nothing_else_of_convmon() -> None:
 
 def test_stages_never_import_runtime_tools_or_cli() -> None:
     assert _violations("monitor.stages", (), forbidden=("monitor.runtime", "monitor.tools", "monitor.cli")) == []
+
+
+def test_the_installed_packages_never_import_the_benchmarks() -> None:
+    """``convmon bench`` loads bench.cli by name, from the checkout, only when it is run."""
+    assert _violations("monitor", (), forbidden=("bench",)) == []
+    assert _violations("distill", (), forbidden=("bench",)) == []
+    assert any(t.startswith("monitor") for t in GRAPH["bench.cli_common"])  # the walk sees bench's imports
 
 
 def test_no_import_cycles() -> None:
