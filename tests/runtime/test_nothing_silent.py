@@ -18,7 +18,7 @@ from monitor.runtime.broker import free_port
 from monitor.runtime.input_watch import InputWatch
 from monitor.runtime.worker import NO_JUDGE, start_lines
 from monitor.stages.hotpath import Input
-from tests.stages.test_hotpath import hot_path
+from tests.support.hot_path import hot_path
 
 
 def test_a_misspelt_setting_is_reported_with_the_closest_name() -> None:

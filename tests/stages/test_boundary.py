@@ -17,7 +17,7 @@ from monitor.stages.hotpath import HotPath, Input, rekeyed_record
 from monitor.stages.inputs import JsonInput
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals
-from tests.stages.test_hotpath import RUBRIC
+from tests.support.hot_path import RUBRIC
 from tests.support.memstore import MemStore
 
 TEXT_PII = ["dave@example.net", "+44 20 7946 0958", "4111 1111 1111 1111", "DE89 3704 0044 0532 0130 00",

@@ -26,7 +26,7 @@ from monitor.runtime.wiring import service_dimension
 from monitor.stages.evaluations import EvaluationEvents
 from monitor.stages.export import Exporter
 from monitor.stages.otel_export import otlp_exporter, protocol
-from tests.stages.test_sampling_hotpath import _conversation, _Failing, _stage
+from tests.support.hot_path import FailingJudge, complaint_conversation, judge_stage
 
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
 SAT = next(i for i in RUBRIC.items if i.polarity == "sat")
@@ -237,9 +237,9 @@ def test_the_judge_stage_reports_a_failed_judge_call_as_error_events() -> None:
     ev, metrics = events(memory)
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
     exporter.evaluation_failures = ev.failed
-    stage, _ = _stage(_Failing())
+    stage, _ = judge_stage(FailingJudge())
     stage.exporter, stage.metrics = exporter, metrics
-    raw = orjson.dumps(_conversation("f1").model_dump(mode="json"))
+    raw = orjson.dumps(complaint_conversation("f1").model_dump(mode="json"))
     out = asyncio.run(stage.handle(raw, b"f1", 0, []))
     ev.shutdown()
     assert [d.reason for d in out.dead] == ["judge_http_error"] and out.scores == []  # dead-lettered as before
