@@ -25,7 +25,7 @@ from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import REPO_ROOT
 from monitor.stages.export import Exporter
 from monitor.stages.sampler import InclusionPolicy
-from tests.deploy.test_promtool import promtool
+from tests.support.promtool import promtool
 
 RUBRIC = load_rubric_set("spur-copilot", REPO_ROOT / "prompts")
 ITEM = next(i for i in RUBRIC.items if i.polarity == "dsat")

@@ -18,8 +18,8 @@ from monitor.contracts.rubric_set import load_rubric_set
 from monitor.runtime.scrape import by_label, total
 from monitor.tools.openai_server import OpenAIServer
 from tests.reliability.pg import SCHEMA, URL, ensure_schema, pg_outage
-from tests.reliability.test_faults import conversations, produce, read_topic, scored
 from tests.support.model_fixtures import publish_distilled_model
+from tests.support.traffic import conversations, produce, read_topic, scored
 from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
