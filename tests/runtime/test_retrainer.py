@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,9 @@ from prometheus_client import CollectorRegistry
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import load_settings
+from monitor.runtime.broker import free_port, stop_process
 from monitor.runtime.retrainer import Retrainer, Schedule
+from tests.support.workers import wait_until
 
 
 def test_cron_schedule_with_minutes_or_seconds_and_the_deprecated_interval(make_settings) -> None:
@@ -92,3 +96,67 @@ def test_retrain_off_exits_at_once_and_says_so(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         assert "retraining is off (CONVMON_RETRAIN_CRON=off)" in result.stderr
     assert not (tmp_path / "l.db").exists()  # nothing was opened
+
+
+def test_a_stop_mid_round_abandons_the_round_at_once(make_settings, caplog: pytest.LogCaptureFixture) -> None:
+    settings = make_settings(calibration_min_labels=0)
+    retrainer = Retrainer(settings.distill, settings.rubrics, registry=CollectorRegistry())
+    started, release, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def training() -> dict[str, str]:  # a round that trains until released
+        started.set()
+        release.wait(60)
+        return {"distilled": "published"}
+
+    retrainer.run_round = training  # type: ignore[method-assign]
+    outcome: list[bool] = []
+    thread = threading.Thread(target=lambda: outcome.append(retrainer.run_forever(Schedule(interval_s=0.01), stop)))
+    with caplog.at_level(logging.INFO, logger="convmon.retrain"):
+        thread.start()
+        assert started.wait(30)
+        stop.set()
+        thread.join(timeout=2)  # a poll, not the round
+        assert not thread.is_alive() and outcome == [False]
+    release.set()
+    assert "stopped mid-round: the round is abandoned" in caplog.text
+
+
+def test_sigterm_mid_round_exits_within_the_grace_period_leaving_the_round_to_the_next(tmp_path: Path) -> None:
+    """compose gives the retrainer 10 s between SIGTERM and SIGKILL. The abandoned round published nothing and
+    took nothing from the label store: the next round trains from the same labels."""
+    from distill.registry import ModelRegistry
+    from distill.store import LabelStore
+    from monitor.contracts.rubric_set import load_rubric_set
+    from monitor.contracts.settings import REPO_ROOT
+    from tests.support.model_fixtures import feedback_label_records
+
+    db = f"sqlite:///{tmp_path / 'labels.db'}"
+    store = LabelStore(db)
+    store.upsert(feedback_label_records(load_rubric_set("spur-copilot", REPO_ROOT / "prompts"), 600, seed=3))
+    labels = store.count()
+    store.close()
+    env = {"CONVMON_LABEL_STORE_URL": db, "CONVMON_MODEL_REGISTRY": str(tmp_path / "models"),
+           "CONVMON_DISTILL_REPORT_DIR": str(tmp_path / "reports"), "CONVMON_METRICS_HOST": "127.0.0.1",
+           "CONVMON_RETRAIN_METRICS_PORT": str(free_port()), "CONVMON_RETRAIN_CRON": "* * * * * *",
+           "CONVMON_CALIBRATION_MIN_LABELS": "0", "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin",
+           "HF_HUB_OFFLINE": "1"}
+    log_path = tmp_path / "retrain.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "retrain"], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        wait_until(lambda: "retraining round started" in log_path.read_text(errors="replace"), timeout=120,
+                   interval=0.05, message="the first round to start")
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        assert proc.wait(timeout=10) == 0, log_path.read_text(errors="replace")
+        elapsed = time.monotonic() - sent
+    finally:
+        stop_process(proc)
+    text = log_path.read_text(errors="replace")
+    assert "stopped mid-round: the round is abandoned" in text and "retrain distilled spur-copilot:" not in text, text
+    assert elapsed < 10
+    assert ModelRegistry(tmp_path / "models").live_version("distilled") is None
+    store = LabelStore(db)
+    assert store.count() == labels
+    store.close()
