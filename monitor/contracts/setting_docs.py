@@ -158,8 +158,8 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
      'where `convmon distill train` writes its evaluation reports'),
     (('CONVMON_DATA_DIR',),
      '`var`',
-     ("working files of the commands: the demo (`var/demo/`), the rubric learner's response cache and "
-      'output, benchmark data')),
+     ("working files of the commands: the worker's stream-processor folder (`var/<app_id>-data/`), the demo "
+      "(`var/demo/`), the rubric learner's response cache and output, benchmark data")),
     (('CONVMON_PROMPTS_DIR',),
      '`prompts/` of the source tree',
      'where prompt templates and rubric sets are read from'),

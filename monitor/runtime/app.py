@@ -105,8 +105,10 @@ def bootstrap(kafka: KafkaSettings) -> str:
 
 def create_app(settings: Settings, *, tansu: bool = False) -> tuple[App, Topics]:
     """``tansu``: the broker is Tansu (runtime/layout.py): its consumer also checks table restore ends."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)  # faust creates its datadir, not the parents
     app = App(
         settings.app_id,
+        datadir=str(settings.data_dir / "{conf.name}-data"),  # faust's default is <app_id>-data in the cwd
         broker=settings.broker_url,
         broker_credentials=credentials(settings),
         store="memory://",  # tables are rebuilt from their Kafka changelogs on restart
