@@ -6,7 +6,7 @@ dimensions and the judged call's trace and span ids: what the Grafana table of t
 conversations and ``convmon inspect`` read. "No" verdicts are the complement and are not stored (a
 row per item per conversation would be ~20x the volume). No conversation text: ids and numbers only.
 Written by the score sink (``score_store``) from the scores topic, at least once: rows are upserted.
-Issue #32: metadata values are redacted like the labels' (records from an older release may carry them
+Metadata values are redacted like the labels' (records from an older release may carry them
 raw); each row keeps the conversation's opaque reference (the exemplars' ``conversation_ref``) so a
 reference resolves to its id; rows older than ``score_retention_days`` are purged with the labels.
 """

@@ -115,7 +115,7 @@ class StreamSettings(BaseModel):
                     "docs/deployment.md).")
     event_batch: int = Field(default=1000, ge=1)  # records per hot-path batch (runtime/hotbatches.py)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
-    # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py, issue #22): at least sample_rate,
+    # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py): at least sample_rate,
     # raised by the distilled models' uncertainty (active_learning_rate: the extra share of traffic to spend on
     # average) and by negative user feedback (active_feedback_rate: pi of a thumbs-down / CSAT <= 2 conversation).
     # A conversation goes to the judge when hash(sample_salt, id) < pi(x); the empty salt is the hash of before.
@@ -189,12 +189,12 @@ class DistillSettings(BaseModel):
     retrain_interval_s: float | None = Field(default=None, gt=0)
     retrain_metrics_port: int = Field(default=9101, ge=0, le=65535)  # `convmon retrain`'s /metrics (on metrics_host)
     label_buffer_max: int = Field(default=10_000, ge=1)
-    # Drill-down (issue #21): a score sink writes the "yes" verdicts of every score record to <prefix>score_items
+    # Drill-down: a score sink writes the "yes" verdicts of every score record to <prefix>score_items
     # in the label store's database (Grafana's table of the latest DSAT conversations, `convmon inspect`).
     score_store: bool = False
     score_retention_days: int = Field(default=90, ge=1, description=(
         "Score items (<prefix>score_items) older than this are purged every hour by the leader, like labels "
-        "past label_retention_days (issue #32)."))
+        "past label_retention_days."))
     distill_holdout_fraction: float = Field(default=0.25, gt=0.0, lt=1.0)
     distill_min_positives: int = Field(default=10, ge=3)
     distill_gate_tolerance: float = Field(default=0.01, ge=0.0)
@@ -236,11 +236,11 @@ class MetricsSettings(BaseModel):
     # listing them makes every worker agree on which values are kept and which become "other".
     dimension_values: dict[str, list[str]] = Field(default_factory=dict)
     dimension_value_pattern: str | None = Field(default=None, description=(
-        "Issue #32: without it a dimension value not listed in dimension_values is exported as 'other' "
+        "Without it a dimension value not listed in dimension_values is exported as 'other' "
         "(metadata may hold user data). A regular expression that a value must match whole to be exported "
         "as itself (first-come, up to dimension_cap per dimension), e.g. '[a-z][a-z0-9._-]{0,31}'; "
         "its safety is the operator's call (docs/security.md)."))
-    # Most series the dimensioned metrics may use, all dimensions together (issue #20): a new combination of
+    # Most series the dimensioned metrics may use, all dimensions together: a new combination of
     # dimension values that would pass it is exported with values folded into "other" (counted, never dropped).
     metric_series_budget: int = Field(default=50_000, ge=1000)
     # Liveness: the worker's event loop is stalled when it has not ticked for this long (/healthz, /readyz fail).

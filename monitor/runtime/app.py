@@ -20,7 +20,7 @@ from monitor.runtime.hotbatches import HotBatches
 from monitor.runtime.log_ends import TansuTransport
 from monitor.runtime.seeks import SeekingConsumer
 
-# `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md, issue #18).
+# `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md).
 # The input topic is not among them: it is the producer's (``CONVMON_INPUT_TOPIC``), or convmon's own
 # ``<prefix>events`` when unset. ``rekeyed`` carries input events re-produced under their conversation id.
 TOPIC_NAMES = ("rekeyed", "judge", "scores", "labels", "dead-letters")

@@ -1,4 +1,4 @@
-"""A stream partition's records are delivered in order from its committed offset, or read again (#18).
+"""A stream partition's records are delivered in order from its committed offset, or read again.
 
 After every assignment faust resumes the stream partitions and only then seeks them to their committed
 offsets (``Recovery.on_recovery_completed`` and ``_resume_streams``, faust-streaming 0.15). The seek is
@@ -19,7 +19,7 @@ of the seek instead was tried and dropped: a kill -9 test on turn events then lo
 10 runs (not understood). Every gap is logged and counted, every rewind too
 (``convmon_consumer_rewinds_total{topic}``).
 
-Records fetched and then dropped unprocessed must be read again (#31): the hot path's batches report every drop
+Records fetched and then dropped unprocessed must be read again: the hot path's batches report every drop
 (:meth:`SeekingConsumer.read_again`), and when the flow resumes after a rebalance, which clears faust's queues,
 every stream partition goes back to where the assignment's seek put it and is sought there again. A partition
 with nothing committed is sought to its log start: aiokafka seeks only committed offsets above 0, so at a first
@@ -27,7 +27,7 @@ assignment (flow active, the fetcher already running for the table restore) the 
 never read again, and faust, which checks the head of its acknowledged offsets only against a committed offset,
 committed over them (350 and 600 of 2,000 ids in CI's kill -9 runs). Seeks run on the consumer's thread.
 
-A gap's offsets are counted by what they held (#31). Offsets that the re-read from the same offset showed
+A gap's offsets are counted by what they held. Offsets that the re-read from the same offset showed
 to hold no record, inside the partition's log, are *empty* (``convmon_consumer_empty_offsets_total``): a
 transactional producer's markers, or offsets a restarted or restored log has no record at (after a kill -9
 during produce, Tansu's S3 engine came back with its high watermark behind the batches it had stored, and
