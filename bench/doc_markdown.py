@@ -103,7 +103,7 @@ def throughput_markdown(result: dict[str, Any]) -> str:
         checks.append(f"`minilm` at >= 90 % of its standalone encode rate: {'met' if ok else 'not met'} "
                       f"({100 * result['minilm_encode_fraction']:.1f} %)")
     if checks:
-        out += ["", "Targets of issue #8: " + "; ".join(checks) + "."]
+        out += ["", "Targets: " + "; ".join(checks) + "."]
     share = result.get("share_of_floor") or {}
     if share:
         out += ["", "Share of the framework floor (monitor rate / floor rate): "
@@ -150,7 +150,7 @@ def throughput_markdown(result: dict[str, Any]) -> str:
         out += ["", "Sizes (the `sessions` changelog read back after the run): " + "; ".join(sizes) + "."]
     bars = [_bar(name, bar) for name, bar in (result.get("bars") or {}).items()]
     if bars:
-        out += ["", "Bars of issue #18: " + "; ".join(bars) + "."]
+        out += ["", "Targets: " + "; ".join(bars) + "."]
     rss = result.get("peak_rss_mb_by_featurizer") or {}
     if rss:
         out += ["", "Peak RSS per worker: " + ", ".join(f"`{k}` {fmt(v)} MB" for k, v in rss.items()) + "."]
@@ -162,7 +162,7 @@ def throughput_markdown(result: dict[str, Any]) -> str:
 
 BAR_TEXT = {
     "turns_at_least_10pct_of_raw": "turn events at >= 10 % of raw consume",
-    "conversations_3x_pre18": "whole conversations at >= 3x the monitor before #18",
+    "conversations_3x_pre18": "whole conversations at >= 3x the earlier monitor's recorded rate",
     "changelog_at_most_2x_conversation": "sessions changelog <= 2x the conversation's bytes",
     "score_record_at_most_600_bytes": "score record <= 600 bytes",
 }
@@ -227,7 +227,7 @@ def cost_markdown(result: dict[str, Any]) -> str:
                         for e in names]] for r in source["rows"]]), ""]
         smallest = source["smallest_slice_within_tolerance"]
         out.append(f"Smallest slice keeping every rate within ±{fmt(result['tolerance_points'], 0)} point at 95 %: "
-                   + "; ".join(f"{n}: {_slice(smallest[e])}" for e, n in names.items()) + ". Goal (issue #22): ≤ 1 %.")
+                   + "; ".join(f"{n}: {_slice(smallest[e])}" for e, n in names.items()) + ". Goal: ≤ 1 %.")
         out.append("")
         if source.get("by_volume"):
             out += [f"Smallest slice within ±{fmt(result['tolerance_points'], 0)} point by volume (models trained on "

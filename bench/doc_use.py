@@ -136,21 +136,21 @@ def use_checks(rows: list[dict[str, Any]]) -> list[str]:
                          + _bar("ASAP", asap, served["weighted_f1"], std) + "; "
                          + _bar("SPUR", spur, served["weighted_f1"], std) + ")")
     if lines:
-        out += ["", f"Bars of issue #22 at 5 %, judged on the served featurizer's row (`{SERVED}`, named before any "
+        out += ["", f"Targets at 5 %, judged on the served featurizer's row (`{SERVED}`, named before any "
                 "test split is scored; the best of the rows above on the same test splits would be a selection "
                 "effect): " + "; ".join(lines) + "."]
     pairs = [(d, f1[(d, "hashing@char3-5")], f1[(d, "hashing")]) for d in dict.fromkeys(r["dataset"] for r in rows)
              if (d, "hashing@char3-5") in f1 and (d, "hashing") in f1]
     if pairs:
         worst = max(before - after for _, before, after in pairs)
-        out += ["", "Hashing char n-grams (issue #18), weighted F1 before (char_wb 3-5-grams, `hashing@char3-5`) / "
+        out += ["", "Hashing char n-grams, weighted F1 before (char_wb 3-5-grams, `hashing@char3-5`) / "
                 "after (4-grams, `hashing`): " + ", ".join(f"{d} {fmt(b)} / {fmt(a)}" for d, b, a in pairs)
                 + f"; largest loss {fmt(worst)} points (bar: <= 0.5)."]
     minilm = [(d, m, f1[(d, f"{m}@torch")], f1[(d, m)]) for d in dict.fromkeys(r["dataset"] for r in rows)
               for m in ("minilm", "hashing+minilm") if (d, f"{m}@torch") in f1 and (d, m) in f1]
     if minilm:
         worst = max(before - after for _, _, before, after in minilm)
-        out += ["", "MiniLM as int8 ONNX (issue #18), weighted F1 fp32 torch (`…@torch`) / int8 ONNX: "
+        out += ["", "MiniLM as int8 ONNX, weighted F1 fp32 torch (`…@torch`) / int8 ONNX: "
                 + ", ".join(f"{d} `{m}` {fmt(b)} / {fmt(a)}" for d, m, b, a in minilm)
                 + f"; largest loss {fmt(worst)} points (bar: <= 1; "
                 + ("met" if worst <= 1 else "not met: keep CONVMON_EMBEDDING_BACKEND=torch") + ")."]

@@ -60,7 +60,7 @@ def dsat_markdown(result: dict[str, Any]) -> list[str]:
                         f"({'met' if auc >= BAR else 'not met'}, {auc - BAR:+.3f}; rate error {fmt(rate, 2)} points: "
                         f"{'met' if rate <= RATE_BAR else 'not met'})")
     if verdicts:
-        out += ["", f"Bar of issue #36 (whole conversations, ROC-AUC >= {BAR} on each data set, goal {GOAL}; rate "
+        out += ["", f"Target (whole conversations, ROC-AUC >= {BAR} on each data set, goal {GOAL}; rate "
                 f"error <= {RATE_BAR} points), judged on the `selected` row (the model chosen by CV inside each "
                 "training split): " + "; ".join(verdicts) + "."]
     out += _agreement(result.get("dsat_panel_agreement") or [])

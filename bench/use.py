@@ -270,8 +270,8 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
 MODEL_NOTES: dict[str, str] = {
     "majority": "baseline: always the training split's most frequent label",
     "stratified": "baseline: a random label with the training split's label frequencies",
-    "hashing@char3-5": "the hashing featurizer as before issue #18 (char_wb 3-5-grams; now 4-grams), same recipe",
-    "minilm@torch": "MiniLM run by sentence-transformers in fp32 torch (before issue #18; now int8 ONNX), same recipe",
+    "hashing@char3-5": "the earlier hashing featurizer (char_wb 3-5-grams; now 4-grams), same recipe",
+    "minilm@torch": "MiniLM run by sentence-transformers in fp32 torch (now int8 ONNX), same recipe",
     "shape": "conversation length (log turns, log user turns) as two extra columns",
     "appendix-d": f"plain LogisticRegression on {_APPENDIX_D_FEATURES} features (our reading of SPUR Appendix D; "
                   "MiniLM stands in for ada-002)",
