@@ -1,4 +1,4 @@
-"""The README is what a newcomer reads first (issue #33): short, and its two set-up commands are the ones CI and
+"""The README is what a newcomer reads first: short, and its two set-up commands are the ones CI and
 the demo run."""
 
 from __future__ import annotations
