@@ -14,9 +14,7 @@ and never scored, in one run of three of the kill -9 fault (the events topic's l
 seek and by every record delivered). A record past it is not delivered: the partition is sought back
 there and read again, so the records cleared with the queue come back (as duplicates where they were
 processed before). Only the same jump seen again from the same offset (a transactional producer's
-markers are where records never are) goes on to faust as a gap. Pausing the partitions for the length
-of the seek instead was tried and dropped: a kill -9 test on turn events then lost conversations in 3 of
-10 runs (not understood). Every gap is logged and counted, every rewind too
+markers are where records never are) goes on to faust as a gap. Every gap is logged and counted, every rewind too
 (``convmon_consumer_rewinds_total{topic}``).
 
 Records fetched and then dropped unprocessed must be read again: the hot path's batches report every drop
