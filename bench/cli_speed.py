@@ -92,7 +92,7 @@ def latency(
     seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
-    """Event-to-score latency at a paced input rate (issue #31): each conversation's end event's produce time to
+    """Event-to-score latency at a paced input rate: each conversation's end event's produce time to
     its distilled score's timestamp, p50/p95/p99/max, and the worker's CPU per conversation."""
     from rich.table import Table
 
@@ -119,7 +119,7 @@ def open_conversations(
     partitions: Annotated[int, typer.Option(min=1, help="Topic partitions.")] = 4,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
-    """Memory of N open conversations on one worker, /metrics latency while it ingests, restore time (#34)."""
+    """Memory of N open conversations on one worker, /metrics latency while it ingests, restore time."""
     from rich.table import Table
 
     from bench.open_conversations import run_open_conversations

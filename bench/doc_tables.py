@@ -57,7 +57,7 @@ def throughput_table(result: dict[str, Any]) -> Table:
     if judge:
         table.add_row(f"judge (c={judge['concurrency']}, p50 {fmt(judge['p50_ms'])} ms, "
                       f"p99 {fmt(judge['p99_ms'])} ms)", fmt(judge["per_s"]), "-")
-    for mode, paths in (result.get("cpu_us_per_conversation") or {}).items():  # the alternated rounds (#31)
+    for mode, paths in (result.get("cpu_us_per_conversation") or {}).items():  # the alternated rounds
         ratio = result["cpu_rounds"]["raw_to_monitor_cpu"][mode]["median"]
         for path, cpu in paths.items():
             table.add_row(f"{mode}, {path}: CPU {fmt(cpu['median'], 0)} µs / conversation (median)",

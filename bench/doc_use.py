@@ -1,7 +1,7 @@
 """The USS accuracy section of ``docs/benchmarks.md``: ``use.json`` (every default model, with the learning
 curve) and ``use-turns.json`` (the turn-supervised models at 5 % only, a run of their own because the curve
 up to 80 % training would multiply their turn examples 16-fold) in one table, paired comparisons of the turn
-models on the same splits, and the bars of issue #22 judged on every row, with the split spread beside the
+models on the same splits, and the targets judged on every row, with the split spread beside the
 margin so a mean that clears a bar by less than a split std is not read as a win."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _bar(name: str, value: float, mean: float, std: float | None) -> str:
 
 
 def use_checks(rows: list[dict[str, Any]]) -> list[str]:
-    """The bars of issue #22 (ASAP, SPUR) on the served featurizer's row, and the issue #18 checks."""
+    """The targets (ASAP, SPUR) on the served featurizer's row, and the featurizer checks."""
     f1 = {(r["dataset"], r["model"]): r["weighted_f1"] for r in rows}
     out = []
     lines = []

@@ -1,5 +1,5 @@
 """The DSAT protocol's part of the USS section (``use.json``'s ``dsat`` rows): ROC-AUC and rate error of the
-served recipe and the turn model, on cut and whole conversations, with the bar of issue #36 judged on the
+served recipe and the turn model, on cut and whole conversations, with the target judged on the
 row chosen by cross-validation inside each training split (never the best row on the test splits)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from bench.doc_markdown import _md, fmt
 
-BAR, GOAL = 0.70, 0.75  # issue #36: whole-conversation ROC-AUC for dissatisfaction, each of MWOZ, SGD, CCPE
+BAR, GOAL = 0.70, 0.75  # whole-conversation ROC-AUC for dissatisfaction, each of MWOZ, SGD, CCPE
 RATE_BAR = 2.0  # points of mean absolute rate error
 TURN_MODEL = "turn-aggregate"  # bench.use_whole.TURN_MODEL (not imported: rendering needs no sklearn)
 

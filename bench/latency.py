@@ -1,4 +1,4 @@
-"""``bench latency``: event-to-score latency of worker processes at a fixed, paced input rate (issue #31 item 8).
+"""``bench latency``: event-to-score latency of worker processes at a fixed, paced input rate.
 
 ``bench throughput`` produces every conversation at once, so a conversation's wait there is mostly the backlog
 ahead of it. Here the input arrives as a chat app sends it: ``rate`` conversations start per second for

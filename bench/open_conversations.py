@@ -1,6 +1,6 @@
 """``bench open-conversations``: what N open conversations cost one worker, and how long they take to come back.
 
-Issue #34: anyone who can write to the input topic can open conversations, each held in memory until its
+Anyone who can write to the input topic can open conversations, each held in memory until its
 end, its idle timeout or eviction (``max_open_conversations`` per partition). This runs the embedded
 broker and one real worker (``python -m monitor.cli worker``), sends N one-turn conversations that never
 end, and reports the worker's RSS and live heap before and after, the open and evicted counts, the

@@ -5,7 +5,7 @@ assistant call, each repeating the history, ``per_message`` conversations per Ka
 Collector batches them, plus the non-GenAI HTTP server span of each call. The JSON path decodes the same
 conversations as convmon turn events (one message per turn). OTLP input also pays the re-key hop (the
 decoded turns re-encoded as JSON and decoded again after the hop): reported as ``otlp_*_with_rekey``.
-The bar (issue #21): OTLP decode per conversation at most 2x the JSON path's, for both encodings. Every
+The bar: OTLP decode per conversation at most 2x the JSON path's, for both encodings. Every
 number is the median of ``repeats`` repetitions in which the three paths take turns; ratios are per repetition.
 """
 

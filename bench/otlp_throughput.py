@@ -236,7 +236,7 @@ def otlp_markdown(otlp: dict[str, Any], table: Callable[[list[str], list[list[st
 
 
 def _decode_markdown(decode: dict[str, Any] | None) -> list[str]:
-    """`bench otlp-decode`'s numbers (issue #21's bar: OTLP decode at most 2x the JSON path's), when measured."""
+    """`bench otlp-decode`'s numbers (the target: OTLP decode at most 2x the JSON path's), when measured."""
     if not decode:
         return []
     load = decode.get("load_average")

@@ -1,6 +1,6 @@
 """``convmon bench pii --scoring``: does redaction cost the served distilled classifier accuracy?
 
-Issue #32 bar: distilled ROC-AUC on USS with redaction within 0.01 of raw. The worker scores text redacted at
+Target: distilled ROC-AUC on USS with redaction within 0.01 of raw. The worker scores text redacted at
 the input boundary with a model trained on labels redacted the same way, so the comparison trains and tests the
 served recipe twice on the same splits: once on raw text, once on redacted text (train and test both).
 

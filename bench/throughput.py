@@ -208,7 +208,7 @@ def _machine_cpu(run: dict[str, Any]) -> dict[str, float | None]:
 
 
 def bars(result: dict[str, Any]) -> dict[str, Any]:
-    """Issue #18's bars, each with the numbers it compares. The pre-#18 monitor is not rerun: its rate is the
+    """The throughput targets, each with the numbers it compares. The earlier monitor is not rerun: its rate is the
     one docs/benchmarks.md recorded (``PRE18_HASHING_PER_S``), a different run, so that ratio is indicative only."""
     out: dict[str, Any] = {}
     hashing = result["ratio"].get("hashing")

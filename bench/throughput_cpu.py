@@ -1,4 +1,4 @@
-"""``bench throughput --rounds N``: the CPU time each path spends per conversation, in alternated rounds (#31).
+"""``bench throughput --rounds N``: the CPU time each path spends per conversation, in alternated rounds.
 
 Rates move 2x on a loaded machine; the CPU a path spends per conversation moves far less, so it is the
 number the speed bars compare. Both inputs (turn events, whole conversations) run in one call; for each

@@ -74,7 +74,7 @@ DEFAULT_DATASETS = ("MWOZ", "SGD", "CCPE")
 # default run's learning curve up to 80 % training would multiply their turn examples 16-fold.
 TURN_MODELS = ("hashing+turns", "hashing+minilm+turns")
 # Featurizer configurations that are no longer a default, kept to measure a change side by side:
-# the hashing featurizer's char n-grams before issue #18 (3-5 grams; now 4-grams), MiniLM in fp32 torch (now
+# the hashing featurizer's char n-grams as they were (3-5 grams; now 4-grams), MiniLM in fp32 torch (now
 # int8 ONNX by default).
 LEGACY_PARTS: dict[str, Callable[[], BaseEstimator]] = {
     "hashing@char3-5": lambda: HashingFeaturizer(char_ngram_range=(3, 5)),
