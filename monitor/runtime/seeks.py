@@ -29,7 +29,7 @@ A gap's offsets are counted by what they held. Offsets that the re-read from the
 to hold no record, inside the partition's log, are *empty* (``convmon_consumer_empty_offsets_total``): a
 transactional producer's markers, or offsets a restarted or restored log has no record at (after a kill -9
 during produce, Tansu's S3 engine came back with its high watermark behind the batches it had stored, and
-its offsets were then no longer contiguous: docs/lab/reliability-notes.md). The consumer skipped nothing there, so
+its offsets were then no longer contiguous). The consumer skipped nothing there, so
 they page no one; whether the broker kept every acknowledged record is for the producer to check. Offsets
 below the partition's log start when read (records deleted or lost before this consumer read them), and
 any gap faust records without that re-read, are *skipped* (``convmon_consumer_gap_offsets_total``): input

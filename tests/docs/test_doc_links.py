@@ -1,5 +1,5 @@
 """Every relative link in the README and docs/ points to a file that exists, and every `#anchor` to a heading of
-that file (GitHub's anchors), so moving a section (docs/lab/, issue #33) cannot leave a dead link behind."""
+that file (GitHub's anchors), so moving a section cannot leave a dead link behind."""
 
 from __future__ import annotations
 

@@ -315,7 +315,7 @@ LOST: dict[str, str] = {}
 # Prometheus counted 2,000: a read-back that stopped early, not lost sends. The tail took "no records within
 # 300 ms" for the end, and on Tansu's S3 engine a fresh consumer's first fetch takes 0.5-0.7 s once a partition
 # holds some 50 small batches; every acknowledged record was on the broker at its acknowledged offset
-# (docs/lab/reliability-notes.md). Reads now end at the fetched high watermark and the table is made from a full re-read
+# Reads now end at the fetched high watermark and the table is made from a full re-read
 # at the end, so every per-id check is strict again.
 TWICE: dict[str, str] = {}
 # Not strict: a broker restart doubles some ids only when it falls between a send and the offset commit; a

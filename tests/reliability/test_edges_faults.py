@@ -1,6 +1,6 @@
 """Faults at the edges (issue #19), real worker processes, real PostgreSQL, real HTTP judge.
 
-Each test prints one row of the table in docs/lab/reliability-notes.md: produced / labelled / judged /
+Each test prints one row of a table: produced / labelled / judged /
 dead-lettered / lost, per conversation id. Run with ``-m faults``; PostgreSQL outages are short
 and always ended in a ``finally`` (other suites share the server), and everything lives in the
 ``convmon_edges`` schema.

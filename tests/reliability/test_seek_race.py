@@ -8,7 +8,7 @@ as when a loaded broker answers OffsetFetch slowly) when a worker takes over com
 backlog and more arriving. Every id must be scored, the worker must read to the end, and no gap may be
 recorded. Before any fix this worker processed the backlog during the seek, committed, then went back to the
 offsets the seek had read before that commit and reported the backlog as lag for good (1,596). Pausing the
-partitions for the seek fixed that and was dropped (docs/lab/reliability-notes.md); with the rewind alone the lag
+partitions for the seek fixed that and was dropped; with the rewind alone the lag
 stayed until a further record arrived (an expected failure until #31's seek back when the flow resumes).
 """
 

@@ -4,7 +4,7 @@ The tail (``topic_io.TopicTail``) reads while the run goes on, from positions it
 (and before the fix it took "no records within 300 ms" for the end). This read starts every partition
 at its first offset with a fresh consumer and stops only when its position reached the high watermark
 that the broker's fetch responses report, confirmed by a later fetch (Tansu's ListOffsets(latest) is
-short of the end: monitor/runtime/log_ends.py, docs/lab/reliability-notes.md), so what it returns is
+short of the end: monitor/runtime/log_ends.py), so what it returns is
 what the broker holds at the end of the run: the per-id table is made from it. ``compare`` says, per
 partition, where the tail and this read disagree.
 """

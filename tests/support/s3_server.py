@@ -67,7 +67,7 @@ class S3Server:
 
     def batches_per_partition(self, topic: str) -> dict[int, int]:
         """How many record batches (one object each) Tansu's S3 engine holds per partition of ``topic``: what a
-        fetch from the start has to go through (issue #18, docs/lab/reliability-notes.md)."""
+        fetch from the start has to go through ."""
         pattern = re.compile(rf"/topics/{re.escape(topic)}/partitions/(\d+)/records/")
         counts = Counter(int(m.group(1)) for m in map(pattern.search, self.keys("clusters/")) if m)
         return dict(sorted(counts.items()))

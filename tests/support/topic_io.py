@@ -5,8 +5,8 @@ offset of the partition's last record batch + 1 (measured: 17 for a partition ho
 monitor/runtime/log_ends.py). Nor does it take an empty fetch for the end: on Tansu's S3 engine
 (one S3 object per record batch) a fresh consumer's first fetch answered after 0.5-0.7 s once each
 partition held some 50 batches of ~5 records (0.1-0.2 s at 10), so a read that stopped at the first
-300 ms without records stopped for good and a fault run's read-back stalled (issue #18: 305 of 2,000
-score records once; docs/lab/reliability-notes.md). A read ends where the broker's own fetch responses put the end:
+300 ms without records stopped for good and a fault run's read-back stalled (305 of 2,000
+score records once). A read ends where the broker's own fetch responses put the end:
 every partition's position at the high watermark its latest fetch reported.
 """
 
