@@ -221,7 +221,7 @@ def bars(result: dict[str, Any]) -> dict[str, Any]:
         speedup = result["monitor_per_s"]["hashing"] / old
         out["conversations_3x_pre18"] = {"pre18_recorded_per_s": old, "speedup": speedup, "met": speedup >= 3.0,
                                          "same_run": False, "workers": result["worker_processes"],
-                                         "note": "pre-#18 rate recorded in docs/benchmarks.md (one worker), not "
+                                         "note": "the earlier runtime's recorded rate (one worker), not "
                                                  "rerun; the framework floor of this run is the same-run reference"}
     for spec, ratio in result["changelog_to_conversation"].items():
         out.setdefault("changelog_at_most_2x_conversation", {})[spec] = {"ratio": ratio, "met": ratio <= 2.0}

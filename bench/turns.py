@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from distill.datasets import UssDialogue
 from monitor.contracts.events import Conversation, Turn, encode
 
-# The pre-#18 runtime (four agents and three topics per conversation), as docs/benchmarks.md recorded
+# The earlier runtime (four agents and three topics per conversation), as docs/benchmarks.md recorded
 # it for whole conversations (2,500 USS conversations, 4 partitions, one worker, same machine class).
 # Rates from another run are not a same-run ratio: the JSON says so beside the comparison.
 PRE18_HASHING_PER_S = 409.6  # conversations / s, distilled `hashing` (raw consume was 45638.4, floor 1094.3)
