@@ -305,16 +305,16 @@ def test_cli_default_models_are_the_benchmark_defaults() -> None:
     assert [float(f) for f in USE_CURVE.split(",")] == list(CURVE_FRACTIONS)
 
 
-def test_issue_bars_render_as_sentences_with_their_measured_values() -> None:
+def test_targets_render_as_sentences_with_their_measured_values() -> None:
     from bench.doc_markdown import throughput_markdown
 
     text = throughput_markdown({"mode": "turns", "raw_consume_per_s": 100.0, "bars": {
         "turns_at_least_10pct_of_raw": {"ratio": 0.0129, "met": False},
         "conversations_3x_pre18": {"speedup": 3.2, "met": True, "same_run": False, "workers": 2},
         "score_record_at_most_600_bytes": {"hashing": {"bytes": 351.6, "met": True}}}})
-    assert ("Bars of issue #18: turn events at >= 10 % of raw consume: not met (ratio 0.0129); whole conversations "
-            "at >= 3x the monitor before #18: not proven (speedup 3.2 against a recorded one-worker rate, not the same "
-            "run; 2 worker(s) here); score "
+    assert ("Targets: turn events at >= 10 % of raw consume: not met (ratio 0.0129); whole conversations "
+            "at >= 3x the earlier monitor's recorded rate: not proven (speedup 3.2 against a recorded one-worker "
+            "rate, not the same run; 2 worker(s) here); score "
             "record <= 600 bytes: `hashing` met (bytes 352).") in text
     floored = throughput_markdown({"mode": "turns", "bars": {"turns_at_least_10pct_of_raw": {
         "ratio": 0.0351, "bar": 0.10, "floor_ratio": 0.0547, "met": False}}})
