@@ -16,8 +16,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Budget: 10 minutes from a fresh machine (downloads torch CPU and the dev extra).
 install: $(STAMP)
 
+# Budget: 3 minutes (the demo ends by itself after about two).
 demo: $(STAMP)
 	$(BIN)/convmon demo
 
@@ -55,6 +57,7 @@ soak-ci: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/convmon bench report --run
 
+# Budget: under a minute each.
 lint: $(STAMP)
 	$(BIN)/ruff check monitor distill bench tests
 
