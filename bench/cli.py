@@ -31,13 +31,14 @@ __all__ = ["USE_CURVE", "USE_FULL_MODELS", "USE_MODELS", "app"]
 def report(
     results: Annotated[Path, typer.Option(help="Directory of bench JSON files (use.json, use-turns.json, ...).")]
     = Path("var/bench"),
-    doc: Annotated[Path, typer.Option(help="Markdown file to write.")] = Path("docs/benchmarks.md"),
+    doc: Annotated[Path, typer.Option(help="Main markdown page to write; the speed and alerting pages go beside "
+                                      "it.")] = Path("docs/benchmarks.md"),
     run: Annotated[bool, typer.Option("--run/--no-run", help="Run every benchmark first (about 80 minutes).")]
     = False,
     data: Annotated[Path, typer.Option(help="Shared data directory for `use`.")] = DEFAULT_DATA,
     quiet: Quiet = False,
 ) -> None:
-    """Write docs/benchmarks.md from saved results (``--run`` regenerates them first)."""
+    """Write docs/benchmarks.md and its pages from saved results (``--run`` regenerates them first)."""
     from bench.doc import regenerate
 
     path = run_bench(lambda: regenerate(results, doc, run=run, data_dir=data, progress=progress_lines(quiet)))
