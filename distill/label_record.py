@@ -41,7 +41,7 @@ class LabelRecord(BaseModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     labelled_at: float = Field(default_factory=time.time)
     ended_at: float | None = None
-    # the router's inclusion probability and what sampled it (issue #22); None on labels from before the sampler,
+    # the router's inclusion probability and what sampled it; None on labels from before the sampler,
     # which were all hash-slice picks
     inclusion_probability: float | None = Field(default=None, gt=0, le=1)
     sampled_by: SampledBy | None = None

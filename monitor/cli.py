@@ -39,7 +39,7 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("distill.calibration.cli", "LLM-Rubric calibration of judge answers."),
     "rubrics": ("distill.rubrics.cli", "Learn, evaluate and apply rubric sets."),
     "distill": ("distill.cli", "Train, evaluate and publish distilled classifiers."),
-    "bench": ("monitor.tools.bench.cli", "Accuracy and throughput benchmarks (JSON output)."),
+    "bench": ("bench.cli", "Accuracy and throughput benchmarks, JSON output (from a source checkout)."),
     "models": ("distill.models_cli", "Prebuild local model files (the int8 ONNX MiniLM)."),
     "dead-letters": ("monitor.tools.dead_letters", "Read the dead-letter topic: reason, field and detail of each."),
     "judge": ("monitor.judge.check_cli", "Check the configured judge endpoint (`judge check`)."),
@@ -73,8 +73,21 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coroutine)
 
 
+def _benchmarks_on_path() -> None:
+    """The benchmarks are not installed with the package: they run from a source checkout (an editable
+    install), found beside the ``monitor`` package this command runs from."""
+    checkout = Path(__file__).resolve().parents[1]
+    if not (checkout / "bench" / "cli.py").is_file():
+        raise ConfigError("`convmon bench` runs from a source checkout: the benchmarks are not installed with the "
+                          "package (clone the repository, `make install` there and run it from the clone)")
+    if str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
+
+
 def load_subcommand(name: str) -> Command:
     module, help_text = LAZY_SUBCOMMANDS[name]
+    if module.startswith("bench."):
+        _benchmarks_on_path()
     command = typer.main.get_command(importlib.import_module(module).app)
     command.name, command.help = name, command.help or help_text
     return command

@@ -43,7 +43,7 @@ class JudgeSettings(BaseModel):
     pii_extra_patterns: StringList = Field(default_factory=list)
     # Countries whose national-format phone numbers are redacted (phonenumbers' default regions, tried
     # in order); international +CC numbers of any country are redacted whatever this says. The default is
-    # monitor.judge.redact.PHONE_REGIONS (issue #32; was ["US"]).
+    # monitor.judge.redact.PHONE_REGIONS (was ["US"]).
     pii_phone_regions: StringList = Field(default_factory=lambda: [
         "US", "GB", "DE", "FR", "ES", "IT", "NL", "BR", "IN", "JP", "AU", "PL", "SE", "CA"])
     pii_raw_internal_topics: bool = Field(default=False, description=(
@@ -63,7 +63,7 @@ class JudgeSettings(BaseModel):
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     judge_backoff_base_s: float = Field(default=0.5, ge=0.0)
     judge_backoff_max_s: float = Field(default=30.0, ge=0.0)
-    # How judge answers are read (issue #19, docs/security.md): "none" = exactly one JSON object valid against
+    # How judge answers are read (docs/security.md): "none" = exactly one JSON object valid against
     # the mode's schema; "strip_prose" also accepts one such object inside prose or a code fence (counted);
     # "lenient" = the tolerant free-text parser, for endpoints that cannot answer in JSON (counted).
     judge_answer_repair: Literal["none", "strip_prose", "lenient"] = "none"
@@ -71,7 +71,7 @@ class JudgeSettings(BaseModel):
     # monitor.judge.strict.MAX_EXPLANATION characters), sent out as gen_ai.evaluation.explanation and kept in the
     # label store and the score store beside the verdict, redacted. On by default; other modes have no room for it.
     judge_explanations: bool = True
-    # Issue #37: real and local OpenAI-compatible servers (docs/judge.md).
+    # Real and local OpenAI-compatible servers (docs/judge.md).
     judge_profile: Literal["hosted", "local"] = Field(
         default="hosted",
         description="Defaults for the kind of endpoint: 'local' (llama.cpp llama-server, Ollama, vLLM on one box) "
@@ -88,7 +88,7 @@ class JudgeSettings(BaseModel):
         description="Send one repair prompt after an unusable answer: 'auto' only when judge_temperature > 0 (at "
         "temperature 0 a model mostly repeats itself, so the prompt is pure cost), 'always', or 'never'.",
     )
-    # Issue #34: judge answers padded to 60 MB were read and parsed whole.
+    # Judge answers padded to 60 MB were read and parsed whole.
     judge_max_answer_bytes: int = Field(
         default=1_048_576, ge=4096,
         description="Largest judge HTTP answer read, in bytes (checked on Content-Length and while reading); a "

@@ -45,7 +45,7 @@ def verdict_siblings(labels: tuple[str, ...]) -> list[tuple[str, ...]]:
 
 
 def partition_families(dimensions: tuple[str, ...]) -> dict[str, PartitionFamily]:
-    """Metrics attribute -> the per-partition total that mirrors it (issue #18 item 6).
+    """Metrics attribute -> the per-partition total that mirrors it.
 
     The per-worker counters stay as they were; these are their partition-owned, crash-safe twins.
     Each multiplies its series by the partition count (``topic_partitions``)."""

@@ -36,7 +36,7 @@ class JudgeMetrics:
         self.judge_budget_exhausted = Gauge(
             "convmon_judge_budget_exhausted", "1 while the daily judge budget is spent.", registry=r
         )
-        # --- judge budget (issue #19): booked in the label store's database, shared by every worker --------
+        # --- judge budget: booked in the label store's database, shared by every worker --------
         self.judge_budget_spent = Gauge(
             "convmon_judge_budget_spent_usd",
             "Today's (UTC) judge spend booked across all workers, in-flight reservations included, as this "
@@ -93,7 +93,7 @@ class JudgeMetrics:
             "conversations can be judged and the rest of the judge slice is routed as unjudged.",
             registry=r,
         )
-        # --- real servers (issue #37) and answer size (issue #34) ---------------------------------------------
+        # --- real servers and answer size ---------------------------------------------
         self.judge_structured_fallback = Gauge(
             "convmon_judge_structured_fallback",
             "The answer format this worker uses with an endpoint (host:port) and model, as learned from its "

@@ -149,7 +149,7 @@ class StreamMetrics:
             buckets=DELAY_BUCKETS,
             registry=r,
         )
-        # --- OTLP input (issue #21, input_format otlp_traces / otlp_logs) -------------------------
+        # --- OTLP input (input_format otlp_traces / otlp_logs) -------------------------
         self.otlp_records = Counter(
             "convmon_otlp_records",
             "Spans / log records read from OTLP input, by signal and outcome: turns (a GenAI call made turns), "
@@ -162,7 +162,7 @@ class StreamMetrics:
             "Turns skipped because the session already holds them (each OTLP call repeats the chat history).",
             registry=r,
         )
-        # --- delivery (issue #18 item 7): a record the broker did not take stops commits, then the worker ----
+        # --- delivery: a record the broker did not take stops commits, then the worker ----
         self.delivery_failures = Counter(
             "convmon_delivery_failures",
             "Records (sends and table changelog writes) the broker did not acknowledge, by topic; the worker "

@@ -48,8 +48,8 @@ def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
     (the exporter skips and counts them before a record is encoded).
 
     One pass over the rubric's items for the masks, then only the value lists the record has: half the cost of
-    one pass per field (every record on the hot path is encoded). tests/stages/test_score_codec.py checks the
-    bytes equal the earlier encoder's."""
+    one pass per field (every record on the hot path is encoded). tests/data/score_codec_golden.jsonl pins the
+    bytes."""
     by_id = {item.item_id: item for item in record.items}
     items = [by_id.get(item.id) for item in rubric.items]
     yes = known = unsure = present = 0

@@ -51,7 +51,7 @@ class ScoreRecord(BaseModel):
     satisfaction: float | None = None  # calibrated P(satisfied) when a calibration model is live
     shadow: bool = False  # a distilled score of a judge-sampled conversation (for agreement)
     sample_weight: float = Field(default=1.0, gt=0)  # importance weight of the routing decision: 1 / pi
-    # llm records routed since the sampler (issue #22): the inclusion probability pi(x) the router used, after
+    # llm records routed since the sampler: the inclusion probability pi(x) the router used, after
     # budget throttling, and what put the conversation in the slice ("hash": its draw fell under the hash rate,
     # so it belongs to the uniform slice whatever the boost). None on distilled records and older judge records.
     inclusion_probability: float | None = Field(default=None, gt=0, le=1)

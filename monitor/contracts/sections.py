@@ -127,7 +127,7 @@ class StreamSettings(BaseModel):
                     "convmon_conversations_incomplete_total{action}.")
     event_batch: int = Field(default=1000, ge=1)  # records per hot-path batch (runtime/hotbatches.py)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
-    # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py, issue #22): at least sample_rate,
+    # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py): at least sample_rate,
     # raised by the distilled models' uncertainty (active_learning_rate: the extra share of traffic to spend on
     # average) and by negative user feedback (active_feedback_rate: pi of a thumbs-down / CSAT <= 2 conversation).
     # A conversation goes to the judge when hash(sample_salt, id) < pi(x); the empty salt is the hash of before.
@@ -206,7 +206,7 @@ class DistillSettings(BaseModel):
     score_store: bool = True
     score_retention_days: int = Field(default=90, ge=1, description=(
         "Score items (<prefix>score_items) older than this are purged every hour by the leader, like labels "
-        "past label_retention_days (issue #32)."))
+        "past label_retention_days."))
     distill_holdout_fraction: float = Field(default=0.25, gt=0.0, lt=1.0)
     distill_min_positives: int = Field(default=10, ge=3)
     distill_gate_tolerance: float = Field(default=0.01, ge=0.0)
@@ -252,7 +252,7 @@ class MetricsSettings(BaseModel):
         "to be exported as itself (first-come, up to CONVMON_DIMENSION_CAP per dimension), e.g. "
         "'[a-z][a-z0-9._-]{0,31}'; unset, every unlisted value is exported as 'other' (metadata may hold "
         "user data). Its safety is the operator's call (docs/security.md)."))
-    # Most series the dimensioned metrics may use, all dimensions together (issue #20): a new combination of
+    # Most series the dimensioned metrics may use, all dimensions together: a new combination of
     # dimension values that would pass it is exported with values folded into "other" (counted, never dropped).
     metric_series_budget: int = Field(default=50_000, ge=1000)
     # Liveness: the worker's event loop is stalled when it has not ticked for this long (/healthz, /readyz fail).

@@ -3,7 +3,7 @@
 The settings model (monitor/contracts/sections.py, judge_section.py) holds names, types, defaults and bounds;
 these rows hold the prose the settings table had in the README. A row may explain several related settings.
 A setting with a ``Field(description=...)`` needs no row here: the generator reads the description (new
-settings should do that). tests/test_settings_doc.py fails when a setting has neither.
+settings should do that). tests/tools/test_settings_doc.py fails when a setting has neither.
 """
 
 from __future__ import annotations
@@ -161,8 +161,8 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
      'where `convmon distill train` writes its evaluation reports'),
     (('CONVMON_DATA_DIR',),
      '`var`',
-     ("working files of the commands: the demo (`var/demo/`), the rubric learner's response cache and "
-      'output, benchmark data')),
+     ("working files of the commands: the worker's stream-processor folder (`var/<app_id>-data/`), the demo "
+      "(`var/demo/`), the rubric learner's response cache and output, benchmark data")),
     (('CONVMON_PROMPTS_DIR',),
      '`prompts/` of the source tree',
      'where prompt templates and rubric sets are read from'),

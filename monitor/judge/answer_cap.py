@@ -1,6 +1,6 @@
 """A bound on how much of a judge's HTTP answer is read: no answer is parsed that is larger than the cap.
 
-A judge answer padded to 60 MB used to be read, parsed and kept (issue #34: RSS 395 -> 1,065 MB). The
+Without it a judge answer padded to 60 MB is read, parsed and kept (RSS 395 -> 1,065 MB). The
 judge's HTTP client gets two event hooks: requests ask for ``Accept-Encoding: identity`` (so the bytes on
 the wire are the bytes parsed), and every response is refused when its ``Content-Length`` is above
 ``judge_max_answer_bytes``, or, without one (chunked), as soon as more than that has been read. The

@@ -1,7 +1,7 @@
 """A judge call must not hold a worker's shutdown: abandon it and put its record back, to be judged again.
 
 faust's ``stream_wait_empty`` (on by default) makes ``App.stop`` wait until every event in flight is
-acknowledged, with no time limit, so a SIGTERM used to wait for the current judge call: minutes with a local
+acknowledged, with no time limit, so a SIGTERM would wait for the current judge call: minutes with a local
 model (``judge_profile=local``), past Kubernetes' grace period, then SIGKILL. Turning the wait off is no fix:
 faust's stream iterator acknowledges a cancelled event, and its judgement would be lost.
 

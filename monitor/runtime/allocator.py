@@ -3,7 +3,7 @@
 A worker under glibc malloc grows its resident memory in 8-12 MB steps that never come back (1-4.5 MB/min
 in 10-minute soaks) while its live native heap stays flat (memray: +9 MB after warm-up against +36 MB of
 RSS): the classify threads' numpy/scipy temporaries of varying sizes fragment glibc's arenas. Under
-jemalloc, which returns dirty pages after a few seconds, the same soak is flat (docs/lab/reliability-notes.md,
+jemalloc, which returns dirty pages after a few seconds, the same soak is flat (docs/reliability.md,
 "Soak"). The container image preloads it (``LD_PRELOAD``, Dockerfile); ``convmon soak`` starts its worker
 the same way, so the soak measures what ships.
 """
@@ -23,7 +23,7 @@ from monitor.contracts.errors import ConfigError
 JEMALLOC = "libjemalloc.so.2"
 # Freed pages go back to the system after 1 s instead of jemalloc's 10 s, so RSS stays closer to live memory.
 # The soaks that validate the CI check ran with it; it did not, alone, let a 10-minute soak see an injected
-# 1.5 MB/min leak (docs/lab/reliability-notes.md, "Soak"). The Dockerfile sets the same.
+# 1.5 MB/min leak. The Dockerfile sets the same.
 MALLOC_CONF = "dirty_decay_ms:1000,muzzy_decay_ms:0"
 # Debian/Ubuntu's libjemalloc2 (any architecture), the image's stable link, other distributions.
 _CANDIDATES = (f"/usr/local/lib/{JEMALLOC}", f"/usr/lib/*-linux-gnu/{JEMALLOC}", f"/usr/lib64/{JEMALLOC}",
@@ -83,7 +83,7 @@ class HeapReader:
     from the allocator this process runs on: jemalloc's ``stats.allocated`` (after an ``epoch`` write, which
     refreshes its cached statistics), or glibc's ``mallinfo2()`` in-use bytes (``uordblks`` in the arenas plus
     ``hblkhd`` mmapped). RSS also counts freed pages an allocator has not returned, which move in one-off steps
-    of 10-22 MB on jemalloc (docs/lab/reliability-notes.md, "Soak"); the live heap does not, so a leak shows in it.
+    of 10-22 MB on jemalloc; the live heap does not, so a leak shows in it.
     ``allocator`` is None when neither can be read (another malloc, or an old glibc): no value then."""
 
     def __init__(self) -> None:

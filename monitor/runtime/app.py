@@ -20,7 +20,7 @@ from monitor.runtime.hotbatches import HotBatches
 from monitor.runtime.log_ends import TansuTransport
 from monitor.runtime.seeks import SeekingConsumer
 
-# `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md, issue #18).
+# `conversations` and `sessions-control` are gone since the hot path runs in one agent (CHANGELOG.md).
 # The input topic is not among them: it is the producer's (``CONVMON_INPUT_TOPIC``), or convmon's own
 # ``<prefix>events`` when unset. ``rekeyed`` carries input events re-produced under their conversation id.
 TOPIC_NAMES = ("rekeyed", "judge", "scores", "labels", "dead-letters")
@@ -111,8 +111,10 @@ def bootstrap(kafka: KafkaSettings) -> str:
 
 def create_app(settings: Settings, *, tansu: bool = False) -> tuple[App, Topics]:
     """``tansu``: the broker is Tansu (runtime/layout.py): its consumer also checks table restore ends."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)  # faust creates its datadir, not the parents
     app = App(
         settings.app_id,
+        datadir=str(settings.data_dir / "{conf.name}-data"),  # faust's default is <app_id>-data in the cwd
         broker=settings.broker_url,
         broker_credentials=credentials(settings),
         store="memory://",  # tables are rebuilt from their Kafka changelogs on restart

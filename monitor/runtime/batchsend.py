@@ -1,4 +1,4 @@
-"""Many records to one partition as Kafka record batches, one delivery future per batch (#18).
+"""Many records to one partition as Kafka record batches, one delivery future per batch.
 
 faust's ``Producer.send`` takes one record: aiokafka then looks the topic's partitions up twice,
 appends the record to the partition's open batch and gives it a future of its own, which the

@@ -1,5 +1,5 @@
 """One checkpoint per worker: a batch's outputs and state changes are on the broker before its input offsets may
-commit (#31; quix-streams' ``Checkpoint.commit()`` is the model).
+commit (quix-streams' ``Checkpoint.commit()`` is the model).
 
 :meth:`Checkpoint.commit` takes what a batch sends (stages/scoring.py: re-keyed events, dead letters, the judge
 slice, scores, labels), sends it, hands the counts (the ``scored`` table: dedup marks, totals, commit records)

@@ -1,4 +1,4 @@
-"""The hot path reads batches (#31 item 3): the records a fetch returns for the input and re-keyed topics go to
+"""The hot path reads batches: the records a fetch returns for the input and re-keyed topics go to
 one handler as a list, not through faust's per-record delivery.
 
 faust delivers a record at a time: the conductor, a channel queue, a stream, a task and an ``asyncio.wait`` per

@@ -23,7 +23,7 @@ task"), so no table is ever restored, ``on_rebalance_complete`` is never sent an
 never start. aiokafka's ``stop()`` right after ``start()`` does raise: it cancels its no-group
 coordinator's ``_reset_committed_task`` and awaits it, and a task cancelled before its first step
 re-raises ``CancelledError`` to the caller (aio-libs/aiokafka#647). That is what kept a worker given no
-partitions (more members than partitions) unready for ever (#18).
+partitions (more members than partitions) unready for ever.
 """
 
 from __future__ import annotations

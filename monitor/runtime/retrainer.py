@@ -1,4 +1,4 @@
-"""`convmon retrain`: the one retraining process of a deployment (issue #20).
+"""`convmon retrain`: the one retraining process of a deployment.
 
 Each round trains the distilled per-rubric models from the label store, gates and publishes them,
 then (``calibration_min_labels`` > 0) the satisfaction calibration; workers hot-reload what is
@@ -9,6 +9,9 @@ one retrainer per deployment: compose's ``retrainer`` service, or the Kubernetes
 
 A failed part (store down, bad data, a bug) is logged in one line, counted in
 ``convmon_retrain_rounds_total{outcome="failed"}`` and retried at the next round; the live models stay.
+SIGTERM or Ctrl-C mid-round abandons the round and exits at once (compose waits 10 s before it kills): a
+model is published by a rename and promoted by a replace (distill/registry.py), so an abandoned round leaves
+nothing half-written, and the next round trains from the label store again.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("convmon.retrain")
 PARTS = ("distilled", "calibration")
+STOP_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -121,16 +125,38 @@ class Retrainer:
                  "; ".join(result.reasons))
         return result.status
 
-    def run_forever(self, schedule: Schedule, stop: threading.Event) -> None:
-        """A round at every scheduled time until ``stop`` is set; a slow round skips the times it overran."""
+    def run_forever(self, schedule: Schedule, stop: threading.Event) -> bool:
+        """A round at every scheduled time until ``stop`` is set; a slow round skips the times it overran.
+        False when ``stop`` came mid-round: the round is abandoned, its thread still running."""
         while not stop.is_set():
             due = schedule.next_after(self.clock())
             self.metrics.next_round.set(due)
             log.info("next retraining round at %s (%s)", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(due)),
                      schedule.describe())
             if stop.wait(max(0.0, due - self.clock())):
-                return
-            self.run_round()
+                return True
+            if not self._round_unless_stopped(stop):
+                log.warning("stopped mid-round: the round is abandoned and nothing of it published; "
+                            "the next round trains again")
+                return False
+        return True
+
+    def _round_unless_stopped(self, stop: threading.Event) -> bool:
+        """The round in a daemon thread, so that a stop is answered within a poll, not after minutes of training."""
+        finished = threading.Event()
+
+        def run() -> None:
+            try:
+                self.run_round()
+            finally:
+                finished.set()
+
+        log.info("retraining round started")
+        threading.Thread(target=run, name="retrain-round", daemon=True).start()
+        while not finished.wait(STOP_POLL_S):
+            if stop.is_set():
+                return False
+        return True
 
 
 def run_retrainer(settings: Settings, *, once: bool) -> int:
@@ -140,6 +166,7 @@ def run_retrainer(settings: Settings, *, once: bool) -> int:
         log.warning("retraining is off (CONVMON_RETRAIN_CRON=off): nothing to do")
         return 0
     retrainer = Retrainer(settings.distill, settings.rubrics)
+    abandoned = False
     try:
         if once:
             return 1 if "failed" in retrainer.run_round().values() else 0
@@ -149,7 +176,8 @@ def run_retrainer(settings: Settings, *, once: bool) -> int:
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-        retrainer.run_forever(schedule, stop)
+        abandoned = not retrainer.run_forever(schedule, stop)
         return 0
     finally:
-        retrainer.close()
+        if not abandoned:  # an abandoned round's thread still holds the store: the process exit closes it
+            retrainer.close()

@@ -1,4 +1,4 @@
-"""A stream partition's records are delivered in order from its committed offset, or read again (#18).
+"""A stream partition's records are delivered in order from its committed offset, or read again.
 
 After every assignment faust resumes the stream partitions and only then seeks them to their committed
 offsets (``Recovery.on_recovery_completed`` and ``_resume_streams``, faust-streaming 0.15). The seek is
@@ -14,12 +14,10 @@ and never scored, in one run of three of the kill -9 fault (the events topic's l
 seek and by every record delivered). A record past it is not delivered: the partition is sought back
 there and read again, so the records cleared with the queue come back (as duplicates where they were
 processed before). Only the same jump seen again from the same offset (a transactional producer's
-markers are where records never are) goes on to faust as a gap. Pausing the partitions for the length
-of the seek instead was tried and dropped: a kill -9 test on turn events then lost conversations in 3 of
-10 runs (not understood). Every gap is logged and counted, every rewind too
+markers are where records never are) goes on to faust as a gap. Every gap is logged and counted, every rewind too
 (``convmon_consumer_rewinds_total{topic}``).
 
-Records fetched and then dropped unprocessed must be read again (#31): the hot path's batches report every drop
+Records fetched and then dropped unprocessed must be read again: the hot path's batches report every drop
 (:meth:`SeekingConsumer.read_again`), and when the flow resumes after a rebalance, which clears faust's queues,
 every stream partition goes back to where the assignment's seek put it and is sought there again. A partition
 with nothing committed is sought to its log start: aiokafka seeks only committed offsets above 0, so at a first
@@ -27,11 +25,11 @@ assignment (flow active, the fetcher already running for the table restore) the 
 never read again, and faust, which checks the head of its acknowledged offsets only against a committed offset,
 committed over them (350 and 600 of 2,000 ids in CI's kill -9 runs). Seeks run on the consumer's thread.
 
-A gap's offsets are counted by what they held (#31). Offsets that the re-read from the same offset showed
+A gap's offsets are counted by what they held. Offsets that the re-read from the same offset showed
 to hold no record, inside the partition's log, are *empty* (``convmon_consumer_empty_offsets_total``): a
 transactional producer's markers, or offsets a restarted or restored log has no record at (after a kill -9
 during produce, Tansu's S3 engine came back with its high watermark behind the batches it had stored, and
-its offsets were then no longer contiguous: docs/lab/reliability-notes.md). The consumer skipped nothing there, so
+its offsets were then no longer contiguous). The consumer skipped nothing there, so
 they page no one; whether the broker kept every acknowledged record is for the producer to check. Offsets
 below the partition's log start when read (records deleted or lost before this consumer read them), and
 any gap faust records without that re-read, are *skipped* (``convmon_consumer_gap_offsets_total``): input

@@ -7,7 +7,7 @@ restore the key to the wrong worker. Here the caller passes the partition of the
 event, using the table's public ``data`` (local store) and changelog topic. An input topic with more
 partitions than the changelog writes input partition p to changelog partition p mod n: every value names its
 input partition, so a restore keeps what the owner of p owns; that is exact with one worker, and with several
-only when the counts match (faust assigns input p and changelog p together then; docs/lab/reliability-notes.md).
+only when the counts match (faust assigns input p and changelog p together then).
 
 faust's own ``send_changelog`` queues each record in its producer buffer, which hands them to the
 producer one at a time, several event-loop turns each, and while more than 100 wait it stops

@@ -1,4 +1,4 @@
-"""The redaction boundary (issue #32): input events are redacted once, as they are decoded, so nothing
+"""The redaction boundary: input events are redacted once, as they are decoded, so nothing
 downstream (the sessions changelog, the re-key hop, the judge and labels topics, the scores topic's
 metadata, the classifiers) ever holds what the redactor removes.
 

@@ -1,4 +1,4 @@
-"""Per-partition stream clocks: the time idle expiry and lateness are measured in (#18).
+"""Per-partition stream clocks: the time idle expiry and lateness are measured in.
 
 Processing time is wrong for a partition that is behind: a worker that lags (load, a broker outage)
 would close conversations whose next turns are still queued in the log, then dead-letter those turns
@@ -35,7 +35,7 @@ class PartitionClock:
             self._latest[partition] = (stream, now, caught_up)
         elif caught_up and not previous[2]:
             # the partition's last record is older than one before it (re-keyed records keep their input's
-            # timestamps): caught up now, the clock runs on from where it stood (#31: it stood still for good)
+            # timestamps): caught up now, the clock runs on from where it stood
             self._latest[partition] = (previous[0], now, True)
         elif not caught_up:
             self._latest[partition] = (*previous[:2], False)

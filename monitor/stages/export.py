@@ -2,7 +2,7 @@
 
 Each worker counts only what it consumed; sums across workers, rates and ratios are PromQL's job
 (see ``deploy/prometheus/rules``). Metadata dimensions (app, locale, model version) become labels
-through an allow-list (issue #32: metadata is producer-supplied and may hold user data, so a value
+through an allow-list (metadata is producer-supplied and may hold user data, so a value
 nobody configured is exported as ``other``), optionally widened by a safe pattern with a cap on
 distinct values per dimension, and a global series budget over all dimensions together, so a
 misbehaving producer can never blow up the series count nor put user data in a label: past either,

@@ -1,4 +1,4 @@
-"""Per-partition running totals that Prometheus can trust across crashes and rebalances (#18 item 6).
+"""Per-partition running totals that Prometheus can trust across crashes and rebalances.
 
 A worker's own counters restart at zero with the process, and the increments since its last scrape
 die with it while their dedup marks survive. Here every input partition keeps running totals
@@ -8,7 +8,7 @@ writes its marks, each stamped with the batch's sequence number, then every *gro
 then the commit record ``#c|<partition>`` = ``{"partition": p, "seq": sequence}``. A group is one family's
 series that differ only by item (``rubric``, ``polarity``, ``verdict``): a scored conversation changes one
 group per family, so a batch writes a few records per label combination instead of one per item and verdict
-(a judged conversation wrote 21 total records, the bulk of the worker's changelog traffic; #18). Its record
+(a judged conversation wrote 21 total records, the bulk of the worker's changelog traffic). Its record
 ``#g|[partition, family, group labels]`` holds the whole group: ``[partition, family, group labels,
 [[item labels, value, value before the batch], ...], sequence]``. Per-series ``#t|`` records (written before
 groups) are still read; a group record supersedes them. A producer keeps one partition's records
@@ -24,7 +24,7 @@ counted. :meth:`written` marks what is committed so far; the checkpoint calls wh
 write up to there is acknowledged, which exports those batches *and every earlier one* of each partition:
 the writes reach the changelog in sequence order (one flush at a time, and the producer keeps a partition's
 order), whichever caller's check finishes first (the judge's one-record commits used to be acknowledged
-before the hot path's earlier batches, whose totals were then never exported: #31).
+before the hot path's earlier batches, whose totals were then never exported).
 """
 
 from __future__ import annotations

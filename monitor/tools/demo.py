@@ -83,7 +83,7 @@ def _worker_env(broker_url: str, workdir: Path, metrics_port: int) -> dict[str, 
         "CONVMON_DISTILL_MIN_POSITIVES": str(MIN_POSITIVES),
         "CONVMON_REGISTRY_POLL_S": "2",
         "CONVMON_IDLE_TIMEOUT_S": "10",
-        # metric labels are an allow-list (issue #32): the simulator's values, so the per-app panels fill
+        # metric labels are an allow-list: the simulator's values, so the per-app panels fill
         "CONVMON_DIMENSION_VALUES": json.dumps({"app": list(APPS), "locale": list(LOCALES),
                                                 "model_version": list(MODEL_VERSIONS)}),
     }

@@ -62,7 +62,7 @@ def windowed_slope(samples: list[Sample], value: Callable[[Sample], float], *, w
     ``window_s`` later. A steady leak moves every window; a one-off step moves only the windows that hold it
     (six of the 35 one-minute windows of a 7-minute stretch sampled every 10 s) however late it comes, where it
     moves about half the pairs of ``theil_sen`` when it lands mid-run. The heap's verdict: in the 10-minute soaks
-    it still rose in steps of 1-6 MB after the warm-up (docs/lab/reliability-notes.md, "Soak")."""
+    it still rose in steps of 1-6 MB after the warm-up."""
     slopes = []
     for i, a in enumerate(samples):
         b = next((b for b in samples[i + 1:] if b.t - a.t >= window_s), None)

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import orjson
 import pytest
 from typer.testing import CliRunner
 
+from bench.cli import app
+from bench.distill_fidelity import FidelityConfig, run_fidelity
+from bench.doc import KEEP, PAGES, kept_subsections, paginate, regenerate, render, split_sections
+from bench.doc_markdown import distill_markdown, throughput_markdown
+from bench.throughput import ThroughputConfig, run_throughput
+from bench.throughput_input import distinct_texts_per_conversation, uss_dialogues, uss_messages
+from bench.turns import turn_event_messages, whole_conversations
+from bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, Turn, encode
 from monitor.contracts.settings import REPO_ROOT
-from monitor.tools.bench.cli import app
-from monitor.tools.bench.distill_fidelity import FidelityConfig, run_fidelity
-from monitor.tools.bench.doc import KEEP, kept_subsections, regenerate, render, split_sections
-from monitor.tools.bench.doc_markdown import distill_markdown, throughput_markdown
-from monitor.tools.bench.throughput import ThroughputConfig, run_throughput
-from monitor.tools.bench.throughput_input import distinct_texts_per_conversation, uss_dialogues, uss_messages
-from monitor.tools.bench.turns import turn_event_messages, whole_conversations
-from monitor.tools.bench.use import PAPER_ROWS, UseConfig, run_use, split_indices
 
 runner = CliRunner()
 
@@ -206,7 +207,8 @@ def test_report_renders_saved_results(tmp_path: Path) -> None:
     assert ("MWOZ `minilm` 45.8 / 46.3, MWOZ `hashing+minilm` 47.0 / 45.5; largest loss 1.5 points (bar: <= 1; "
             "not met: keep CONVMON_EMBEDDING_BACKEND=torch)") in text
     assert "Learning curve: not in these results" in text
-    assert "calibration table here" in text and "_Not run yet._" in text
+    assert "calibration table here" not in text and "(benchmarks-calibration.md)" in text  # linked, not copied
+    assert "_Not run yet._" in text
     assert render({}).count("_Not run yet._") == 7  # use, both throughputs, distill, sampler, cost, detect
 
 
@@ -216,8 +218,25 @@ def test_report_keeps_sections_without_saved_results(tmp_path: Path) -> None:
     (docs / "benchmarks.md").write_text(render({"use": {"results": [], "paper": [dict(PAPER_ROWS[0])]}}))
     (docs / "benchmarks-calibration.md").write_text("## Calibration: new\n\nnew numbers\n")
     text = regenerate(tmp_path / "empty", docs / "benchmarks.md").read_text()  # no saved results at all
-    assert "29.1" in text and text.count("_Not run yet._") == 6  # use kept from the old doc
-    assert "new numbers" in text and text.count("## Calibration") == 1
+    assert "29.1" in text and text.count("_Not run yet._") == 2  # use kept from the old doc; distill, sampler
+    assert "new numbers" not in text and text.count("## Calibration") == 1
+    assert (docs / "benchmarks-speed.md").read_text().count("_Not run yet._") == 2  # both throughputs
+    assert (docs / "benchmarks-alerting.md").read_text().count("_Not run yet._") == 2  # cost, detect
+
+
+def test_the_pages_split_the_sections_and_a_regeneration_keeps_each_where_it_was(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    pages = paginate(render({}))
+    assert set(pages) == {"benchmarks.md", "benchmarks-speed.md", "benchmarks-alerting.md"}
+    assert "## Spike detection" in pages["benchmarks-alerting.md"]
+    assert "## Spike detection" not in pages["benchmarks.md"]
+    assert "## Speed: whole-conversation input" in pages["benchmarks-speed.md"]
+    for page, text in pages.items():
+        (docs / page).write_text(text.replace("_Not run yet._", f"kept on {page}"))
+    regenerate(tmp_path / "empty", docs / "benchmarks.md")
+    for page in pages:
+        assert f"kept on {page}" in (docs / page).read_text()
 
 
 def test_a_regenerated_section_keeps_the_subsections_written_by_hand(tmp_path: Path) -> None:
@@ -230,13 +249,16 @@ def test_a_regenerated_section_keeps_the_subsections_written_by_hand(tmp_path: P
     assert "stale numbers" not in section and "old generated table" not in section
 
 
-def test_the_committed_doc_marks_its_hand_written_measurements() -> None:
-    """What `bench report` would drop on the next run is marked, so it is kept (the #31 and #36 comparisons)."""
-    sections = split_sections((REPO_ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8"))
+def test_the_committed_pages_are_short_and_mark_their_hand_written_measurements() -> None:
+    """What `bench report` would drop on the next run is marked, so it is kept (the latency runs); each page
+    stays readable (20 KB at most) and carries no issue numbers."""
+    for page in ("benchmarks.md", *PAGES):
+        text = (REPO_ROOT / "docs" / page).read_text(encoding="utf-8")
+        assert len(text.encode()) <= 20_000, page
+        assert re.search(r"(issue |\(|\s)#\d\d", text) is None, page
+    sections = split_sections((REPO_ROOT / "docs" / "benchmarks-speed.md").read_text(encoding="utf-8"))
     kept = {title: [k.splitlines()[0] for k in kept_subsections(text)] for title, text in sections.items()}
-    assert "### Whole conversations: what was tried (issue #36)" in kept["Accuracy: SPUR Table 1 protocol on USS"]
-    assert "### This release against main 9858d22: the 2.5× bar (issue #31)" in kept[
-        "Speed: distilled path vs raw consume, and the judge path"]
+    assert kept["Speed: distilled path vs raw consume, and the judge path"] == ["### Latency: event to score"]
 
 
 def test_use_baselines_on_the_same_splits(shared_data: Path) -> None:
@@ -276,23 +298,23 @@ def test_distill_fidelity_with_the_uss_human_teacher(shared_data: Path) -> None:
 
 
 def test_cli_default_models_are_the_benchmark_defaults() -> None:
-    from monitor.tools.bench.cli import USE_CURVE, USE_FULL_MODELS, USE_MODELS
-    from monitor.tools.bench.use import CURVE_FRACTIONS, FULL_MODELS, QUICK_MODELS
+    from bench.cli import USE_CURVE, USE_FULL_MODELS, USE_MODELS
+    from bench.use import CURVE_FRACTIONS, FULL_MODELS, QUICK_MODELS
 
     assert USE_MODELS.split(",") == list(QUICK_MODELS) and USE_FULL_MODELS.split(",") == list(FULL_MODELS)
     assert [float(f) for f in USE_CURVE.split(",")] == list(CURVE_FRACTIONS)
 
 
-def test_issue_bars_render_as_sentences_with_their_measured_values() -> None:
-    from monitor.tools.bench.doc_markdown import throughput_markdown
+def test_targets_render_as_sentences_with_their_measured_values() -> None:
+    from bench.doc_markdown import throughput_markdown
 
     text = throughput_markdown({"mode": "turns", "raw_consume_per_s": 100.0, "bars": {
         "turns_at_least_10pct_of_raw": {"ratio": 0.0129, "met": False},
         "conversations_3x_pre18": {"speedup": 3.2, "met": True, "same_run": False, "workers": 2},
         "score_record_at_most_600_bytes": {"hashing": {"bytes": 351.6, "met": True}}}})
-    assert ("Bars of issue #18: turn events at >= 10 % of raw consume: not met (ratio 0.0129); whole conversations "
-            "at >= 3x the monitor before #18: not proven (speedup 3.2 against a recorded one-worker rate, not the same "
-            "run; 2 worker(s) here); score "
+    assert ("Targets: turn events at >= 10 % of raw consume: not met (ratio 0.0129); whole conversations "
+            "at >= 3x the earlier monitor's recorded rate: not proven (speedup 3.2 against a recorded one-worker "
+            "rate, not the same run; 2 worker(s) here); score "
             "record <= 600 bytes: `hashing` met (bytes 352).") in text
     floored = throughput_markdown({"mode": "turns", "bars": {"turns_at_least_10pct_of_raw": {
         "ratio": 0.0351, "bar": 0.10, "floor_ratio": 0.0547, "met": False}}})

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from monitor.tools.bench.cli import app
-from monitor.tools.bench.doc_markdown import cost_markdown
+from bench.cli import app
+from bench.doc_markdown import cost_markdown
 
 runner = CliRunner()
 
@@ -47,8 +47,8 @@ def test_cost_cli_refuses_bad_slices() -> None:
 
 
 def test_sampler_gain_spends_the_same_in_both_arms(shared_data: Path) -> None:
-    from monitor.tools.bench.doc_markdown import sampler_markdown
-    from monitor.tools.bench.sampler_gain import SamplerConfig, run_sampler
+    from bench.doc_markdown import sampler_markdown
+    from bench.sampler_gain import SamplerConfig, run_sampler
 
     out = run_sampler(SamplerConfig(rate=0.3, rounds=2, seeds=(0,), uss_files=("MWOZ",), data_dir=shared_data))
     [run] = out["runs"]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from monitor.tools.bench.cli import app
-from monitor.tools.bench.detect_estimators import ESTIMATORS
-from monitor.tools.bench.doc import render
+from bench.cli import app
+from bench.detect_estimators import ESTIMATORS
+from bench.doc import render
 
 runner = CliRunner()
 

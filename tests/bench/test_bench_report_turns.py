@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from monitor.tools.bench import (
+from bench import (
     cost,
     detect,
     distill_fidelity,
@@ -19,9 +19,9 @@ from monitor.tools.bench import (
     throughput_cpu,
     use,
 )
-from monitor.tools.bench.doc import COMMANDS, regenerate, render
-from monitor.tools.bench.doc_use import TURNS_MISSING, paired
-from monitor.tools.bench.use import TURN_MODELS, UseConfig
+from bench.doc import COMMANDS, regenerate, render
+from bench.doc_use import TURNS_MISSING, paired
+from bench.use import TURN_MODELS, UseConfig
 
 
 def _row(dataset: str, model: str, per_split: list[float] | None, **extra: Any) -> dict[str, Any]:

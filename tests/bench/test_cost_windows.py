@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from monitor.tools.bench.cost_windows import Regime, window_errors
+from bench.cost_windows import Regime, window_errors
 
 
 def _pool(n: int, rate: float, seed: int) -> np.ndarray:

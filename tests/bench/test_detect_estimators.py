@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from monitor.tools.bench.detect_estimators import Z95, ppi_estimate, ppi_from_sums
+from bench.detect_estimators import Z95, ppi_estimate, ppi_from_sums
 
 REPEATS = 400
 

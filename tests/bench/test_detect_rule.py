@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from monitor.tools.bench.detect import DetectConfig, Pool, simulate
-from monitor.tools.bench.detect_estimators import estimate
-from monitor.tools.bench.detect_rule import RULES_DIR, SpikeRule, condition, episodes, firing, load_rule
+from bench.detect import DetectConfig, Pool, simulate
+from bench.detect_estimators import estimate
+from bench.detect_rule import RULES_DIR, SpikeRule, condition, episodes, firing, load_rule
 
 
 def test_the_rule_is_read_from_the_shipped_files() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor.tools.bench.judge_drift import METHODS, SCENARIOS, DriftConfig, run_drift
+from bench.judge_drift import METHODS, SCENARIOS, DriftConfig, run_drift
 
 
 def test_small_run_reports_every_method_and_scenario() -> None:

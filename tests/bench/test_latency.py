@@ -6,10 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from distill.datasets import UssDialogue
-from monitor.contracts.errors import ConfigError
-from monitor.runtime.scrape import Sample
-from monitor.tools.bench.latency import (
+from bench.latency import (
     LatencyConfig,
     histogram_quantile_le,
     latency_rows,
@@ -17,7 +14,10 @@ from monitor.tools.bench.latency import (
     paced_schedule,
     run_latency,
 )
-from monitor.tools.bench.throughput_input import uss_dialogues
+from bench.throughput_input import uss_dialogues
+from distill.datasets import UssDialogue
+from monitor.contracts.errors import ConfigError
+from monitor.runtime.scrape import Sample
 
 
 def test_latency_is_score_time_minus_end_time_with_missing_ids_named() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.tools.bench.open_conversations import run_open_conversations
+from bench.open_conversations import run_open_conversations
 
 
 @pytest.mark.long

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from monitor.tools.bench.doc_markdown import throughput_markdown
-from monitor.tools.bench.doc_tables import throughput_table
-from monitor.tools.bench.otlp_throughput import (
+from bench.doc_markdown import throughput_markdown
+from bench.doc_tables import throughput_table
+from bench.otlp_throughput import (
     END_ATTRIBUTE,
     OtlpThroughputConfig,
     otlp_messages,

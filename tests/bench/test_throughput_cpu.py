@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from monitor.tools.bench.doc_markdown import throughput_markdown
-from monitor.tools.bench.throughput import ThroughputConfig
-from monitor.tools.bench.throughput_cpu import MODES, PATHS, cpu_markdown, run_cpu_rounds, spread
+from bench.doc_markdown import throughput_markdown
+from bench.throughput import ThroughputConfig
+from bench.throughput_cpu import MODES, PATHS, cpu_markdown, run_cpu_rounds, spread
 
 
 def test_spread_is_the_median_and_range_of_the_rounds() -> None:

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from bench.use import LABELS, UseConfig, featurizer, run_use, split_indices
+from bench.use_turns import TurnData, TurnSupervisedClassifier, build_turn_data, candidates, turn_model
 from distill.datasets import load_uss
 from distill.datasets.uss import _turn_polarity, conversation_label
 from distill.featurizers.hashing import HashingFeaturizer
-from monitor.tools.bench.use import LABELS, UseConfig, featurizer, run_use, split_indices
-from monitor.tools.bench.use_turns import TurnData, TurnSupervisedClassifier, build_turn_data, candidates, turn_model
 
 SMALL = HashingFeaturizer(n_word_features=2**10, n_char_features=2**10, n_context_features=2**8,
                           n_last_features=2**8)

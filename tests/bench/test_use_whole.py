@@ -9,16 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.doc_use_dsat import dsat_markdown
+from bench.use import quick_config, run_use
+from bench.use_agreement import panel_agreement
+from bench.use_whole import TURN_MODEL, DsatConfig, _turn_classes, dsat_rows
 from distill.datasets import load_uss
 from distill.datasets.uss import UssDialogue, UssTurn
 from distill.featurizers.hashing import HashingFeaturizer
 from distill.turn_level import TurnAggregateClassifier, aggregate, turn_rows
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation, Turn
-from monitor.tools.bench.doc_use_dsat import dsat_markdown
-from monitor.tools.bench.use import quick_config, run_use
-from monitor.tools.bench.use_agreement import panel_agreement
-from monitor.tools.bench.use_whole import TURN_MODEL, DsatConfig, _turn_classes, dsat_rows
 
 SMALL = HashingFeaturizer(n_word_features=2**10, n_char_features=2**10, n_context_features=2**8,
                           n_last_features=2**8)

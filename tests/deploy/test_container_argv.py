@@ -30,7 +30,7 @@ from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.runtime.broker import free_port, stop_process
 from monitor.runtime.produce import produce_events
 from monitor.runtime.scrape import scrape, total, wait_for_metrics
-from tests.workers import wait_until
+from tests.support.workers import wait_until
 
 CONVMON = Path(sys.executable).with_name("convmon")
 K8S_DIR = REPO_ROOT / "deploy" / "k8s"
@@ -216,7 +216,7 @@ def retrainer_env(service: Service, tmp_path: Path, **extra: str) -> dict[str, s
     """The container's CONVMON_* values with a temp label store (seeded with judged, rated labels) and registry."""
     from distill.store import LabelStore
     from monitor.contracts.rubric_set import load_rubric_set
-    from tests.model_fixtures import feedback_label_records
+    from tests.support.model_fixtures import feedback_label_records
 
     db = f"sqlite:///{tmp_path / 'labels.db'}"
     store = LabelStore(db)

@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 from prometheus_client import CollectorRegistry
 
+from bench.detect_estimators import Z95, ppi_estimate
 from monitor.contracts.metrics import RESIDUAL_TERMS, Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import REPO_ROOT
 from monitor.stages.export import Exporter
 from monitor.stages.sampler import InclusionPolicy
-from monitor.tools.bench.detect_estimators import Z95, ppi_estimate
-from tests.deploy.test_promtool import promtool
+from tests.support.promtool import promtool
 
 RUBRIC = load_rubric_set("spur-copilot", REPO_ROOT / "prompts")
 ITEM = next(i for i in RUBRIC.items if i.polarity == "dsat")

@@ -28,8 +28,8 @@ from monitor.contracts.rubric_set import load_rubric_set
 from monitor.runtime.scrape import by_label, total
 from monitor.tools.local_prometheus import LocalPrometheus, prometheus_binary
 from monitor.tools.shipped_alerts import scale_duration, scaled_rule_files
-from tests.model_fixtures import publish_distilled_model
-from tests.workers import WorkerProcess, settings_env, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.workers import WorkerProcess, settings_env, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 

@@ -13,18 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitor.contracts.settings import REPO_ROOT
+from tests.support.promtool import PROMETHEUS_DIR, promtool
 
-PROMETHEUS_DIR = REPO_ROOT / "deploy" / "prometheus"
 RULE_FILES = sorted((PROMETHEUS_DIR / "rules").glob("*.yml"))
 RULE_TESTS = sorted((PROMETHEUS_DIR / "tests").glob("*_test.yml"))
-
-
-def promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("promtool")
-    if exe is None:
-        pytest.fail("promtool not found: install the Debian package `prometheus` (apt-get install prometheus)")
-    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=PROMETHEUS_DIR)
 
 
 def test_rule_files_and_tests_exist() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +12,7 @@ from typer.testing import CliRunner
 from distill.calibration.cli import app
 from distill.calibration.network import LLMRubricCalibrator, calibrated_satisfaction
 from distill.registry import ModelRegistry
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/strict_json.py
-from strict_json import loads  # noqa: E402
+from tests.support.strict_json import loads
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "llm-rubric"
 JUDGMENTS = DATA / "human_judges_synth_all_FIXED_ANON.tsv"

@@ -31,7 +31,7 @@ from distill.registry import ModelRegistry
 from distill.store import LabelStore
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
-from tests.model_fixtures import CSAT_OFFSET, feedback_label_records
+from tests.support.model_fixtures import CSAT_OFFSET, feedback_label_records
 
 torch.set_num_threads(1)
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -140,7 +140,7 @@ def test_channel_offsets_learn_a_base_rate_difference(trained: tuple, rubric: Ru
     p_csat = model.predict_proba(X, judges=["csat"] * len(X))[:, 1].mean()
     p_shared = model.predict_proba(X)[:, 1].mean()
     # the generator's truth: the same conversations, CSAT 1.5 logits harsher than thumbs
-    from tests.model_fixtures import satisfaction_logit
+    from tests.support.model_fixtures import satisfaction_logit
 
     logits = np.array([satisfaction_logit({q: bool(x[1] == 1.0) for q, x in zip(data.questions, row, strict=False)
                                            if q != TARGET}, rubric) for row in X])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -10,9 +9,7 @@ from typer.testing import CliRunner
 from distill.cli import app
 from distill.label_record import LabelRecord
 from distill.registry import ModelRegistry
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_retrain import synth  # noqa: E402
+from tests.support.labelled import synth
 
 
 def test_train_from_jsonl_then_store_exit_codes(make_settings, tmp_path: Path) -> None:

@@ -149,7 +149,7 @@ def test_hashing_char_block_is_4_grams_and_old_models_keep_theirs(tmp_path: Path
     from monitor.contracts.rubric_set import load_rubric_set
     from monitor.contracts.settings import REPO_ROOT
     from monitor.stages.classify import load_live
-    from tests.model_fixtures import simulated_training_set
+    from tests.support.model_fixtures import simulated_training_set
 
     assert HashingFeaturizer().char_ngram_range == (4, 4)
     rubric = load_rubric_set("spur-copilot", REPO_ROOT / "prompts")

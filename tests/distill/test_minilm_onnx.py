@@ -88,7 +88,7 @@ def test_a_model_is_served_with_the_backend_it_was_trained_with(
     from distill.train import train_items
     from monitor.contracts.rubric_set import load_rubric_set
     from monitor.contracts.settings import REPO_ROOT
-    from tests.model_fixtures import simulated_training_set
+    from tests.support.model_fixtures import simulated_training_set
 
     rubric = load_rubric_set("spur-copilot", REPO_ROOT / "prompts")
     data = simulated_training_set(rubric, n=60)

@@ -16,7 +16,7 @@ from distill.serving import load_live
 from distill.store import LabelStore
 from distill.train import dataset_from_records, split_holdout
 from monitor.runtime.wiring import build_pipeline
-from tests.distill.test_retrain import rubric, synth
+from tests.support.labelled import rubric, synth
 
 
 def _boosted(pairs: list[tuple], every: int) -> list[tuple]:

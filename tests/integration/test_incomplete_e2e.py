@@ -18,10 +18,10 @@ import pytest
 
 from monitor.contracts.settings import REPO_ROOT
 from monitor.runtime.scrape import total
-from tests.integration.test_input_topic import distilled_per_conversation, input_worker
-from tests.readback import read_to_end
-from tests.topic_io import produce
-from tests.workers import WorkerProcess, settings_env, wait_until
+from tests.support.input_topics import distilled_per_conversation, input_worker
+from tests.support.readback import read_to_end
+from tests.support.topic_io import produce
+from tests.support.workers import WorkerProcess, settings_env, wait_until
 
 pytestmark = pytest.mark.integration
 

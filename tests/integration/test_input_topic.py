@@ -9,7 +9,6 @@ on the scores topic and in the exported counter. The judge side is covered by th
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,21 +19,18 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from monitor.contracts.rubric_set import load_rubric_set
-from monitor.contracts.score_codec import decode_score
 from monitor.contracts.settings import Settings
 from monitor.runtime.app import topic_names
-from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import total
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
 from monitor.tools.simulator.generate import ConversationGenerator
-from tests.model_fixtures import publish_distilled_model
-from tests.readback import read_to_end
-from tests.topic_io import Record, list_topics, produce
-from tests.workers import WorkerProcess, wait_until
+from tests.support.input_topics import PARTITIONS, distilled_per_conversation, input_worker
+from tests.support.readback import read_to_end
+from tests.support.topic_io import Record, list_topics, produce
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 N = 8  # conversations per run
-PARTITIONS = 4  # convmon's (CONVMON_TOPIC_PARTITIONS)
 
 
 def json_input(prefix: str) -> list[Record]:
@@ -62,25 +58,10 @@ def otlp_input(prefix: str) -> list[Record]:
     return [(None, first), (None, app.take_traces("otlp_proto"))]
 
 
-def input_worker(make_settings, broker: str, input_format: str, partitions: int) -> Settings:
-    """Settings for a worker reading a producer's topic of ``partitions`` partitions, which exists (the
-    producer's), with convmon's own topics and a live distilled model."""
-    settings = make_settings(broker_url=f"kafka://{broker}", topic_partitions=PARTITIONS, sample_rate=0.0,
-                             idle_timeout_s=3.0, registry_poll_s=1.0, input_format=input_format)
-    settings = settings.model_copy(update={"input_topic": f"{settings.topic_prefix}otlp_spans"})
-    publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
-    asyncio.run(ensure_topics(broker, [settings.input_topic_name], partitions))
-    return settings
-
 
 def identities(records: list[ConsumerRecord]) -> list[tuple[int, int, bytes | None, bytes]]:
     return sorted((r.partition, r.offset, r.key, r.value) for r in records)
 
-
-def distilled_per_conversation(broker: str, settings: Settings) -> Counter[str]:
-    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
-    scores = [decode_score(r.value, rubric) for r in read_to_end(broker, settings.topic("scores")).records]
-    return Counter(s.conversation_id for s in scores if s.scorer == "distilled")
 
 
 @pytest.mark.parametrize(("input_format", "partitions"), [  # ~35 s each: two in the default selection

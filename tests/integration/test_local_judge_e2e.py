@@ -21,10 +21,10 @@ from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import by_label, total
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator
-from tests.model_fixtures import publish_distilled_model
-from tests.readback import read_to_end
-from tests.topic_io import produce
-from tests.workers import WorkerProcess, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.readback import read_to_end
+from tests.support.topic_io import produce
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 N = 40

@@ -20,11 +20,11 @@ from monitor.contracts.settings import REPO_ROOT
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import total
-from tests.model_fixtures import publish_distilled_model
-from tests.readback import read_to_end
-from tests.stages.test_openai_input import doc_example
-from tests.topic_io import produce
-from tests.workers import WorkerProcess, settings_env, wait_until
+from tests.support.docs_examples import openai_chat_example
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.readback import read_to_end
+from tests.support.topic_io import produce
+from tests.support.workers import WorkerProcess, settings_env, wait_until
 
 pytestmark = pytest.mark.integration
 SKIPPED = {"system": 1, "developer": 1, "assistant": 2, "tool": 2}  # in the example: not turns
@@ -38,7 +38,7 @@ def test_the_docs_chat_log_example_is_scored_once_per_conversation(broker: str, 
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     publish_distilled_model(settings, rubric)
     asyncio.run(ensure_topics(broker, topic_names(settings), settings.topic_partitions))
-    lines = doc_example()
+    lines = openai_chat_example()
     replayed = tmp_path / "chats.jsonl"  # the same example under other ids, from a file
     replayed.write_bytes(b"\n".join(line.replace(b"chat-", b"file-").replace(b"1042", b"2042") for line in lines))
 

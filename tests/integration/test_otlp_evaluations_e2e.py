@@ -28,9 +28,9 @@ from monitor.runtime.broker import free_port
 from monitor.runtime.scrape import by_label, total
 from monitor.stages.otlp import any_value
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
-from tests.integration.test_otlp_e2e import otlp_worker, produce_unkeyed, unreferenced
-from tests.stages.test_content_refs import ANSWER, HISTORY, TOKEN, Store, spans_by_reference
-from tests.workers import WorkerProcess, wait_until
+from tests.support.content_store import ANSWER, HISTORY, TOKEN, Store, spans_by_reference
+from tests.support.otlp import otlp_worker, produce_unkeyed, unreferenced
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 N = 3  # conversations per batch

@@ -19,8 +19,8 @@ import pytest
 from monitor.runtime.scrape import by_label, total
 from monitor.stages.otlp import any_value
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
-from tests.integration.test_otlp_e2e import OtlpReceiver, otlp_worker, produce_unkeyed, unreferenced
-from tests.workers import WorkerProcess, wait_until
+from tests.support.otlp import OtlpReceiver, otlp_worker, produce_unkeyed, unreferenced
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 N = 5  # conversations, all in the same messages

@@ -27,9 +27,9 @@ from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import Sample, by_label, total
 from monitor.tools.simulator.generate import SimConversation
-from tests.model_fixtures import publish_distilled_model
-from tests.reliability.test_faults import conversations, produce, read_topic
-from tests.workers import WorkerProcess, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.traffic import conversations, produce, read_topic
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 PARTITION_SCORED = "convmon_partition_conversations_scored_total"

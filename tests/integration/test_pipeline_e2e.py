@@ -22,8 +22,8 @@ from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import by_label, total
 from monitor.stages.route import in_sample
 from monitor.tools.simulator.generate import ConversationGenerator
-from tests.model_fixtures import publish_calibration_model, publish_distilled_model
-from tests.workers import WorkerProcess, wait_until
+from tests.support.model_fixtures import publish_calibration_model, publish_distilled_model
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -35,10 +35,10 @@ from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import by_label
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator
-from tests.integration.test_otlp_e2e import OtlpReceiver
-from tests.model_fixtures import publish_distilled_model
-from tests.topic_io import list_topics, produce, read_to_fetched_end, reader
-from tests.workers import WorkerProcess, settings_env, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.otlp import OtlpReceiver
+from tests.support.topic_io import list_topics, produce, read_to_fetched_end, reader
+from tests.support.workers import WorkerProcess, settings_env, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # ~45 s: `make faults` runs it (CI too)
 

@@ -27,7 +27,7 @@ import pytest
 from monitor.contracts.settings import REPO_ROOT
 from monitor.runtime.broker import free_port
 from monitor.runtime.scrape import by_label, scrape, total
-from tests.workers import wait_until
+from tests.support.workers import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import by_label
 from monitor.stages.hotpath import REKEYED
-from tests.workers import WorkerProcess, wait_until
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 

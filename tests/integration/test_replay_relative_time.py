@@ -19,8 +19,8 @@ from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import total
 from monitor.tools.replay import read_dataset
-from tests.model_fixtures import publish_distilled_model
-from tests.workers import WorkerProcess, settings_env, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.workers import WorkerProcess, settings_env, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,16 +9,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/openai_server.py
-
-from monitor.tools.openai_server import OpenAIServer  # noqa: E402
-
-API_KEY = "sk-test-DO-NOT-LEAK-1234567890"
+from monitor.tools.openai_server import OpenAIServer
+from tests.support.judge_wiring import API_KEY
 
 
 @pytest.fixture
@@ -58,11 +52,3 @@ def rubric() -> RubricSet:
     return load_rubric_set("spur-copilot", REPO_ROOT / "prompts")
 
 
-def make_conversation(*texts: str, conversation_id: str = "c-1", **overrides: Any) -> Conversation:
-    """Alternating user/assistant turns from ``texts`` (the first is the user's)."""
-    turns = [{"index": i, "role": "user" if i % 2 == 0 else "assistant", "text": t} for i, t in enumerate(texts)]
-    return Conversation.model_validate({"conversation_id": conversation_id, "turns": turns, **overrides})
-
-
-def sample(metrics: Metrics, name: str, **labels: str) -> float:
-    return metrics.registry.get_sample_value(name, labels) or 0.0

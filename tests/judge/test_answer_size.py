@@ -7,10 +7,10 @@ client accepted), with a Content-Length and chunked without one.
 from __future__ import annotations
 
 import pytest
-from conftest import make_conversation, sample
 
 from monitor.contracts.errors import JudgeError
 from monitor.judge.build import build_judge
+from tests.support.judge_wiring import make_conversation, sample
 
 HAPPY = make_conversation("Can you fix my code?", "Here is the fix.", "Thanks, that works perfectly!")
 

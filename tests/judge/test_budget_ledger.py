@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from conftest import sample
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.errors import BudgetExhausted
@@ -19,6 +18,7 @@ from monitor.contracts.metrics import Metrics
 from monitor.judge.budget import DailyBudget
 from monitor.judge.ledger import LedgerDay
 from monitor.judge.sql_ledger import SqlLedger
+from tests.support.judge_wiring import sample
 
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 

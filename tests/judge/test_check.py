@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import API_KEY
 from typer.testing import CliRunner
 
 from monitor.cli import app
 from monitor.judge.check import check_endpoint
+from tests.support.judge_wiring import API_KEY
 
 
 @pytest.mark.parametrize(("flavour", "level", "settings"), [

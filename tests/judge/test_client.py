@@ -9,13 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import API_KEY, sample
 
 from monitor.contracts.errors import BudgetExhausted, JudgeError, JudgeUnavailable
 from monitor.contracts.settings import Settings
 from monitor.judge import client as client_module
 from monitor.judge.client import JudgeClient
 from monitor.judge.completion import Usage, price_for, prompt_bound, retry_after
+from tests.support.judge_wiring import API_KEY, sample
 
 MESSAGES = [{"role": "system", "content": "rubric"}, {"role": "user", "content": "conversation"}]
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -7,11 +7,8 @@ import json
 from typing import Any
 
 import pytest
-from conftest import make_conversation, sample
-from judge_wiring import judge_from
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from prometheus_client import CollectorRegistry
-from test_strict_answers import respond
 
 from distill.store import LabelRecord
 from monitor.contracts.errors import ConfigError, JudgeResponseError
@@ -19,6 +16,7 @@ from monitor.contracts.metrics import Metrics
 from monitor.judge.redact import Redactor
 from monitor.judge.strict import MAX_EXPLANATION
 from monitor.stages.evaluations import EvaluationEvents
+from tests.support.judge_wiring import judge_from, make_conversation, respond, sample
 
 CONVERSATION = make_conversation("my email is bob@example.com and the export still fails", "Try again.",
                                  "that is wrong, it still fails")

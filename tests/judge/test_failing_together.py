@@ -7,7 +7,6 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import make_conversation
 
 from monitor.contracts.errors import JudgeError
 from monitor.judge.client import JudgeClient
@@ -15,7 +14,7 @@ from monitor.judge.gather import gather_or_cancel
 from monitor.judge.logprobs import LogprobsScorer
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.stand_in_judge import answer
-from tests.judge_wiring import judge_from
+from tests.support.judge_wiring import judge_from, make_conversation
 
 HAPPY = make_conversation("Please write a haiku", "Leaves drift...", "Thanks, that's perfect!")
 

@@ -7,7 +7,6 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import API_KEY, make_conversation, sample
 
 from monitor.contracts.errors import JudgeError, JudgeResponseError, JudgeUnavailable
 from monitor.contracts.rubric_set import load_rubric_set
@@ -15,7 +14,7 @@ from monitor.contracts.scores import aggregate_r
 from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.judge.llm import LLMJudge
 from monitor.judge.simulated import SimulatedJudge
-from tests.judge_wiring import judge_from
+from tests.support.judge_wiring import API_KEY, judge_from, make_conversation, sample
 
 HAPPY = make_conversation(
     "Please write a haiku about autumn, I'm at jane@example.com",

@@ -4,7 +4,6 @@ import asyncio
 from datetime import date
 
 import pytest
-from conftest import sample
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.errors import BudgetExhausted
@@ -12,6 +11,7 @@ from monitor.contracts.metrics import Metrics
 from monitor.judge.budget import DailyBudget
 from monitor.judge.ledger import MemoryLedger
 from monitor.judge.ratelimit import RateLimiter, TokenBucket
+from tests.support.judge_wiring import sample
 
 
 class FakeTime:

@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import make_conversation, sample
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.errors import JudgeError
@@ -31,6 +30,7 @@ from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.judge.build import build_judge
 from monitor.judge.check import check_endpoint
 from monitor.runtime.broker import free_port
+from tests.support.judge_wiring import make_conversation, sample
 
 pytestmark = [pytest.mark.llm_server, pytest.mark.timeout(1800)]  # a CPU model: minutes per conversation
 PYTHON_ENV = "CONVMON_TEST_LLAMA_PYTHON"

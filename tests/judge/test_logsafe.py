@@ -15,7 +15,7 @@ from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
 from monitor.judge.logsafe import QUIET_LOGGERS, install_log_safety, scrub_credentials
 from monitor.tools.openai_server import OpenAIServer
-from tests.judge_wiring import judge_from
+from tests.support.judge_wiring import judge_from
 
 PASSWORD = "pw-Zq81-never-log-me"
 

@@ -6,12 +6,12 @@ import math
 import time
 
 import openai
-from conftest import make_conversation
 
 from monitor.contracts.settings import REPO_ROOT
 from monitor.judge.prompt import conversation_message
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.stand_in_judge import decide, embed
+from tests.support.judge_wiring import make_conversation
 
 
 async def test_embeddings_are_deterministic_and_normalised(server: OpenAIServer) -> None:

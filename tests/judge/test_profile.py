@@ -4,12 +4,12 @@ settings still win, from the environment as from arguments."""
 from __future__ import annotations
 
 import pytest
-from conftest import API_KEY, sample
 from pydantic import ValidationError
 
 from monitor.contracts.errors import JudgeUnavailable
 from monitor.contracts.settings import Settings, load_settings
 from monitor.judge.client import JudgeClient
+from tests.support.judge_wiring import API_KEY, sample
 
 
 def test_the_local_profile_sets_what_was_not_given(monkeypatch: pytest.MonkeyPatch) -> None:

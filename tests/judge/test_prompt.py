@@ -4,12 +4,12 @@ import json
 import re
 
 import pytest
-from conftest import make_conversation
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import REPO_ROOT
 from monitor.judge.prompt import conversation_budget, conversation_message, render_turns
 from monitor.judge.spur import SpurScorer
+from tests.support.judge_wiring import make_conversation
 
 PROMPTS = REPO_ROOT / "prompts"
 BLOCK = re.compile(r"^<<<CONVERSATION (\w+)>>>\n(.*?)\n<<<END CONVERSATION \1>>>$", re.S | re.M)

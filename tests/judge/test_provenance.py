@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import API_KEY, make_conversation, sample
 from prometheus_client import CollectorRegistry
 
 from distill.score_store import ScoreStore
@@ -26,7 +25,7 @@ from monitor.contracts.metrics import Metrics
 from monitor.contracts.settings import REPO_ROOT
 from monitor.judge.provenance import Provenance, endpoint_url, prompt_hash
 from monitor.tools.stand_in_judge import answer
-from tests.judge_wiring import judge_from
+from tests.support.judge_wiring import API_KEY, judge_from, make_conversation, sample
 
 HAPPY = make_conversation("Can you fix my code?", "Here is the fix.", "Thanks, that works perfectly!")
 DATED = "gpt-4o-mini-2024-07-18"

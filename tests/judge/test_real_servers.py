@@ -12,13 +12,13 @@ import asyncio
 import json
 
 import pytest
-from conftest import make_conversation, sample
 
 from monitor.contracts.errors import JudgeError, JudgeResponseError, JudgeUnavailable
 from monitor.judge.build import build_judge
 from monitor.judge.formats import endpoint_label, refuses_format
 from monitor.judge.spur import spur_schema
 from monitor.judge.strict import validate
+from tests.support.judge_wiring import make_conversation, sample
 
 HAPPY = make_conversation("Can you fix my code?", "Here is the fix.", "Thanks, that works perfectly!")
 

@@ -40,12 +40,12 @@ from monitor.stages.sampler import route_draw
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
 from monitor.tools.simulator.generate import ConversationGenerator, SimConversation
-from tests.accounting import SCORED, Expect, Ledger
-from tests.model_fixtures import publish_distilled_model
-from tests.prometheus_server import PrometheusServer
-from tests.readback import compare, read_to_end
-from tests.topic_io import Record, TopicTail, produce
-from tests.workers import Supervisor, WorkerProcess
+from tests.support.accounting import SCORED, Expect, Ledger
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.prometheus_server import PrometheusServer
+from tests.support.readback import compare, read_to_end
+from tests.support.topic_io import Record, TopicTail, produce
+from tests.support.workers import Supervisor, WorkerProcess
 
 # What Prometheus counts as "conversations scored": the per-partition running totals (#18 item 6) through
 # their recording rule, which keeps one owner's value per partition, so a partition's series survives kills
@@ -447,7 +447,7 @@ class FaultRun:
 
     def _read_back_again(self) -> dict[str, Any]:
         """The per-id table from both output topics read whole once more at the end, to the high watermark the
-        broker's fetches report (tests/readback.py): what the broker holds, independent of how the tails went.
+        broker's fetches report (tests/support/readback.py): what the broker holds, independent of how the tails went.
         Where a tail disagrees with it, per partition, is in ``readback`` (a tail behind is a read-back
         problem, not a lost record: issue #18)."""
         scores = read_to_end(self.broker, self.settings.topic("scores"), timeout_s=self.readback_timeout_s)

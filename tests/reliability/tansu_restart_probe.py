@@ -4,9 +4,9 @@
 
 It produces 3,000 records (acks=all) to 2 partitions, kills the broker while they go out, restarts it on the
 same S3 bucket (moto) and reads every partition from the beginning: it prints each partition's end offset (high
-watermark), the records read, and where the offsets are not contiguous. Results (#31, docs/lab/reliability-notes.md
-"Gaps after a broker restart"): the watermark came back behind the records stored, and in one of two runs
-30 offsets held no record; runtime/seeks.py counts such offsets as empty, not skipped.
+watermark), the records read, and where the offsets are not contiguous. Results: the watermark came back
+behind the records stored, and in one of two runs 30 offsets held no record; runtime/seeks.py counts such
+offsets as empty, not skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from monitor.runtime.broker import ensure_topics
-from tests.s3_server import S3Server
+from tests.support.s3_server import S3Server
 
 TOPIC, PARTITIONS, RECORDS = "holes", 2, 3000
 

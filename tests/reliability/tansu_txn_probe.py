@@ -6,8 +6,8 @@
 It drives aiokafka's transactional producer (what faust's ``processing_guarantee="exactly_once"`` uses, one
 per assigned partition) and a ``read_committed`` consumer, and prints each step's result. aiokafka 0.14 sends
 InitProducerId v0, which Tansu answers with error -1; with ``--v3`` the probe teaches aiokafka v3 (producer id
-and epoch -1, the fields Tansu reads) to see how far the rest of the protocol goes. The results are in
-docs/lab/reliability-notes.md ("Kafka transactions on the embedded broker").
+and epoch -1, the fields Tansu reads) to see how far the rest of the protocol goes. What it found is
+in docs/reliability.md (delivery semantics).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from aiokafka.protocol.transaction import InitProducerIdRequest_v0
 from aiokafka.protocol.types import CompactString, Int16, Int32, Int64, Schema, TaggedFields
 
 from monitor.runtime.broker import EmbeddedBroker
-from tests.s3_server import S3Server
+from tests.support.s3_server import S3Server
 
 
 class InitProducerIdResponseV3(Response):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 from aiokafka import ConsumerRecord
 
-from tests.accounting import ANY_REASON, SCORED, Expect, Ledger
+from tests.support.accounting import ANY_REASON, SCORED, Expect, Ledger
 
 
 def _record(key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> ConsumerRecord:

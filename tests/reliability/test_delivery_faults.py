@@ -26,7 +26,6 @@ import orjson
 import pytest
 
 from monitor.runtime.scrape import total
-from tests.accounting import SCORED, Expect
 from tests.reliability.fault_run import (
     FaultResult,
     FaultRun,
@@ -36,8 +35,9 @@ from tests.reliability.fault_run import (
     turn_events,
     whole,
 )
-from tests.s3_server import S3Server
-from tests.topic_io import Record, list_topics
+from tests.support.accounting import SCORED, Expect
+from tests.support.s3_server import S3Server
+from tests.support.topic_io import Record, list_topics
 
 N = 2000
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(1200)]
@@ -353,7 +353,7 @@ LOST: dict[str, str] = {}
 # Prometheus counted 2,000: a read-back that stopped early, not lost sends. The tail took "no records within
 # 300 ms" for the end, and on Tansu's S3 engine a fresh consumer's first fetch takes 0.5-0.7 s once a partition
 # holds some 50 small batches; every acknowledged record was on the broker at its acknowledged offset
-# (docs/lab/reliability-notes.md). Reads now end at the fetched high watermark and the table is made from a full re-read
+# Reads now end at the fetched high watermark and the table is made from a full re-read
 # at the end, so every per-id check is strict again.
 TWICE: dict[str, str] = {}
 # Not strict: a broker restart doubles some ids only when it falls between a send and the offset commit; a

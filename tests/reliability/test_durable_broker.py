@@ -11,9 +11,9 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics
-from tests.readback import read_to_end
-from tests.s3_server import S3Server
-from tests.topic_io import POLL_TIMEOUT_S, TopicTail, produce
+from tests.support.readback import read_to_end
+from tests.support.s3_server import S3Server
+from tests.support.topic_io import POLL_TIMEOUT_S, TopicTail, produce
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """Faults at the edges (issue #19), real worker processes, real PostgreSQL, real HTTP judge.
 
-Each test prints one row of the table in docs/lab/reliability-notes.md: produced / labelled / judged /
+Each test prints one row of a table: produced / labelled / judged /
 dead-lettered / lost, per conversation id. Run with ``-m faults``; PostgreSQL outages are short
 and always ended in a ``finally`` (other suites share the server), and everything lives in the
 ``convmon_edges`` schema.
@@ -17,10 +17,10 @@ import sqlalchemy as sa
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.runtime.scrape import by_label, total
 from monitor.tools.openai_server import OpenAIServer
-from tests.model_fixtures import publish_distilled_model
 from tests.reliability.pg import SCHEMA, URL, ensure_schema, pg_outage
-from tests.reliability.test_faults import conversations, produce, read_topic, scored
-from tests.workers import WorkerProcess, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.traffic import conversations, produce, read_topic, scored
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

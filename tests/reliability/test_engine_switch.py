@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.accounting import SCORED
 from tests.reliability.fault_run import FaultRun, simulated, turn_events
+from tests.support.accounting import SCORED
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(900)]
 N = 300

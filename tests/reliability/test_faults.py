@@ -14,90 +14,23 @@ from typing import Any
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 
 from monitor.contracts.rubric_set import load_rubric_set
-from monitor.contracts.settings import Settings
 from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
-from monitor.runtime.produce import make_producer, send_event
 from monitor.runtime.scrape import by_label, total
 from monitor.stages.totals import is_count_state
 from monitor.tools.openai_server import OpenAIServer
-from monitor.tools.simulator.generate import ConversationGenerator, SimConversation
-from tests.model_fixtures import publish_distilled_model
-from tests.topic_io import list_topics
-from tests.workers import WorkerProcess, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.topic_io import list_topics
+from tests.support.traffic import Samples, conversations, no_crash, produce, read_topic, scored
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
-Samples = list[tuple[str, dict[str, str], float]]
 
 
 # --- helpers --------------------------------------------------------------------------------------
-
-def conversations(settings: Settings, prefix: str, n: int, seed: int = 0) -> list[SimConversation]:
-    rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
-    generator = ConversationGenerator(rubric, seed=seed)
-    return [generator.generate(f"{prefix}-{i}", time.time()) for i in range(n)]
-
-
-def produce(settings: Settings, convs: list[SimConversation], pace_s: float = 0.0) -> None:
-    """Each conversation's events in order, conversations one after another (``pace_s`` apart)."""
-
-    async def run() -> None:
-        producer = make_producer(settings)
-        await producer.start()
-        try:
-            for conv in convs:
-                for event in conv.events:
-                    await send_event(producer, settings.topic("events"), event)
-                if pace_s:
-                    await producer.flush()
-                    await asyncio.sleep(pace_s)
-            await producer.flush()
-        finally:
-            await producer.stop()
-
-    asyncio.run(run())
-
-
-def read_topic(bootstrap: str, topic: str) -> list[Any]:
-    """Every record currently in ``topic``, from the beginning to the end offsets."""
-
-    async def run() -> list[Any]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                                    auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            partitions = consumer.partitions_for_topic(topic)
-            if partitions is None:
-                await consumer._client.force_metadata_update()
-                partitions = consumer.partitions_for_topic(topic) or set()
-            tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-            if not tps:
-                return []
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            ends = await consumer.end_offsets(tps)
-            out: list[Any] = []
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                behind = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
-                if not behind:
-                    break
-                for records in (await consumer.getmany(*behind, timeout_ms=500)).values():
-                    out.extend(records)
-                # a fetch's high watermark, not ListOffsets, is where Tansu's log ends (monitor/runtime/log_ends.py)
-                ends = {tp: max(end, consumer.highwater(tp) or 0) for tp, end in ends.items()}
-            return out
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(run())
-
-
-def scored(samples: Samples) -> dict[str, float]:
-    return by_label(samples, "convmon_conversations_scored_total", "scorer")
 
 
 def dedup_marks(bootstrap: str, changelog: str) -> tuple[dict[str, list[float]], list[str]]:
@@ -117,11 +50,6 @@ def dedup_marks(bootstrap: str, changelog: str) -> tuple[dict[str, list[float]],
         else:
             live.pop(key, None)
     return live, counted_twice
-
-
-def no_crash(worker: WorkerProcess) -> None:
-    """Faust logs "Crashed reason=..." when an agent or timer dies (the worker then stops or limps on)."""
-    assert "Crashed reason" not in worker.log_path.read_text(errors="replace"), worker.log()
 
 
 # --- 1. kill -9 mid-stream ------------------------------------------------------------------------
@@ -346,7 +274,7 @@ def test_label_store_outage_buffers_alerts_and_writes_every_label_once_back(
     "database is locked") while conversations are judged, then lets go; no traffic after that.
 
     Asserted: the worker stays up and keeps exporting scores (retraining is `convmon retrain`'s,
-    tested against a failing store in tests/monitor/test_retrainer.py); convmon_label_store_errors_total
+    tested against a failing store in tests/runtime/test_retrainer.py); convmon_label_store_errors_total
     rises and convmon_label_store_buffered shows the batch waiting unacknowledged (the rest wait in
     Kafka: consumer lag) — the alertable signals;
     once the lock is released every label is written, the buffer drains to 0, without new traffic;

@@ -30,8 +30,8 @@ from monitor.contracts.scores import ScoreRecord
 from monitor.contracts.settings import Settings
 from monitor.judge.interpret import parse_likert, parse_spur
 from monitor.stages import sessionize as ses
-from tests.judge_wiring import judge_from
-from tests.stages.memstore import MemStore
+from tests.support.judge_wiring import judge_from
+from tests.support.memstore import MemStore
 
 DECODE_REASONS = {"empty", "malformed_json", "invalid_schema", "too_large"}
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)

@@ -18,9 +18,9 @@ import pytest
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.runtime.scrape import by_label
 from monitor.tools.openai_server import OpenAIServer
-from tests.model_fixtures import publish_distilled_model
-from tests.reliability.test_faults import conversations, produce, scored
-from tests.workers import WorkerProcess, wait_until
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.traffic import conversations, produce, scored
+from tests.support.workers import WorkerProcess, wait_until
 
 
 @pytest.mark.faults

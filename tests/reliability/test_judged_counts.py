@@ -32,9 +32,6 @@ from monitor.contracts.settings import Settings
 from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import Sample, scrape, total
 from monitor.tools.openai_server import OpenAIServer
-from tests.accounting import SCORED, Ledger
-from tests.model_fixtures import publish_distilled_model
-from tests.readback import read_to_end
 from tests.reliability.fault_run import (
     FaultResult,
     FaultRun,
@@ -48,8 +45,11 @@ from tests.reliability.fault_run import (
     truth,
     whole,
 )
-from tests.topic_io import produce
-from tests.workers import WorkerProcess, wait_until
+from tests.support.accounting import SCORED, Ledger
+from tests.support.model_fixtures import publish_distilled_model
+from tests.support.readback import read_to_end
+from tests.support.topic_io import produce
+from tests.support.workers import WorkerProcess, wait_until
 
 N = 2000
 RATE = 0.25  # the judge's hash-slice rate (uncertainty and feedback raise some conversations' pi above it)

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
 from monitor.runtime.broker import free_port
-from tests.prometheus_server import PrometheusServer
-from tests.workers import wait_until
+from tests.support.prometheus_server import PrometheusServer
+from tests.support.workers import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -33,8 +33,8 @@ from monitor.runtime.deadletter import DeadLetters
 from monitor.runtime.produce import produce_events
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator
-from tests.judge_wiring import judge_from
-from tests.workers import settings_env, wait_until
+from tests.support.judge_wiring import judge_from
+from tests.support.workers import settings_env, wait_until
 
 FAKE_KEY = "sk-convmon-LEAKCHECK-7f3a9c21e8"
 FAKE_SASL = "sasl-LEAKCHECK-pw-4d2b"

@@ -19,10 +19,10 @@ from monitor.runtime.broker import ensure_topics
 from monitor.runtime.scrape import by_label
 from monitor.tools.openai_server import OpenAIServer
 from tests.review.browser import chromium, review_page, wait_for
+from tests.review.links import rendered_alert_link
 from tests.review.stored import ITEM, KEY
-from tests.review.test_review_browser import rendered_alert_link
-from tests.topic_io import produce
-from tests.workers import WorkerProcess, wait_until
+from tests.support.topic_io import produce
+from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 N = 30

@@ -19,7 +19,7 @@ from monitor.contracts.settings import REPO_ROOT
 from monitor.runtime.broker import ensure_topics
 from monitor.tools.dead_letters import read_letters
 from tests.review.stored import ITEM
-from tests.topic_io import produce
+from tests.support.topic_io import produce
 
 pytestmark = pytest.mark.integration
 

@@ -30,7 +30,7 @@ from monitor.runtime.components import Components, build_components
 from monitor.runtime.layout import BrokerLayout
 from monitor.runtime.wiring import build_pipeline
 from monitor.tools.simulator.generate import ConversationGenerator
-from tests.model_fixtures import publish_distilled_model
+from tests.support.model_fixtures import publish_distilled_model
 
 Sent = dict[str, list[tuple[bytes, bytes, Any]]]
 

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from monitor.runtime.endpoint import Endpoint, serve_endpoint
 from monitor.runtime.health import Health
-from tests.workers import WorkerProcess, wait_until
+from tests.support.workers import WorkerProcess, wait_until
 
 HALF_SENT = 1000
 

@@ -12,7 +12,7 @@ from faust.types import TP
 from prometheus_client import CollectorRegistry
 
 from monitor.runtime.ownership import Ownership
-from tests.stages.test_hotpath import hot_path
+from tests.support.hot_path import hot_path
 
 Handler = Callable[..., Coroutine[Any, Any, None]]
 

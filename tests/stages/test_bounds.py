@@ -16,7 +16,7 @@ from monitor.stages.export import Exporter
 from monitor.stages.hotpath import HotPath, Input
 from monitor.stages.sessionize import Sessionizer
 from monitor.stages.totals import PartitionTotals
-from tests.stages.memstore import MemStore
+from tests.support.memstore import MemStore
 
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
 EVENT_BYTES = 1_000_000

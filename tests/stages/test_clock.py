@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from monitor.stages.clock import PartitionClock
 from monitor.stages.hotpath import Input
-from tests.stages.test_hotpath import end, hot_path, turn
+from tests.support.hot_path import end, hot_path, turn
 
 T0 = 1_000_000.0  # wall time the records were written; the hot path's idle timeout is 10 s
 

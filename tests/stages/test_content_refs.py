@@ -3,10 +3,7 @@ messages fetched from a real HTTP server (the content store), and every way a fe
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import orjson
@@ -22,50 +19,7 @@ from monitor.contracts.settings import Settings
 from monitor.stages.content_refs import HttpResolver, Unavailable, as_json_array, build_resolver
 from monitor.stages.inputs import OtlpInput
 from monitor.tools.otel_traffic import GenAiApp
-
-TOKEN = "Bearer from-settings"
-HISTORY = [{"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
-           {"role": "user", "parts": [{"type": "text", "content": "where is my parcel?"}]}]
-ANSWER = [{"role": "assistant", "parts": [{"type": "text", "content": "It left the depot today."}]}]
-
-
-class Store:
-    """The content store: JSON and JSON-lines objects, a redirect, a slow and an oversized object."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, bytes] = {
-            "/store/bucket/c1/in.json": orjson.dumps(HISTORY),
-            "/store/bucket/c1/out.jsonl": b"\n".join(orjson.dumps(m) for m in ANSWER) + b"\n",
-            "/store/bucket/big.json": b"[" + b" " * 5000 + b"]",
-        }
-        self.requests: list[tuple[str, str | None]] = []
-        store = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                store.requests.append((self.path, self.headers.get("Authorization")))
-                if self.path.endswith("/moved.json"):
-                    self.send_response(302)
-                    self.send_header("Location", "/store/bucket/c1/in.json")
-                    self.end_headers()
-                    return
-                if self.path.endswith("/slow.json"):
-                    time.sleep(1.5)
-                body = store.objects.get(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.end_headers()
-                self.wfile.write(body or b"")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+from tests.support.content_store import ANSWER, HISTORY, TOKEN, Store, spans_by_reference
 
 
 @pytest.fixture
@@ -120,15 +74,6 @@ def otlp_input(store: Store, **extra: Any) -> tuple[OtlpInput, Metrics]:
                         otlp_content_timeout_s=0.5, **extra)
     metrics = Metrics(CollectorRegistry(), dimensions=tuple(settings.metric_dimensions))
     return OtlpInput(settings.otel, settings.metrics, metrics, max_event_bytes=1 << 22), metrics
-
-
-def spans_by_reference(app: GenAiApp, calls: Sequence[tuple[str, str, str]]) -> bytes:
-    for cid, sent, got in calls:
-        with app.tracer.start_as_current_span("chat gpt-4o-mini", attributes={
-                "gen_ai.operation.name": "chat", "gen_ai.conversation.id": cid,
-                "gen_ai.input.messages_ref": sent, "gen_ai.output.messages_ref": got}):
-            pass
-    return app.take_traces("otlp_proto")
 
 
 def test_referenced_messages_become_the_same_turns_as_inline_ones(store: Store) -> None:

@@ -14,16 +14,15 @@ from monitor.judge.simulated import SimulatedJudge
 from monitor.stages.hotpath import DISTILLED
 from monitor.stages.judging import distilled_probabilities
 from monitor.stages.sampler import InclusionPolicy
-from tests.stages.test_hotpath import RUBRIC
-from tests.stages.test_sampling_hotpath import _conversation, _hot, _record, _stage
+from tests.support.hot_path import RUBRIC, complaint_conversation, judge_stage, routed_hot_path, scored_record
 
-ITEM = "dsat.negative_feedback"  # the simulated truth of _conversation: the judge says yes, every other item no
+ITEM = "dsat.negative_feedback"  # complaint_conversation's simulated truth: the judge says yes, every other item no
 
 
 def test_a_judge_record_carries_the_probabilities_the_hot_path_scored_it_with() -> None:
-    hot, _ = _hot(InclusionPolicy(base_rate=1.0))
-    closed = [(_conversation("a"), 0), (_conversation("b"), 0)]
-    sends = hot.judge_slice(closed, judge_accepting=True, records=[_record("a", 0.25)])
+    hot, _ = routed_hot_path(InclusionPolicy(base_rate=1.0))
+    closed = [(complaint_conversation("a"), 0), (complaint_conversation("b"), 0)]
+    sends = hot.judge_slice(closed, judge_accepting=True, records=[scored_record("a", 0.25)])
     headers = {s.key.decode(): dict(s.headers) for s in sends}
     assert orjson.loads(headers["a"][DISTILLED]) == {i.id: 0.25 for i in RUBRIC.items}
     assert DISTILLED not in headers["b"]  # no model scored it: its verdict adds no residual
@@ -36,10 +35,10 @@ def _partition_value(registry: CollectorRegistry, term: str, item: str) -> float
 
 
 def test_the_verdicts_residuals_are_counted_in_the_partition_totals_with_their_weights() -> None:
-    stage, metrics = _stage(SimulatedJudge(RUBRIC))
+    stage, metrics = judge_stage(SimulatedJudge(RUBRIC))
     shadow = {i.id: 0.25 for i in RUBRIC.items}
     for cid, weight in (("x1", 4.0), ("x2", 10.0)):
-        raw = orjson.dumps(_conversation(cid).model_dump(mode="json"))
+        raw = orjson.dumps(complaint_conversation(cid).model_dump(mode="json"))
         headers = [("convmon-sample-weight", repr(weight).encode()), ("convmon-inclusion-probability",
                                                                       repr(1 / weight).encode()),
                    ("convmon-sampled-by", b"hash"), (DISTILLED, orjson.dumps(shadow))]
@@ -47,7 +46,7 @@ def test_the_verdicts_residuals_are_counted_in_the_partition_totals_with_their_w
         asyncio.run(stage.handle(raw, cid.encode(), 0, headers))  # redelivered: counted once
     # a record with no (or a garbled) header is still counted as a verdict, with no residual
     for cid, extra in (("x3", []), ("x4", [(DISTILLED, b"{not json")])):
-        raw = orjson.dumps(_conversation(cid).model_dump(mode="json"))
+        raw = orjson.dumps(complaint_conversation(cid).model_dump(mode="json"))
         asyncio.run(stage.handle(raw, cid.encode(), 0, [("convmon-sample-weight", b"4.0"), *extra]))
     r = metrics.registry
     assert _partition_value(r, "residual_weight", ITEM) is None  # not exported before the broker has it
@@ -77,8 +76,8 @@ def test_only_probabilities_in_the_unit_interval_are_read() -> None:
 def test_a_weight_below_one_adds_no_term_so_no_counter_goes_down() -> None:
     """A weight header below 1 (no pi: records routed before pi was sent, or a malformed one) is not 1/pi: its
     q = w (w - 1) would be negative. The verdict is counted; the corrected rate's terms are not."""
-    stage, metrics = _stage(SimulatedJudge(RUBRIC))
-    raw = orjson.dumps(_conversation("low").model_dump(mode="json"))
+    stage, metrics = judge_stage(SimulatedJudge(RUBRIC))
+    raw = orjson.dumps(complaint_conversation("low").model_dump(mode="json"))
     shadow = orjson.dumps({i.id: 0.25 for i in RUBRIC.items})
     asyncio.run(stage.handle(raw, b"low", 0, [("convmon-sample-weight", b"0.5"), (DISTILLED, shadow)]))
     stage.totals.written()()

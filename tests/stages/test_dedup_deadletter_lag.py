@@ -3,7 +3,7 @@ from __future__ import annotations
 from monitor.stages.deadletter import HEADROOM, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.lag import lag_by_topic
-from tests.stages.memstore import MemStore
+from tests.support.memstore import MemStore
 
 
 def test_dedup_counts_each_key_once_and_stays_bounded() -> None:

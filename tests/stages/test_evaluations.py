@@ -26,22 +26,14 @@ from monitor.runtime.wiring import service_dimension
 from monitor.stages.evaluations import EvaluationEvents
 from monitor.stages.export import Exporter
 from monitor.stages.otel_export import otlp_exporter, protocol
-from tests.stages.test_sampling_hotpath import _conversation, _Failing, _stage
+from tests.support.hot_path import FailingJudge, complaint_conversation, judge_stage
+from tests.support.otel_events import events, finished
 
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
 SAT = next(i for i in RUBRIC.items if i.polarity == "sat")
 DSAT = next(i for i in RUBRIC.items if i.polarity == "dsat")
 SPAN = "ab" * 16 + "-" + "cd" * 8
 
-
-def events(exporter: LogRecordExporter, scorers: Sequence[str] = ("llm", "distilled"), queue_size: int = 8192
-           ) -> tuple[EvaluationEvents, Metrics]:
-    metrics = Metrics(CollectorRegistry())
-    out = EvaluationEvents.from_environment(scorers=scorers, redact=Redactor().redact, metrics=metrics,
-                                            queue_size=queue_size, exporter=exporter, rubric=RUBRIC,
-                                            service_dimension="app")
-    out.judge, out.judge_version = "openai:gpt-4o-mini", "gpt-4o-mini"
-    return out, metrics
 
 
 def llm_record(span: str | None = SPAN, response_id: str | None = "resp-1", **extra: object) -> ScoreRecord:
@@ -62,9 +54,6 @@ def distilled_record(metadata: dict[str, str] | None = None) -> ScoreRecord:
                        rubric_version=RUBRIC.version, model_version="d-7", items=items, R=0.0,
                        metadata=metadata or {})
 
-
-def finished(memory: InMemoryLogRecordExporter) -> list[ReadableLogRecord]:
-    return list(memory.get_finished_logs())
 
 
 def counts(metrics: Metrics) -> dict[str, float]:
@@ -237,9 +226,9 @@ def test_the_judge_stage_reports_a_failed_judge_call_as_error_events() -> None:
     ev, metrics = events(memory)
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
     exporter.evaluation_failures = ev.failed
-    stage, _ = _stage(_Failing())
+    stage, _ = judge_stage(FailingJudge())
     stage.exporter, stage.metrics = exporter, metrics
-    raw = orjson.dumps(_conversation("f1").model_dump(mode="json"))
+    raw = orjson.dumps(complaint_conversation("f1").model_dump(mode="json"))
     out = asyncio.run(stage.handle(raw, b"f1", 0, []))
     ev.shutdown()
     assert [d.reason for d in out.dead] == ["judge_http_error"] and out.scores == []  # dead-lettered as before

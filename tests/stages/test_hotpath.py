@@ -1,46 +1,14 @@
 from __future__ import annotations
 
 import orjson
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import generate_latest
 
 from monitor.contracts.events import decode_event
-from monitor.contracts.metrics import Metrics
-from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import decode_score
 from monitor.contracts.scores import ItemResult, ScoreRecord
-from monitor.contracts.settings import Settings
-from monitor.stages.dedup import DedupWindow
-from monitor.stages.export import Exporter
-from monitor.stages.hotpath import REKEYED, WEIGHT, HotPath, Input, Send, rekeyed_record
+from monitor.stages.hotpath import REKEYED, WEIGHT, Input, Send, rekeyed_record
 from monitor.stages.route import in_sample
-from monitor.stages.sessionize import Limits, Sessionizer
-from monitor.stages.totals import PartitionTotals
-from tests.stages.memstore import MemStore
-
-RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
-
-
-def hot_path(sample_rate: float = 0.5, *, forward_input: bool = False,
-             judge_configured: bool = True) -> tuple[HotPath, Metrics]:
-    metrics = Metrics(CollectorRegistry())
-    sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
-    exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
-    counts = MemStore()
-    totals = PartitionTotals(counts, metrics.partition_families)
-    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
-    hot = HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
-                  max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=sample_rate,
-                  forward_input=forward_input, judge_configured=judge_configured)
-    hot.assign({0, 1, 2, 3}, now=0.0)
-    return hot, metrics
-
-
-def turn(cid: str, i: int) -> bytes:
-    return orjson.dumps({"conversation_id": cid, "turn_index": i, "role": "user", "text": f"t{i}", "timestamp": 1.0})
-
-
-def end(cid: str, **kw: object) -> bytes:
-    return orjson.dumps({"type": "end", "conversation_id": cid, "timestamp": 2.0, **kw})
+from tests.support.hot_path import RUBRIC, end, hot_path, turn
 
 
 def test_a_batch_sessionizes_rekeys_and_dead_letters() -> None:

@@ -12,8 +12,8 @@ from monitor.contracts.score_codec import decode_score, encode_score
 from monitor.contracts.scores import ItemResult, judge_record
 from monitor.stages.hotpath import Input, Outputs
 from monitor.stages.sessionize import Limits, Sessionizer
-from tests.stages.test_evaluations import RUBRIC, events, finished
-from tests.stages.test_hotpath import end, hot_path, turn
+from tests.support.hot_path import RUBRIC, end, hot_path, turn
+from tests.support.otel_events import events, finished
 
 
 def human(cid: str, i: int) -> bytes:

@@ -17,21 +17,12 @@ from monitor.contracts.openai_chat import decode_chat, is_chat
 from monitor.stages.hotpath import Input
 from monitor.stages.inputs import ChatInput
 from monitor.tools.replay import read_dataset
-from tests.stages.test_hotpath import hot_path
-
-DOC = Path(__file__).resolve().parents[2] / "docs" / "input.md"
-
-
-def doc_example() -> list[bytes]:
-    """The `jsonl` block of docs/input.md's "OpenAI chat logs", one message per line."""
-    section = DOC.read_text().split("## OpenAI chat logs", 1)[1]
-    block = re.search(r"```jsonl\n(.*?)```", section, re.S)
-    assert block is not None
-    return [line.encode() for line in block.group(1).splitlines()]
+from tests.support.docs_examples import openai_chat_example
+from tests.support.hot_path import hot_path
 
 
 def test_a_conversation_keeps_user_and_assistant_text_and_counts_the_rest() -> None:
-    chat = decode_chat(orjson.loads(doc_example()[1]), timestamp=0.0)
+    chat = decode_chat(orjson.loads(openai_chat_example()[1]), timestamp=0.0)
     [conversation] = chat.events
     assert isinstance(conversation, Conversation) and conversation.conversation_id == "1042"
     assert [(t.index, t.role, t.text) for t in conversation.turns] == [
@@ -58,7 +49,7 @@ def test_a_conversation_without_an_id_is_named_by_its_messages() -> None:
 
 
 def test_a_message_event_is_a_turn_event_and_a_tool_call_is_none() -> None:
-    lines = doc_example()
+    lines = openai_chat_example()
     chat = decode_chat(orjson.loads(lines[5]), timestamp=9.0)
     [turn] = chat.events
     assert isinstance(turn, TurnEvent) and (turn.turn_index, turn.role, turn.text, turn.timestamp) == (
@@ -104,7 +95,7 @@ def test_the_hot_path_scores_the_doc_example_and_counts_what_is_not_a_turn() -> 
     hot, metrics = hot_path()
     hot.decoder = ChatInput(100_000)
     batch = []
-    for raw in doc_example():
+    for raw in openai_chat_example():
         obj = orjson.loads(raw)
         key = str(obj.get("conversation_id", obj.get("id"))).encode()
         batch.append(Input(key, raw, 0, timestamp=1.0))
@@ -120,7 +111,7 @@ def test_the_hot_path_scores_the_doc_example_and_counts_what_is_not_a_turn() -> 
 def test_unkeyed_chat_messages_are_re_keyed_as_convmon_events() -> None:
     hot, _ = hot_path()
     hot.decoder = ChatInput(100_000)
-    out = hot.ingest([Input(None, raw, 0, timestamp=1.0) for raw in doc_example()], now=1.0)
+    out = hot.ingest([Input(None, raw, 0, timestamp=1.0) for raw in openai_chat_example()], now=1.0)
     assert out.dead == [] and len(out.rekey) == 6  # 2 conversations, 3 turns, 1 end
     for send in out.rekey:
         assert decode_event(send.value).conversation_id == send.key.decode()  # convmon JSON on the re-keyed topic
@@ -128,7 +119,7 @@ def test_unkeyed_chat_messages_are_re_keyed_as_convmon_events() -> None:
 
 def test_replay_reads_the_doc_example_as_convmon_events(tmp_path: Path) -> None:
     path = tmp_path / "chats.jsonl"
-    path.write_bytes(b"\n".join(doc_example()) + b"\n")
+    path.write_bytes(b"\n".join(openai_chat_example()) + b"\n")
     replay = read_dataset(path, fmt="openai")
     assert replay.skipped_messages == 6 and len(replay.events) == 6
     for event in replay.events:

@@ -24,7 +24,7 @@ from monitor.stages.otlp import OtlpDecoder
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
-from tests.stages.memstore import MemStore
+from tests.support.memstore import MemStore
 
 ENCODINGS = ("otlp_proto", "otlp_json")
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)

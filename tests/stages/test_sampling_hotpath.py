@@ -8,54 +8,35 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.contracts.errors import JudgeError
-from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.score_codec import decode_score, encode_score
-from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.judge.simulated import SimulatedJudge
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.hotpath import PI, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, HotPath
-from monitor.stages.judging import JudgeStage
 from monitor.stages.route import in_sample
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Limits, Sessionizer
-from monitor.stages.totals import PartitionTotals, TotalsCollector
-from tests.stages.memstore import MemStore
-from tests.stages.test_hotpath import RUBRIC
-
-
-def _hot(policy: InclusionPolicy) -> tuple[HotPath, Metrics]:
-    metrics = Metrics(CollectorRegistry())
-    exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
-    sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
-    counts = MemStore()
-    totals = PartitionTotals(counts, metrics.partition_families)
-    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
-    return HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
-                   max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=policy.base_rate,
-                   policy=policy), metrics
-
-
-def _record(cid: str, p: float) -> ScoreRecord:
-    items = [ItemResult(item_id=i.id, polarity=i.polarity, probability=p, verdict=p >= 0.5) for i in RUBRIC.items]
-    return ScoreRecord(conversation_id=cid, scorer="distilled", judge="hashing", rubric_set=RUBRIC.id,
-                       rubric_version=RUBRIC.version, model_version="v1", items=items, R=0.0)
-
-
-def _conversation(cid: str, **kw: object) -> Conversation:
-    return Conversation.model_validate({"conversation_id": cid, "turns": [{"index": 0, "role": "user", "text": "hi"}],
-                                        "simulated_truth": ["dsat.negative_feedback"], **kw})
+from monitor.stages.totals import PartitionTotals
+from tests.support.hot_path import (
+    RUBRIC,
+    FailingJudge,
+    complaint_conversation,
+    judge_stage,
+    routed_hot_path,
+    scored_record,
+)
+from tests.support.memstore import MemStore
 
 
 def test_uncertain_and_complaining_conversations_are_boosted_with_pi_on_every_request() -> None:
     policy = InclusionPolicy(base_rate=0.05, active_rate=0.2, feedback_rate=1.0)
     policy.set_model("v1", 0.1)
-    hot, metrics = _hot(policy)
+    hot, metrics = routed_hot_path(policy)
     ids = [f"c{i}" for i in range(600)]
-    closed = [(_conversation(c, feedback={"thumbs": "down"} if i % 10 == 0 else None), 0) for i, c in enumerate(ids)]
-    records = [_record(c, 0.5 if i % 2 else 0.99) for i, c in enumerate(ids)]  # odd: uncertain, even: sure
+    closed = [(complaint_conversation(c, feedback={"thumbs": "down"} if i % 10 == 0 else None), 0)
+              for i, c in enumerate(ids)]
+    records = [scored_record(c, 0.5 if i % 2 else 0.99) for i, c in enumerate(ids)]  # odd: uncertain, even: sure
     sends = hot.judge_slice(closed, judge_accepting=True, records=records)
     headers = {s.key.decode(): dict(s.headers) for s in sends}
     picked = set(headers)
@@ -83,39 +64,9 @@ def test_uncertain_and_complaining_conversations_are_boosted_with_pi_on_every_re
                                              {"route": "budget_exhausted"}) == len(sends)
 
 
-class _Failing:
-    name = "failing"
-
-    async def score(self, conversation: Conversation) -> ScoreRecord:
-        raise JudgeError("server said no", reason="judge_http_error")
-
-    def accepting(self) -> bool:
-        return True
-
-    def on_pace(self) -> bool:
-        return True
-
-    async def aclose(self) -> None:
-        return None
-
-
-def _stage(judge: object, owned: frozenset[int] = frozenset({0, 1, 2, 3})) -> tuple[JudgeStage, Metrics]:
-    metrics = Metrics(CollectorRegistry())
-    exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
-    counts = MemStore()
-    totals = PartitionTotals(counts, metrics.partition_families)
-    metrics.registry.register(TotalsCollector(totals, metrics))
-    dedup_marks = totals.rebuild(set(owned))
-    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
-    dedup.rebuild(set(owned), dedup_marks)
-    return JudgeStage(judge, lambda s: s, dedup, totals,  # type: ignore[arg-type]
-                      exporter, metrics, RUBRIC, sample_rate=0.05, max_request_bytes=1 << 20,
-                      clock=lambda: 1.0), metrics
-
-
 def test_the_judged_record_carries_pi_and_the_weighted_sums_are_exported_beside_raw_counts() -> None:
-    stage, metrics = _stage(SimulatedJudge(RUBRIC))
-    raw = orjson.dumps(_conversation("x1").model_dump(mode="json"))
+    stage, metrics = judge_stage(SimulatedJudge(RUBRIC))
+    raw = orjson.dumps(complaint_conversation("x1").model_dump(mode="json"))
     headers = [(WEIGHT, b"4.0"), (PI, b"0.25"), (SAMPLED_BY, b"uncertainty")]
     out = asyncio.run(stage.handle(raw, b"x1", 0, headers))
     score = decode_score(out.scores[0].value, RUBRIC)
@@ -125,7 +76,7 @@ def test_the_judged_record_carries_pi_and_the_weighted_sums_are_exported_beside_
     label = orjson.loads(out.labels[0].value)["score"]
     assert (label["inclusion_probability"], label["sampled_by"]) == (0.25, "uncertainty")
     # an old request (weight only) was a hash-slice pick
-    old = asyncio.run(stage.handle(orjson.dumps(_conversation("x2").model_dump(mode="json")), b"x2", 0,
+    old = asyncio.run(stage.handle(orjson.dumps(complaint_conversation("x2").model_dump(mode="json")), b"x2", 0,
                                    [(WEIGHT, b"20.0")]))
     old_score = decode_score(old.scores[0].value, RUBRIC)
     assert (old_score.inclusion_probability, old_score.sampled_by) == (0.05, "hash")
@@ -139,8 +90,8 @@ def test_the_judged_record_carries_pi_and_the_weighted_sums_are_exported_beside_
 
 
 def test_judge_failures_are_counted_as_non_response_with_their_weight() -> None:
-    stage, metrics = _stage(_Failing())
-    out = asyncio.run(stage.handle(orjson.dumps(_conversation("f").model_dump(mode="json")), b"f", 0,
+    stage, metrics = judge_stage(FailingJudge())
+    out = asyncio.run(stage.handle(orjson.dumps(complaint_conversation("f").model_dump(mode="json")), b"f", 0,
                                    [(WEIGHT, b"2.0"), (PI, b"0.5"), (SAMPLED_BY, b"feedback")]))
     assert out.scores == [] and [d.reason for d in out.dead] == ["judge_http_error"]
     r = metrics.registry
@@ -149,7 +100,7 @@ def test_judge_failures_are_counted_as_non_response_with_their_weight() -> None:
 
 
 def test_codec_v3_only_for_records_with_pi_and_v2_still_reads() -> None:
-    distilled = _record("d", 0.3)
+    distilled = scored_record("d", 0.3)
     assert orjson.loads(encode_score(distilled, RUBRIC))["schema_version"] == 2
     v2 = orjson.loads(encode_score(distilled, RUBRIC))
     v2["pi"] = 0.5
@@ -171,8 +122,8 @@ def test_a_verdict_is_counted_in_its_input_partition_whatever_judge_partition_ca
     """#31: the input topic had 12 partitions (or 1) and convmon's 4: the judge record names its source input
     partition, and its verdict is counted there by that partition's owner, once, whatever judge partition
     brought it; a worker that does not own the source partition leaves it to the owner."""
-    stage, metrics = _stage(SimulatedJudge(RUBRIC), owned=frozenset({11}))
-    raw = orjson.dumps(_conversation("s1").model_dump(mode="json"))
+    stage, metrics = judge_stage(SimulatedJudge(RUBRIC), owned=frozenset({11}))
+    raw = orjson.dumps(complaint_conversation("s1").model_dump(mode="json"))
     headers = [(WEIGHT, b"1.0"), (PI, b"1.0"), (SAMPLED_BY, b"hash"), (SOURCE_PARTITION, b"11")]
     asyncio.run(stage.handle(raw, b"s1", 3, headers))
     asyncio.run(stage.handle(raw, b"s1", 2, headers))  # redelivered through another judge partition: once
@@ -181,7 +132,7 @@ def test_a_verdict_is_counted_in_its_input_partition_whatever_judge_partition_ca
                                              {"partition": "11", "scorer": "llm"}) == 1
     assert revoked(metrics) == 0
     assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "llm"}) == 1
-    other, other_metrics = _stage(SimulatedJudge(RUBRIC), owned=frozenset({3}))
+    other, other_metrics = judge_stage(SimulatedJudge(RUBRIC), owned=frozenset({3}))
     asyncio.run(other.handle(raw, b"s1", 3, headers))  # owns judge partition 3, not input partition 11
     assert other_metrics.registry.get_sample_value("convmon_partition_conversations_scored_total",
                                                    {"partition": "3", "scorer": "llm"}) is None
@@ -195,5 +146,5 @@ def test_judge_records_name_their_input_partition_and_go_to_the_same_judge_parti
                   DedupWindow(MemStore(), window_s=1.0, max_keys=10), PartitionTotals(MemStore(), []),
                   Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC), metrics, RUBRIC,
                   max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=1.0)
-    sends = hot.judge_slice([(_conversation("a"), 7), (_conversation("b"), 0)], judge_accepting=True)
+    sends = hot.judge_slice([(complaint_conversation("a"), 7), (complaint_conversation("b"), 0)], judge_accepting=True)
     assert [(dict(s.headers)[SOURCE_PARTITION], s.partition) for s in sends] == [(b"7", 7), (b"0", 0)]

@@ -6,7 +6,7 @@ import orjson
 
 from monitor.contracts.events import EndEvent, Feedback, TurnEvent, encode
 from monitor.stages import sessionize as ses
-from tests.stages.memstore import MemStore
+from tests.support.memstore import MemStore
 
 LIMITS = ses.Limits(max_turns=10, max_chars=1000, max_bytes=4096, max_metadata_bytes=300)
 

@@ -19,7 +19,7 @@ from monitor.stages.export import Exporter
 from monitor.stages.hotpath import HotPath
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals, TotalsCollector, total_key
-from tests.stages.memstore import MemStore
+from tests.support.memstore import MemStore
 
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
 SCORED = "convmon_partition_conversations_scored_total"

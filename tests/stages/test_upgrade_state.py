@@ -15,8 +15,8 @@ import orjson
 
 from monitor.contracts.settings import REPO_ROOT
 from monitor.stages.hotpath import Input
-from tests.stages.memstore import MemStore
 from tests.stages.upgrade_state import T0, durable, end, exported, main, record, turn, worker
+from tests.support.memstore import MemStore
 
 OLD = REPO_ROOT / "tests" / "data" / "upgrade-state-9858d22.json"
 

@@ -25,7 +25,7 @@ from monitor.stages.export import Exporter
 from monitor.stages.hotpath import HotPath, Input
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals
-from tests.stages.memstore import MemStore
+from tests.support.memstore import MemStore
 
 T0 = 1_800_000_000.0
 OWNED = {0, 1}
