@@ -46,6 +46,8 @@ def overall_markdown(result: dict[str, Any]) -> list[str]:
     body = []
     for label in labels:
         for model in models:
+            if not any((label, model, s) in index for s in SETS):
+                continue  # a recipe this label was not run with
             chosen = index.get((label, model, "MWOZ"), {}).get("chosen")
             picks = ", ".join(f"{k} {v}/{sum(chosen.values())}" for k, v in chosen.items()) if chosen else "-"
             body.append([label, model, *[_cell(index.get((label, model, s))) for s in SETS],
