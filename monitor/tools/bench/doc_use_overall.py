@@ -21,8 +21,9 @@ def _verdicts(rows: list[dict[str, Any]], bars: dict[str, float]) -> list[str]:
     selected = {r["dataset"]: r for r in rows if r["label"] == "overall<3" and r["model"] == "selected"}
     out = []
     for name, bar in ((n, bars[n]) for n in ("MWOZ", "SGD", "pooled") if n in bars and n in selected):
-        auc = selected[name]["roc_auc"]
-        out.append(f"{name} {fmt(auc, 3)} ≥ {bar}: {'met' if auc >= bar else 'not met'} ({auc - bar:+.3f})")
+        auc, sd = selected[name]["roc_auc"], selected[name]["roc_auc_std"]
+        close = f", within one split sd ({sd:.3f}): not distinguishable" if abs(auc - bar) < sd else ""
+        out.append(f"{name} {fmt(auc, 3)} ≥ {bar}: {'met' if auc >= bar else 'not met'} ({auc - bar:+.3f}{close})")
     for name in ("MWOZ", "SGD"):
         if name in selected:
             error = selected[name]["rate_error"]
@@ -67,7 +68,8 @@ def overall_markdown(result: dict[str, Any]) -> list[str]:
            "splits (rate error: |mean predicted probability − true share|, points, mean over splits). `selected`: per "
            "split, the recipe with the highest cross-validated ROC-AUC on that split's training rows (nested CV: the "
            "held-out rows never choose); `@w`: the lexicon columns weighted w (default 3). CV AUC: on the training "
-           "rows, mean over splits.", "",
+           "rows, mean over splits. Alone: `convmon bench use --models majority --no-dsat --json --out "
+           "var/bench/use-overall.json` (`overall` in the JSON; tens of CPU minutes).", "",
            _md(["label", "recipe", *[f"{s} (out of domain)" if s == "CCPE" else s for s in SETS], "CV AUC",
                 "chosen"], body)]
     chosen_all = overall.get("chosen_on_all_training", {})
