@@ -69,7 +69,7 @@ def overall_markdown(result: dict[str, Any]) -> list[str]:
            "split, the recipe with the highest cross-validated ROC-AUC on that split's training rows (nested CV: the "
            "held-out rows never choose); `@w`: the lexicon columns weighted w (default 3). CV AUC: on the training "
            "rows, mean over splits. Alone: `convmon bench use --models majority --no-dsat --json --out "
-           "var/bench/use-overall.json` (`overall` in the JSON; tens of CPU minutes).", "",
+           "var/bench/use-overall.json` (`overall` in the JSON; about 7 CPU minutes).", "",
            _md(["label", "recipe", *[f"{s} (out of domain)" if s == "CCPE" else s for s in SETS], "CV AUC",
                 "chosen"], body)]
     chosen_all = overall.get("chosen_on_all_training", {})
