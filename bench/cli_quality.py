@@ -40,6 +40,9 @@ def use(
                                                    f"{USE_CURVE} with --full).")] = None,
     dsat: Annotated[bool, typer.Option("--dsat/--no-dsat", help="Also the DSAT protocol: the served recipe's "
                                        "ROC-AUC and rate error on cut and whole conversations.")] = True,
+    overall: Annotated[bool, typer.Option("--overall/--no-overall", help="Also the OVERALL protocol: whole-"
+                                          "conversation DSAT on the dialogue-level OVERALL rating, candidate recipes "
+                                          "chosen by nested CV on MWOZ+SGD, CCPE out of domain.")] = True,
     full: Annotated[bool, typer.Option("--full", help="Everything: every featurizer (MiniLM too), the learning "
                                        "curve, the turn model on cut input as well (over an hour on 2 cores).")]
     = False,
@@ -63,6 +66,8 @@ def use(
         overrides["curve"] = float_values(curve)
     if not dsat:
         overrides["dsat"] = None
+    if not overall:
+        overrides["overall"] = None
     config = make(data, **overrides)
     emit(run_bench(lambda: run_use(config, progress_lines(quiet))), as_json, out, use_table)
 
@@ -169,6 +174,11 @@ def detect(
     = None,
     sim_pool: Annotated[int, typer.Option(min=100, help="Simulator conversations (split like the dialogues).")]
     = 3000,
+    label: Annotated[str, typer.Option(help="USS traffic's DSAT label: spur (the dialogue label of SPUR Appendix "
+                                            "B) or overall (mean OVERALL rating below 3, item dsat.overall).")]
+    = "spur",
+    featurizer: Annotated[str, typer.Option(help="The distilled model's featurizer spec (as distill train "
+                                                 "--featurizer), e.g. hashing+lexicon.")] = "hashing",
     plot: Annotated[Path | None, typer.Option(help="Write the rates-over-time PNG here.")] = None,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
@@ -193,7 +203,8 @@ def detect(
                               volume_per_hour=volume, rates=judge_rates,
                               factors=sizes, base_share=base_share, seeds=[int(v) for v in csv_values(seeds)],
                               quiet_days=quiet_days, history_hours=history_hours, spike_minutes=spike_minutes,
-                              judge_noise=judge_noise, max_training_labels=max_training_labels, limit=limit)
+                              judge_noise=judge_noise, max_training_labels=max_training_labels, limit=limit,
+                              label=label, featurizer=featurizer)
         if quiet:
             return run_detect(config, plot=plot)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -2,14 +2,16 @@
 
 Traffic: USS dialogues (shared/data/uss, whole conversations, as a worker receives them) replayed at
 ``volume_per_hour`` conversations an hour in simulated minutes (Poisson arrivals; nothing sleeps).
-Each conversation is drawn from the replay split, DSAT (the dialogue label of shared/data/README) with
-probability ``base_share``, or ``factor`` times that inside the spike window, so only the DSAT share
-moves. Per seed the dialogues are split in two by dialogue: a training split and a disjoint replay split.
+Each conversation is drawn from the replay split, DSAT (``label``: the dialogue label of
+shared/data/README, or ``overall``: the dialogue-level OVERALL rating below neutral) with probability
+``base_share``, or ``factor`` times that inside the spike window, so only the DSAT share moves. Per seed
+the dialogues are split in two by dialogue: a training split and a disjoint replay split.
 
 The distilled model is the served recipe (:func:`distill.train.train_items`, as ``convmon distill
-train`` builds it: hashing features, one calibrated LR for the item) trained on what the judge slice
-of ``train_hours`` of baseline traffic would have labelled (distinct training-split dialogues at the
-baseline share, at most ``max_training_labels`` and as many as the split holds at that share). The
+train`` builds it: the ``featurizer`` spec, hashing by default, one calibrated LR for the item) trained
+on what the judge slice of ``train_hours`` of baseline traffic would have labelled (distinct
+training-split dialogues at the baseline share, at most ``max_training_labels`` and as many as the split
+holds at that share). The
 judge is an oracle: the human dialogue label, flipped with probability ``judge_noise`` per judgment (0 by
 default). Every estimator uses the same
 judged slice (a uniform ``rate`` of the traffic): equal judge spend.
@@ -37,10 +39,10 @@ from sklearn.model_selection import GroupShuffleSplit
 
 from bench.detect_estimators import ESTIMATORS, STATS, Z95, Series, estimate
 from bench.detect_rule import SpikeRule, episodes, firing, load_rule
-from bench.detect_sources import Traffic, simulator_traffic, uss_traffic
+from bench.detect_sources import USS_LABELS, Traffic, simulator_traffic, uss_traffic
+from bench.use_overall import OVERALL_RUBRIC, recipe_featurizer
 from bench.use_whole import DSAT_RUBRIC, SERVED_FEATURIZER, scoring_cpu_ms
 from distill.datasets import SHARED_DATA
-from distill.featurizers.hashing import HashingFeaturizer
 from distill.train import TrainingSet, train_items
 from monitor.contracts.errors import ConfigError
 
@@ -67,6 +69,8 @@ class DetectConfig:
     train_hours: float = 24.0
     max_training_labels: int = 3000
     limit: int | None = None  # dialogues per file (smoke runs)
+    label: str = "spur"  # USS traffic's label: a key of USS_LABELS
+    featurizer: str = SERVED_FEATURIZER  # the distilled model's featurizer spec, as `distill train --featurizer`
     rule: SpikeRule = field(default_factory=load_rule)
 
 
@@ -111,9 +115,11 @@ def _train(train: list[Any], dsat: np.ndarray, X: Any, n_labels: int, config: De
                           f"{MIN_POSITIVES} of each class (more conversations: --limit, --sim-pool)")
     rows = np.concatenate([rng.choice(pos, n_pos, replace=False), rng.choice(neg, n - n_pos, replace=False)])
     labels = (dsat[rows] ^ (rng.random(len(rows)) < config.judge_noise)).astype(float)[:, None]
-    data = TrainingSet([train[i] for i in rows], labels, DSAT_RUBRIC.item_ids,
+    rubric = OVERALL_RUBRIC if config.label == "overall" else DSAT_RUBRIC
+    data = TrainingSet([train[i] for i in rows], labels, rubric.item_ids,
                        np.array([train[i].conversation_id for i in rows], dtype=object))
-    trained = train_items(data, SERVED_FEATURIZER, rubric=DSAT_RUBRIC, features=X[rows], random_state=seed)
+    trained = train_items(data, recipe_featurizer(config.featurizer), rubric=rubric, features=X[rows],
+                          random_state=seed)
     return trained.model, trained.featurizer, len(rows)
 
 
@@ -221,14 +227,14 @@ def _rows(runs: list[dict[str, Any]], config: DetectConfig) -> list[dict[str, An
 def _source(traffic: Traffic, config: DetectConfig, step: Callable[[str], None],
             keep: dict[str, Any]) -> dict[str, Any]:
     cpu = time.process_time()
-    X = HashingFeaturizer().transform(traffic.conversations)  # the served featurizer is stateless: once for all
+    X = recipe_featurizer(config.featurizer).transform(traffic.conversations)  # stateless: once for all
     runs = [_seed_run(traffic, X, config, seed, step, keep if k == 0 else None) for k, seed in enumerate(config.seeds)]
     per_model = [run["rates"][r] for run in runs for r in run["rates"]]
     out: dict[str, Any] = {
         "source": traffic.name, "conversations": len(traffic.conversations),
         "dsat_share": round(float(traffic.dsat.mean()), 4),
         "judge": f"oracle: {traffic.label}, flipped with probability {config.judge_noise:g}",
-        "model": {"recipe": "served: distill.train.train_items, hashing featurizer, one item on the label",
+        "model": {"recipe": f"served: distill.train.train_items, {config.featurizer} featurizer, one item on the label",
                   "training": f"distinct training-split conversations at the baseline share: min(rate x "
                               f"{config.volume_per_hour}/h x {config.train_hours:g} h, {config.max_training_labels}, "
                               "what the split holds at that share) judged labels",
@@ -243,6 +249,9 @@ def _source(traffic: Traffic, config: DetectConfig, step: Callable[[str], None],
 
 
 def run_detect(config: DetectConfig, progress: Progress | None = None, plot: Path | None = None) -> dict[str, Any]:
+    if config.label not in USS_LABELS:
+        raise ConfigError(f"bench detect: label must be one of {', '.join(USS_LABELS)}. Got {config.label!r} instead.")
+    recipe_featurizer(config.featurizer)  # an unknown featurizer fails here, before any work
     wall = time.perf_counter()
     total = len(config.sources) * len(config.seeds) * (len(config.rates) * (2 + len(config.factors)))
     done = 0
@@ -256,7 +265,7 @@ def run_detect(config: DetectConfig, progress: Progress | None = None, plot: Pat
     keep: dict[str, dict[str, Any]] = {}
     results = []
     for name in config.sources:
-        traffic = (uss_traffic(config.data_dir, list(config.datasets), config.limit) if name == "uss"
+        traffic = (uss_traffic(config.data_dir, list(config.datasets), config.limit, config.label) if name == "uss"
                    else simulator_traffic(config.sim_pool, config.seeds[0]))
         results.append(_source(traffic, config, step, keep.setdefault(traffic.name, {})))
     if progress is not None:
@@ -265,7 +274,8 @@ def run_detect(config: DetectConfig, progress: Progress | None = None, plot: Pat
         "volume_per_hour": config.volume_per_hour, "base_share": config.base_share,
         "factors": list(config.factors), "rates": list(config.rates), "seeds": list(config.seeds),
         "quiet_days": config.quiet_days, "history_hours": config.history_hours,
-        "spike_minutes": config.spike_minutes, "judge_noise": config.judge_noise,
+        "spike_minutes": config.spike_minutes, "judge_noise": config.judge_noise, "label": config.label,
+        "featurizer": config.featurizer,
         "rule": asdict(config.rule), "sources": results,
         "cpu_s": round(sum(r["cpu_s"] for r in results), 1), "wall_s": round(time.perf_counter() - wall, 1),
     }

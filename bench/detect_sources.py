@@ -13,6 +13,8 @@ from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT
 
 SOURCES = ("uss", "simulator")
+USS_LABELS = {"spur": "the human dialogue label (SPUR Appendix B, shared/data/README)",
+              "overall": "the annotators' mean OVERALL (dialogue-level) rating below 3 (item dsat.overall)"}
 SIM_RUBRIC = "spur-copilot"
 
 
@@ -25,14 +27,17 @@ class Traffic:
     label: str  # what DSAT means here
 
 
-def uss_traffic(data_dir: Path, datasets: list[str], limit: int | None) -> Traffic:
-    """Whole USS dialogues (as a worker receives them) with their dialogue label (shared/data/README)."""
+def uss_traffic(data_dir: Path, datasets: list[str], limit: int | None, label: str = "spur") -> Traffic:
+    """Whole USS dialogues (as a worker receives them) with one of :data:`USS_LABELS`: the dialogue label
+    (shared/data/README) or the dialogue-level OVERALL rating below neutral."""
     from bench.use import load_dialogues
+    from bench.use_overall import LABELS
 
     dialogues = [d for name in datasets for d in load_dialogues(data_dir, name, limit)]
+    rule = LABELS["overall<3" if label == "overall" else label]
     return Traffic(f"uss ({', '.join(datasets)})", [d.to_conversation() for d in dialogues],
-                   np.array([d.label == "DSAT" for d in dialogues]), np.array([d.dialogue_id for d in dialogues]),
-                   "the human dialogue label (SPUR Appendix B, shared/data/README)")
+                   np.array([rule(d) for d in dialogues]), np.array([d.dialogue_id for d in dialogues]),
+                   USS_LABELS[label])
 
 
 def simulator_traffic(n: int, seed: int) -> Traffic:

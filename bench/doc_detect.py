@@ -83,7 +83,7 @@ def _source_markdown(result: dict[str, Any], source: dict[str, Any]) -> list[str
         f"before resampling). Judge: {source['judge']}. Distilled model: {model['recipe']}, trained on "
         f"{_range(model['training_labels'])} labels ({model['training']}); held-out ROC-AUC on the replayed "
         f"conversations {_range(model['heldout_auc'], 3)}; {fmt(model['score_cpu_ms_per_conversation'], 2)} ms of "
-        f"CPU to score one (hashing + LR, in process). The simulation took {fmt(source['cpu_s'], 0)} CPU seconds "
+        f"CPU to score one (featurize + LR, in process). The simulation took {fmt(source['cpu_s'], 0)} CPU seconds "
         f"for {source['simulated_conversations']:,} simulated conversations "
         f"({fmt(source['cpu_us_per_simulated_conversation'], 2)} µs each, model training included).", "",
         _md(_headers(factors), [_cells(r, factors) for r in source["rows"]]), "",

@@ -11,6 +11,7 @@ from typing import Any
 
 from bench.doc_markdown import _md, fmt
 from bench.doc_use_dsat import dsat_markdown
+from bench.doc_use_overall import overall_markdown
 
 # bench.use.TURN_MODELS, at 5 % only: the learning curve would multiply their turn examples
 TURNS_COMMAND = ("convmon bench use --models hashing+turns,hashing+minilm+turns --curve '' --no-dsat --json "
@@ -56,6 +57,7 @@ def use_markdown(result: dict[str, Any], turns: dict[str, Any] | None = None) ->
     out += ["", turns_text(rows, turn_rows) if turns is not None else TURNS_MISSING]
     out += use_checks(rows + turn_rows)
     out += dsat_markdown(result)
+    out += overall_markdown(result)
     from bench.use import MODEL_NOTES  # notes added since the results were saved, for names they use
 
     everything = result["results"] + (turns or {}).get("results", [])

@@ -19,7 +19,9 @@ training split's most frequent label) and ``stratified`` (a label drawn at rando
 training split's label frequencies).
 
 Beside Table 1, ``bench use`` measures the DSAT protocol of :mod:`bench.use_whole` (``dsat`` in
-the result): the served recipe's ROC-AUC and rate error on cut *and* whole conversations. The default run is
+the result): the served recipe's ROC-AUC and rate error on cut *and* whole conversations; and the OVERALL
+protocol of :mod:`bench.use_overall` (``overall``): whole-conversation dissatisfaction on the
+dialogue-level OVERALL rating, candidate recipes chosen by nested cross-validation. The default run is
 the quick one (baselines and ``hashing`` at 5 %, the DSAT protocol, 10 splits: minutes on 2 cores);
 :func:`full_config` (``bench use --full``, ``make bench``) adds every featurizer, the learning curve and the
 turn model on cut input (over an hour).
@@ -45,6 +47,7 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.pipeline import Pipeline
 
 from bench.use_agreement import panel_agreement
+from bench.use_overall import OverallConfig, overall_rows
 from bench.use_turns import TURNS, TurnModelFactory, turn_model
 from bench.use_whole import DSAT_LABEL_RULE, DSAT_NOTES, DsatConfig, dsat_rows
 from distill.datasets import load_uss
@@ -99,18 +102,19 @@ class UseConfig:
     n_jobs: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
     dsat: DsatConfig | None = None  # the DSAT protocol's settings; None: Table 1 rows only
+    overall: OverallConfig | None = None  # the OVERALL protocol's (its own splits and seeds); None: not run
 
 
 def quick_config(data_dir: Path, **overrides: Any) -> UseConfig:
     """``bench use``'s default run: baselines and the served featurizer at 5 %, and the DSAT protocol."""
-    return UseConfig(**{"data_dir": data_dir, "dsat": DsatConfig(), **overrides})
+    return UseConfig(**{"data_dir": data_dir, "dsat": DsatConfig(), "overall": OverallConfig(), **overrides})
 
 
 def full_config(data_dir: Path, **overrides: Any) -> UseConfig:
     """Everything (``bench use --full``): every featurizer, the learning curve, the turn model on cut input."""
     dsat = DsatConfig(turn_inputs=("cut", "whole"), turn_Cs=(0.1, 0.3))
     return UseConfig(**{"data_dir": data_dir, "models": FULL_MODELS, "curve": CURVE_FRACTIONS, "dsat": dsat,
-                        **overrides})
+                        "overall": OverallConfig(), **overrides})
 
 
 def load_dialogues(data_dir: Path, name: str, limit: int | None = None) -> list[UssDialogue]:
@@ -229,10 +233,22 @@ def _dsat(config: UseConfig, progress: Callable[[str], None] | None) -> list[dic
         return [row for future in futures for row in future.result()]
 
 
+def _overall(config: UseConfig, progress: Callable[[str], None] | None) -> dict[str, Any] | None:
+    """The OVERALL protocol, when ``config.datasets`` holds its training sets (CCPE out of domain if named)."""
+    overall = config.overall
+    if overall is None or not set(overall.train_sets) <= set(config.datasets):
+        return None
+    overall = replace(overall, out_of_domain=[d for d in overall.out_of_domain if d in config.datasets])
+    names = [*overall.train_sets, *overall.out_of_domain]
+    return overall_rows({n: load_dialogues(config.data_dir, n, config.limit) for n in names}, overall, progress)
+
+
 def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Table 1 rows (``protocol: "table1"``), learning-curve rows (``protocol: "curve"``) and, with
-    ``config.dsat``, the DSAT protocol's rows (``dsat``; one process per data set when ``n_jobs`` > 1)."""
+    """Table 1 rows (``protocol: "table1"``), learning-curve rows (``protocol: "curve"``), with ``config.dsat``
+    the DSAT protocol's rows (``dsat``; one process per data set when ``n_jobs`` > 1) and with ``config.overall``
+    the OVERALL protocol's (``overall``: None when the data sets do not include its training sets)."""
     results: list[dict[str, Any]] = []
+    overall = _overall(config, progress)
     dsat = _dsat(config, progress) if config.dsat is not None else []
     agreement: list[dict[str, Any]] = []
     for dataset in config.datasets:
@@ -264,7 +280,7 @@ def run_use(config: UseConfig, progress: Callable[[str], None] | None = None) ->
     return {"results": results, "paper": [dict(r) for r in PAPER_ROWS if r["dataset"] in config.datasets],
             "labels": list(LABELS), "label_rule": "SPUR Appendix B (annotator means, cut at first contradiction)",
             "models": MODEL_NOTES, "dsat": dsat, "dsat_label_rule": DSAT_LABEL_RULE, "dsat_models": DSAT_NOTES,
-            "dsat_panel_agreement": agreement}
+            "dsat_panel_agreement": agreement, "overall": overall}
 
 
 MODEL_NOTES: dict[str, str] = {

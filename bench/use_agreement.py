@@ -56,3 +56,28 @@ def panel_agreement(dialogues: Sequence[UssDialogue], dataset: str, *, splits: i
     return {"dataset": dataset, "dialogues": len(labels), "splits": len(aucs),
             "roc_auc": round(statistics.mean(aucs), 3), "roc_auc_min": round(min(aucs), 3),
             "roc_auc_max": round(max(aucs), 3)}
+
+
+def overall_agreement(dialogues: Sequence[UssDialogue], dataset: str, cut: float, inclusive: bool, *,
+                      splits: int = 20, seed: int = 0) -> dict[str, Any]:
+    """As :func:`panel_agreement`, for "the mean OVERALL rating is below ``cut``" (at most, when ``inclusive``):
+    one half's mean OVERALL, negated, ranks the other half's label."""
+    rated = [d for d in dialogues if len(d.overall) >= 2]
+    aucs = []
+    for split in range(splits):
+        rng = random.Random(seed + split)
+        labels, scores = [], []
+        for dialogue in rated:
+            k = len(dialogue.overall)
+            order = rng.sample(range(k), k)
+            other = statistics.mean(dialogue.overall[i] for i in order[k // 2:])
+            labels.append(int(other <= cut if inclusive else other < cut))
+            scores.append(-statistics.mean(dialogue.overall[i] for i in order[: k // 2]))
+        if len(set(labels)) == 2:
+            aucs.append(float(roc_auc_score(labels, scores)))
+    if not aucs:
+        return {"dataset": dataset, "dialogues": len(rated), "splits": 0, "roc_auc": None, "roc_auc_min": None,
+                "roc_auc_max": None}
+    return {"dataset": dataset, "dialogues": len(rated), "splits": len(aucs),
+            "roc_auc": round(statistics.mean(aucs), 3), "roc_auc_min": round(min(aucs), 3),
+            "roc_auc_max": round(max(aucs), 3)}

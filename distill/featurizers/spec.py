@@ -1,7 +1,8 @@
 """Featurizers with the scikit-learn transformer API: ``transform(list[Conversation]) -> matrix``.
 
 Named by a spec string (Settings.featurizer): ``hashing``, ``minilm``, ``openai``, ``shape`` (the
-conversation's length, only useful beside a text featurizer) or a concatenation such as
+conversation's length, only useful beside a text featurizer), ``lexicon`` (twelve conversation cues:
+thanks, praise, negative words, assistant apologies, questions, length) or a concatenation such as
 ``hashing+minilm`` or ``hashing+shape`` (a :class:`~sklearn.pipeline.FeatureUnion`). A model
 artifact stores :func:`featurizer_config` (names and JSON parameters, never objects) and workers
 rebuild the same featurizer with :func:`featurizer_from_config`. MiniLM's backend (``onnx-int8`` or
@@ -17,12 +18,14 @@ from sklearn.pipeline import FeatureUnion
 
 from distill.featurizers.embedding import LEGACY_BACKEND, MiniLMFeaturizer, check_backend
 from distill.featurizers.hashing import HashingFeaturizer
+from distill.featurizers.lexicon import LexiconFeaturizer
 from distill.featurizers.openai_api import OpenAIFeaturizer
 from distill.featurizers.shape import ShapeFeaturizer
 from monitor.contracts.errors import ConfigError
 
 FEATURIZERS: dict[str, type[BaseEstimator]] = {
     "hashing": HashingFeaturizer,
+    "lexicon": LexiconFeaturizer,
     "minilm": MiniLMFeaturizer,
     "openai": OpenAIFeaturizer,
     "shape": ShapeFeaturizer,

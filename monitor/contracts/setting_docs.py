@@ -283,7 +283,9 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (('CONVMON_FEATURIZER', 'CONVMON_CLASSIFY_BATCH', 'CONVMON_CLASSIFY_WITHIN_S'),
      '`hashing`, `256`, `0.2`',
      ("the distilled path's featurizer for retraining (`hashing`, `minilm`, `openai`, `shape` = "
-      'conversation length, or parts joined with `+`, e.g. `hashing+shape`), and its batches: at most this '
+      'conversation length, `lexicon` = twelve conversation cues such as thanks, complaints and apologies, or '
+      'parts joined with `+`, e.g. `hashing+lexicon`, the recipe for the whole-conversation item '
+      '`dsat.overall`), and its batches: at most this '
       'many conversations or this long a wait. With `minilm` on 2 CPU cores a full batch of real '
       'conversations takes ~20 s (`convmon_classify_batch_duration_seconds`); lower the batch to trade '
       'throughput for latency')),

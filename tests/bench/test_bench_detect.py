@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 from typer.testing import CliRunner
 
 from bench.cli import app
@@ -55,3 +56,25 @@ def test_detect_cli_refuses_bad_rates() -> None:
     assert result.exit_code == 2 and "--factors must be numbers above 1" in result.output
     result = runner.invoke(app, ["detect", "--sources", "uss,prod", "--json", "--quiet"])
     assert result.exit_code == 2 and "--sources must name uss and/or simulator" in result.output
+
+
+def test_detect_on_the_overall_label_trains_the_recipe_it_is_given(shared_data: Path) -> None:
+    from bench.use import load_dialogues
+    from bench.use_overall import LABELS
+
+    result = runner.invoke(app, ["detect", "--sources", "uss", "--datasets", "MWOZ", "--limit", "300", "--seeds", "0",
+                                 "--rates", "0.2", "--factors", "3", "--base-share", "0.2", "--quiet-days", "0.5",
+                                 "--history-hours", "6", "--spike-minutes", "60", "--max-training-labels", "300",
+                                 "--label", "overall", "--featurizer", "hashing+lexicon",
+                                 "--data", str(shared_data), "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    (uss,) = out["sources"]
+    assert out["label"] == "overall" and out["featurizer"] == "hashing+lexicon"
+    assert "OVERALL" in uss["judge"] and "hashing+lexicon featurizer" in uss["model"]["recipe"]
+    share = np.mean([LABELS["overall<3"](d) for d in load_dialogues(shared_data, "MWOZ", 300)])
+    assert uss["dsat_share"] == round(float(share), 4)
+    result = runner.invoke(app, ["detect", "--label", "thumbs", "--json", "--quiet"])
+    assert result.exit_code == 2 and "label must be one of spur, overall" in result.output
+    result = runner.invoke(app, ["detect", "--featurizer", "hashing+bogus", "--json", "--quiet"])
+    assert result.exit_code == 2 and "unknown featurizer 'bogus'" in result.output

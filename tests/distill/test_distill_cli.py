@@ -49,3 +49,21 @@ def test_cronjob_runs_the_one_retrainer_on_the_workers_registry_volume() -> None
     assert pod["containers"][0]["args"] == ["retrain", "--once"]  # the image ENTRYPOINT is convmon
     claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
     assert claims <= worker_claims
+
+
+def test_train_with_the_lexicon_featurizer_records_it_for_the_workers(make_settings, tmp_path: Path) -> None:
+    """`CONVMON_FEATURIZER=hashing+lexicon` (or `--featurizer`): the artifact names both parts and the weight, so a
+    worker rebuilds the same featurizer (tests/distill/test_lexicon_featurizer.py scores with it)."""
+    settings = make_settings(featurizer="hashing", retrain_min_labels=50, label_retention_days=3650)
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("\n".join(LabelRecord.from_score(c, s).model_dump_json() for c, s in synth(200, seed=5)))
+    result = CliRunner().invoke(app, ["train", "--registry", str(tmp_path / "models"), "--report-dir",
+                                      str(tmp_path / "reports"), "--store-url", settings.label_store_url,
+                                      "--featurizer", "hashing+lexicon", "--jsonl", str(labels)], obj=settings)
+    assert result.exit_code == 0, result.output
+    registry = ModelRegistry(tmp_path / "models")
+    version = registry.live_version("distilled")
+    assert version is not None
+    featurizer = registry.load("distilled", version)[1]["featurizer"]
+    assert featurizer["name"] == "hashing+lexicon"
+    assert featurizer["parts"][1] == {"name": "lexicon", "params": {"weight": 3.0}}
