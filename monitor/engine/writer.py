@@ -227,6 +227,11 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
                 verdicts.append(r)
             elif r.topic == self.names.rekeyed and r.headers and r.headers[0][0] == TICK:
                 ticked.add(r.partition)
+                # a record of its partition like any other: its time, and whether it is the partition's last, run
+                # the partition's clock (stages/clock.py), or a quiet partition's idle conversations never close
+                high = self.consumer.highwater(TopicPartition(r.topic, r.partition))
+                self.hot.clock.observe(r.partition, r.timestamp / 1000 if r.timestamp is not None else None, now,
+                                       caught_up=high is None or r.offset + 1 >= high)
             else:
                 high = self.consumer.highwater(TopicPartition(r.topic, r.partition))
                 inputs.append(Input(r.key, r.value, r.partition, r.topic == self.names.rekeyed,
