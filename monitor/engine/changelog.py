@@ -11,8 +11,8 @@ carries, and restore needs no commit records, before-images or rollback:
 2. it replays the partition up to the fence. A record counts when the committed offsets reached those it carries,
    and, after any fence, only the records of that fence's writer count (an owner expelled from the group may
    still append for a while: its commits fail, its records are skipped);
-3. every key whose newest record was skipped is written again with the value restored, so compaction can never
-   keep a skipped value.
+3. every key whose newest record was skipped is written again with the value restored (before the partition is
+   read), so compaction can never keep a skipped value.
 
 Reading to the fence also sidesteps brokers whose ListOffsets answer lags the log (the development broker's).
 """
@@ -30,7 +30,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 WRITER = "convmon-writer"  # header: the writer (one id per restore of a partition) that made the record
 OFFSETS = "convmon-offsets"  # header: {topic: next offset} of the partition, as its checkpoint commits them
-FENCE = b"#fence"  # key of the fence record (its value names the writer)
+FENCE = b"#fence|"  # key prefix of a fence record (+ its writer, also its value: compaction keeps every fence)
 STORES = (b"S", b"C")  # key prefixes: the sessions store, the counts store (dedup marks and totals)
 
 
@@ -94,7 +94,7 @@ def replay(records: Iterable[tuple[bytes, bytes | None, dict[str, bytes]]], comm
     writer: bytes | None = None  # the last fence's writer: only its records count after it
     newest_skipped: dict[bytes, bool] = {}
     for key, value, headers in records:
-        if key == FENCE:
+        if key.startswith(FENCE):
             writer = value
             continue
         out.records += 1
@@ -132,7 +132,7 @@ def new_writer() -> bytes:
 async def restore(producer: AIOKafkaProducer, consumer: AIOKafkaConsumer, topic: str, partition: int,
                   committed: Mapping[str, int], writer: bytes, *, timeout_s: float) -> Restored:
     """Fence the partition for ``writer``, then replay it up to the fence. ``consumer`` has no group."""
-    await producer.send_and_wait(topic, key=FENCE, value=writer, partition=partition)
+    await producer.send_and_wait(topic, key=FENCE + writer, value=writer, partition=partition)
     tp = TopicPartition(topic, partition)
     consumer.assign([tp])
     await consumer.seek_to_beginning(tp)
@@ -146,7 +146,7 @@ async def restore(producer: AIOKafkaProducer, consumer: AIOKafkaConsumer, topic:
         batch = await consumer.getmany(tp, timeout_ms=int(min(left, 1.0) * 1000))
         done = False
         for message in batch.get(tp, []):
-            if message.key == FENCE and message.value == writer:  # the record itself: no listed end is trusted
+            if message.key == FENCE + writer:  # the record itself: no listed end is trusted
                 done = True
                 break
             records.append((message.key or b"", message.value, {k: bytes(v) for k, v in message.headers}))

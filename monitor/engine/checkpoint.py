@@ -51,12 +51,16 @@ class TopicSender:
 class Checkpoint:
     def __init__(self, producer: AIOKafkaProducer, consumer: AIOKafkaConsumer, metrics: Metrics, *,
                  topics: Mapping[str, str], changelog: str, partitions: int, pending: list[Write],
+                 state_topics: frozenset[str],
                  send_dead: Callable[[DeadLetter], Any], export: Callable[[], Callable[[], None]]) -> None:
         self.producer, self.consumer, self.metrics = producer, consumer, metrics
         self.topics = topics  # delivery field -> topic name: rekey, judge, scores, labels
         self.changelog = changelog
         self.partitions = partitions  # convmon's: a record naming its partition goes to it modulo this
         self.pending = pending  # the stores' writes since the last checkpoint (engine/changelog.py)
+        # the topics whose offsets say whether a changelog record is committed: the re-keyed and verdicts topics,
+        # and the input where it is read in place (an input of another partition count is only forwarded)
+        self.state_topics = state_topics
         self.send_dead = send_dead  # returns the letter's delivery future (runtime DeadLetters.send_letter)
         self.export = export  # PartitionTotals.written: what it returns exports the batches committed so far
         self.writers: dict[int, bytes] = {}  # state partition -> the writer id of its restore
@@ -105,7 +109,8 @@ class Checkpoint:
         writes, self.pending[:] = list(self.pending), []
         by_partition: dict[int, dict[str, int]] = {}
         for tp, offset in offsets.items():
-            by_partition.setdefault(tp.partition, {})[tp.topic] = offset
+            if tp.topic in self.state_topics:
+                by_partition.setdefault(tp.partition, {})[tp.topic] = offset
         out = []
         for w in writes:
             partition = w.partition % self.partitions
@@ -113,6 +118,15 @@ class Checkpoint:
             out.append((self.changelog, await self.producer.send(
                 self.changelog, value=encode_value(w.value), key=w.key, partition=partition, headers=headers)))
         return out
+
+    async def restate(self, partition: int, writer: bytes, values: Mapping[bytes, Any],
+                      committed: Mapping[str, int]) -> None:
+        """Log ``values`` (changelog key -> value, None a tombstone) for ``partition`` now, as committed state."""
+        headers = record_headers(writer, committed)
+        futures = [("changelog", await self.producer.send(self.changelog, value=encode_value(v), key=k,
+                                                           partition=partition, headers=headers))
+                   for k, v in values.items()]
+        await self.flush(futures)
 
     async def commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
         if not offsets:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
 from monitor.engine.checkpoint import DeliveryFailed
@@ -50,8 +51,13 @@ class Offsets:
         self.taken: dict[TopicPartition, list[int]] = {}
         self.finished: dict[TopicPartition, set[int]] = {}
 
-    def take(self, tp: TopicPartition, offset: int) -> None:
-        self.taken.setdefault(tp, []).append(offset)
+    def take(self, tp: TopicPartition, offset: int) -> bool:
+        """Whether ``offset`` is new: a record fetched again (after a seek) is not taken twice."""
+        taken = self.taken.setdefault(tp, [])
+        if taken and offset <= taken[-1]:
+            return False
+        taken.append(offset)
+        return True
 
     def finish(self, tp: TopicPartition, offset: int) -> None:
         self.finished.setdefault(tp, set()).add(offset)
@@ -88,21 +94,25 @@ class JudgeLoop(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's 
         self.calls: dict[asyncio.Task[None], TopicPartition] = {}
         self.failure: BaseException | None = None
         self.seed = seed  # where a partition never committed starts (engine/upgrade.py)
+        self.generation = 0  # bumped by every revocation: a fetch from before one is abandoned
 
     async def run(self) -> None:
         while self.failure is None:
+            generation = self.generation
             fetched = await self.consumer.getmany(timeout_ms=500, max_records=self.concurrency)
-            for tp, records in fetched.items():
-                for record in records:
-                    await self.slots.acquire()
-                    if tp not in self.consumer.assignment():  # revoked meanwhile: its next owner judges it
-                        self.slots.release()
-                        continue
-                    self.offsets.take(tp, record.offset)
-                    task = asyncio.create_task(self._judge(tp, record))
-                    self.calls[task] = tp
-                    task.add_done_callback(self._done)
-            await self._commit(self.offsets.committable())
+            for record in [r for records in fetched.values() for r in records]:
+                await self.slots.acquire()
+                tp = TopicPartition(record.topic, record.partition)
+                # a rebalance meanwhile: the rest of the fetch is read again by whoever owns it now
+                if generation != self.generation or not self.offsets.take(tp, record.offset):
+                    self.slots.release()
+                    if generation != self.generation:
+                        break
+                    continue
+                task = asyncio.create_task(self._judge(tp, record))
+                self.calls[task] = tp
+                task.add_done_callback(self._done)
+            await self._commit(self.offsets.committable(list(self.consumer.assignment())))
         raise self.failure
 
     async def _judge(self, tp: TopicPartition, record: ConsumerRecord) -> None:
@@ -121,31 +131,39 @@ class JudgeLoop(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's 
             self.failure = task.exception()
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """A commit the group refuses (it is rebalancing, or moved on) is not fatal: the next owner re-reads
+        from the last commit, and only what finished after it is judged again."""
         if offsets:
-            await self.consumer.commit(offsets)
+            try:
+                await self.consumer.commit(offsets)
+            except (CommitFailedError, IllegalStateError) as exc:
+                log.warning("judge offsets not committed (%s): the partitions' next owner reads them again",
+                            type(exc).__name__)
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         """Wait (bounded) for the revoked partitions' calls, commit what finished, cancel the rest."""
+        self.generation += 1
         await self.drain(list(revoked))
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        """aiokafka only logs a callback's exception: a failed seed stops the loop instead (or the judge would read
+        the whole retained topic again)."""
         if self.seed is not None:
             await self.seed.on_partitions_assigned(assigned)
+            self.failure = self.failure or getattr(self.seed, "failure", None)
 
     async def drain(self, tps: list[TopicPartition] | None = None) -> None:
-        mine = [t for t, tp in self.calls.items() if tps is None or tp in tps]
-        if mine:
-            _, late = await asyncio.wait(mine, timeout=self.grace_s)
-            for task in late:
-                task.cancel()
-            if late:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.grace_s
+        while mine := [t for t, tp in self.calls.items() if tps is None or tp in tps]:
+            _, late = await asyncio.wait(mine, timeout=max(0.0, deadline - loop.time()))
+            if late and loop.time() >= deadline:
+                for task in late:
+                    task.cancel()
                 log.warning("handover: %d judge calls cancelled after %.0fs; their next owner judges them again",
                             len(late), self.grace_s)
                 await asyncio.wait(late)
-        try:
-            await self._commit(self.offsets.committable(tps))
-        except Exception as exc:  # the group moved on: the next owner re-judges from the last commit
-            log.warning("judge offsets not committed at handover: %s", type(exc).__name__)
+        await self._commit(self.offsets.committable(tps))
         if tps is not None:
             self.offsets.forget(tps)
 
@@ -155,12 +173,15 @@ class SinkLoop:
     dead-lettered."""
 
     def __init__(self, consumer: AIOKafkaConsumer, sink: LabelSink, send_dead: SendDead, producer: AIOKafkaProducer,
-                 *, stage: str, batch: int, max_request_bytes: int) -> None:
+                 *, stage: str, batch: int, max_request_bytes: int, seed: Any = None) -> None:
         self.consumer, self.sink, self.send_dead, self.producer = consumer, sink, send_dead, producer
         self.stage, self.batch, self.max_request_bytes = stage, batch, max_request_bytes
+        self.seed = seed  # its group's listener (engine/upgrade.py): a failure there stops the loop
 
     async def run(self) -> None:
         while True:
+            if self.seed is not None and self.seed.failure is not None:
+                raise self.seed.failure
             fetched = await self.consumer.getmany(timeout_ms=1000, max_records=self.batch)
             records = [r for rs in fetched.values() for r in rs]
             if not records:
@@ -169,4 +190,8 @@ class SinkLoop:
             dead = [dead_letter(bad.raw, bad.key, reason=bad.reason, detail=bad.detail, stage=self.stage,
                                 max_bytes=self.max_request_bytes) for bad in rejected]
             await delivered(self.producer, [], dead, self.send_dead, 1)
-            await self.consumer.commit({tp: rs[-1].offset + 1 for tp, rs in fetched.items() if rs})
+            try:
+                await self.consumer.commit({tp: rs[-1].offset + 1 for tp, rs in fetched.items() if rs})
+            except (CommitFailedError, IllegalStateError) as exc:  # a rebalance: stored again by the next owner
+                log.warning("%s offsets not committed (%s): the next owner stores them again (an upsert)",
+                            self.stage, type(exc).__name__)

@@ -75,11 +75,18 @@ class StartWhereFaustWas(ConsumerRebalanceListener):  # type: ignore[misc]  # ai
 
     def __init__(self, consumer: AIOKafkaConsumer, admin: AIOKafkaAdminClient, group: str, faust_group: str) -> None:
         self.consumer, self.admin, self.group, self.faust_group = consumer, admin, group, faust_group
+        self.failure: BaseException | None = None  # aiokafka only logs a callback's exception: its loop raises it
 
     async def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
         return None
 
     async def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        try:
+            await self._seed(assigned)
+        except Exception as exc:
+            self.failure = exc
+
+    async def _seed(self, assigned: Sequence[TopicPartition]) -> None:
         if not assigned:
             return
         own = await self.admin.list_consumer_group_offsets(self.group, partitions=list(assigned))

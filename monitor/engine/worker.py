@@ -79,6 +79,8 @@ class EngineWorker:
             topics={"rekey": s.topic("rekeyed"), "judge": s.topic("judge"), "scores": s.topic("scores"),
                     "labels": s.topic("labels")},
             partitions=s.topic_partitions, pending=pending, send_dead=self.dead_letters.send_letter,
+            state_topics=frozenset({self.names.rekeyed, self.names.verdicts} | ({layout.input_topic}
+                                                                                if self.names.direct else set())),
             export=self.stages.totals.written)
         self.writer = Writer(self.names, self.consumer, self.producer, self.restorer, self.admin, self.checkpoint,
                              self.stages.hot, self.stages.scoring, self.stages.judge, self.stores, health,
@@ -89,8 +91,10 @@ class EngineWorker:
                                concurrency=s.judge_concurrency, grace_s=HANDOVER_GRACE_S,
                                seed=StartWhereFaustWas(self.judge_consumer, self.admin, f"{s.app_id}-judge", s.app_id))
         sinks = {"labels": pipeline.labels, "scores": pipeline.score_sink}
+        self.seeds = {name: StartWhereFaustWas(c, self.admin, f"{s.app_id}-{name}", s.app_id)
+                      for name, c in self.sink_consumers.items()}
         self.sinks = [SinkLoop(c, sinks[name], self.dead_letters.send_letter, self.producer, stage=name,  # type: ignore[arg-type]
-                               batch=s.label_buffer_max, max_request_bytes=s.max_request_bytes)
+                               batch=s.label_buffer_max, max_request_bytes=s.max_request_bytes, seed=self.seeds[name])
                       for name, c in self.sink_consumers.items()]
 
     async def run(self) -> None:
@@ -103,8 +107,7 @@ class EngineWorker:
         self.consumer.subscribe([self.names.input, self.names.rekeyed, self.names.verdicts], listener=self.writer)
         self.judge_consumer.subscribe([s.topic("judge")], listener=self.judge)
         for name, consumer in self.sink_consumers.items():
-            consumer.subscribe([s.topic(name)],
-                               listener=StartWhereFaustWas(consumer, self.admin, f"{s.app_id}-{name}", s.app_id))
+            consumer.subscribe([s.topic(name)], listener=self.seeds[name])
         consumers = [self.consumer, self.judge_consumer, *self.sink_consumers.values()]
         for consumer in consumers:
             await consumer.start()
@@ -122,10 +125,14 @@ class EngineWorker:
         async with self.writer.lock:  # the batch in progress commits first
             for task in tasks:
                 task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        failed += [t for t, r in zip(tasks, results, strict=True)
+                   if isinstance(r, Exception) and t not in failed]  # one that failed as the stop came
+        with contextlib.suppress(Exception):  # the writer's partitions move at once, not after the judge's drain
+            await self.consumer.stop()
         if not failed:
             await self.judge.drain()
-        for consumer in consumers:
+        for consumer in consumers[1:]:
             with contextlib.suppress(Exception):
                 await consumer.stop()
         for client in (self.restorer, self.admin, self.producer):

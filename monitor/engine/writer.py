@@ -69,45 +69,50 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         self.next: dict[TopicPartition, int] = {}  # the next offset to process (what commits)
         self.epoch = 0  # bumped by every assignment change: a fetch from before one is not processed
         self.last_sweep = time.monotonic()
-        self.failure: BaseException | None = None  # raised by a group callback: run() re-raises it
+        self.assignment: list[TopicPartition] | None = None  # assigned, paused, not restored yet
         self.faust_app_id: str | None = names.faust_group  # whose faust changelogs a never-written partition takes
         self._reported: set[tuple[str, int]] = set()  # partitions whose progress gauges exist
 
     # -- the group's callbacks -------------------------------------------------------------------------------------
+    # aiokafka stops heartbeating while a callback runs and starts fetching before on_partitions_assigned returns:
+    # the assignment callback only pauses the new partitions; the loop restores them, seeks and resumes them.
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         async with self.lock:  # the batch in progress has committed when this returns
             self.epoch += 1
             self.tps -= set(revoked)
+            self.assignment = None
 
-    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        """aiokafka logs and forgets a callback's exception: it is kept and re-raised by the loop instead."""
-        try:
-            await self._assigned(assigned)
-        except Exception as exc:
-            self.failure = exc
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        self.epoch += 1
+        self.consumer.pause(*assigned)
+        self.assignment = list(assigned)
 
-    async def _assigned(self, assigned: list[TopicPartition]) -> None:
-        async with self.lock:
-            self.epoch += 1
-            started = time.monotonic()
-            self.tps = set(assigned)
-            state = self._state_partitions(self.tps)
-            committed = await self._offsets(self.tps)
-            await self._start_where_faust_was(committed)
-            # this worker's state of a partition is still the committed one when nobody committed since it did
-            keep = {p for p in state & self.owned
-                    if all(committed[tp] == self.next.get(tp) for tp in self.tps if tp.partition == p)}
-            self._drop(self.owned - keep)
-            for p in sorted(state - keep):
-                await self._restore(p, {tp.topic: off for tp, off in committed.items()
-                                        if tp.partition == p and off is not None})
-            self.owned = state
-            self.hot.assign(self.owned, time.time())
-            self.next = {tp: off for tp, off in committed.items() if off is not None}
-            self.hot.restored(time.monotonic() - started)
-            self.health.joined = True
-            log.info("assigned state partitions %s (restored %s)", sorted(state), sorted(state - keep))
+    async def _take(self, assigned: list[TopicPartition]) -> None:
+        """Restore every state partition of a new assignment (each from a fence of its own: no state is kept across
+        a rebalance), then read each partition from its committed offset."""
+        started = time.monotonic()
+        self.tps = set(assigned)
+        state = self._state_partitions(self.tps)
+        committed = await self._offsets(self.tps)
+        await self._start_where_faust_was(committed)
+        self._drop(self.owned)
+        for p in sorted(state):
+            await self._restore(p, {tp.topic: off for tp, off in committed.items()
+                                    if tp.partition == p and tp.topic in self.checkpoint.state_topics
+                                    and off is not None})
+        self.owned = state
+        self.hot.assign(self.owned, time.time())
+        self.next = {tp: off for tp, off in committed.items() if off is not None}
+        for tp in assigned:
+            if tp in self.next:
+                self.consumer.seek(tp, self.next[tp])
+            else:
+                await self.consumer.seek_to_beginning(tp)
+        self.consumer.resume(*assigned)
+        self.hot.restored(time.monotonic() - started)
+        self.health.joined = True
+        log.info("assigned state partitions %s, restored in %.1fs", sorted(state), time.monotonic() - started)
 
     def _state_partitions(self, tps: Iterable[TopicPartition]) -> set[int]:
         """The state partitions of an assignment, checked: each one's re-keyed, verdicts (and direct input)
@@ -157,13 +162,13 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
             store = by_prefix.get(key[:1])
             if store is not None:
                 store.load(key[1:].decode(), value, partition)
-        for key, value in restored.rewrite.items():  # so compaction cannot keep a skipped record
+        for key, value in restored.rewrite.items():
             store = by_prefix.get(key[:1])
-            if store is not None:
-                if value is None:
-                    store.delete(key[1:].decode(), partition)
-                else:
-                    store.put(key[1:].decode(), value, partition)
+            if store is not None and value is not None:
+                store.load(key[1:].decode(), value, partition)
+        # logged again before the partition is read: compaction cannot keep a skipped record, and the faust state
+        # taken over is this engine's own from now on; they restate committed state, so they carry its offsets
+        await self.checkpoint.restate(partition, writer, restored.rewrite, committed)
         self.checkpoint.writers[partition] = writer
         log.info("restored state partition %d: %d changelog records, %d skipped (past the committed offsets %s or "
                  "another writer's)", partition, restored.records, restored.skipped, committed)
@@ -171,6 +176,8 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
     def _drop(self, partitions: set[int]) -> None:
         for store in self.stores:
             store.drop(partitions)
+        n = self.checkpoint.partitions
+        self.checkpoint.pending[:] = [w for w in self.checkpoint.pending if w.partition % n not in partitions]
         self.hot.revoke(partitions)
         for p in partitions:
             self.checkpoint.writers.pop(p, None)
@@ -179,12 +186,19 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
 
     async def run(self) -> None:
         while True:
-            if self.failure is not None:
-                raise self.failure
+            if self.assignment is not None:
+                async with self.lock:
+                    assigned, self.assignment = self.assignment, None
+                    if assigned is not None:
+                        await self._take(assigned)
+                continue
             epoch = self.epoch
             fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch)
             async with self.lock:
-                if epoch != self.epoch:  # a rebalance came in between: the fetcher reads them again
+                if epoch != self.epoch:  # a rebalance came in between: read them again from where processing is
+                    for tp in fetched:
+                        if tp in self.tps and tp in self.next:
+                            self.consumer.seek(tp, self.next[tp])
                     continue
                 records = [r for tp, rs in fetched.items() if tp in self.tps for r in rs
                            if r.offset >= self.next.get(tp, 0)]
@@ -213,6 +227,11 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
                 verdicts.append(r)
             elif r.topic == self.names.rekeyed and r.headers and r.headers[0][0] == TICK:
                 ticked.add(r.partition)
+                # a record of its partition like any other: its time, and whether it is the partition's last, run
+                # the partition's clock (stages/clock.py), or a quiet partition's idle conversations never close
+                high = self.consumer.highwater(TopicPartition(r.topic, r.partition))
+                self.hot.clock.observe(r.partition, r.timestamp / 1000 if r.timestamp is not None else None, now,
+                                       caught_up=high is None or r.offset + 1 >= high)
             else:
                 high = self.consumer.highwater(TopicPartition(r.topic, r.partition))
                 inputs.append(Input(r.key, r.value, r.partition, r.topic == self.names.rekeyed,

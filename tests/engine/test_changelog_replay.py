@@ -17,7 +17,7 @@ def rec(key: bytes, value: object, writer: bytes, **offsets: int) -> Record:
 
 
 def fence(writer: bytes) -> Record:
-    return (FENCE, writer, {})
+    return (FENCE + writer, writer, {})
 
 
 def test_records_count_only_when_the_group_committed_the_offsets_they_carry() -> None:

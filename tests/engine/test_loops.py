@@ -61,3 +61,14 @@ def test_a_garbled_or_foreign_verdict_is_refused_with_a_reason() -> None:
     distilled = score().model_copy(update={"scorer": "distilled"})
     refused = read_verdict(distilled.model_dump_json().encode(), [], 0)
     assert isinstance(refused, BadVerdict) and "not 'llm'" in refused.detail
+
+
+def test_a_record_fetched_again_is_not_taken_twice() -> None:
+    """After a seek back the fetcher returns offsets already in flight: taking them again would stall the commit
+    point for ever."""
+    offsets = Offsets()
+    assert offsets.take(TP, 5) and offsets.take(TP, 6)
+    assert not offsets.take(TP, 5) and not offsets.take(TP, 6)
+    offsets.finish(TP, 5)
+    offsets.finish(TP, 6)
+    assert offsets.committable() == {TP: 7}
