@@ -22,6 +22,20 @@ from monitor.judge.ledger import LedgerDay
 T = TypeVar("T")
 
 
+def run_sql(engine: sa.Engine, work: Callable[[sa.Connection], T], *, create: Callable[[], None] | None,
+            what: str) -> T:
+    """``work`` in one transaction (after ``create``, the table's first use); a database error is a StoreError
+    whose one line says ``what`` could not be done."""
+    try:
+        if create is not None:
+            create()
+        with engine.begin() as conn:
+            return work(conn)
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+        raise StoreError(f"{what}: {first}") from exc
+
+
 class SqlLedger:
     """The ledger in a SQLAlchemy database (sqlite or postgresql URL; the label store's by default)."""
 
@@ -47,14 +61,8 @@ class SqlLedger:
         self._insert = sqlite.insert if self.engine.dialect.name == "sqlite" else postgresql.insert
 
     def _run(self, work: Callable[[sa.Connection], T], what: str) -> T:
-        try:
-            if not self._created:
-                self._create()
-            with self.engine.begin() as conn:
-                return work(conn)
-        except SQLAlchemyError as exc:
-            first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
-            raise StoreError(f"judge budget ledger {self.shown!r}: cannot {what}: {first}") from exc
+        return run_sql(self.engine, work, create=None if self._created else self._create,
+                       what=f"judge budget ledger {self.shown!r}: cannot {what}")
 
     def _create(self) -> None:
         """Create the table once; another worker creating it at the same moment is not an error."""

@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.contracts.errors import StoreError
 from monitor.contracts.evaluator import Evaluator
+from monitor.judge.sql_ledger import run_sql
 
 T = TypeVar("T")
 
@@ -40,14 +40,8 @@ class SqlProvenance:
         self._created = False
 
     def _run(self, work: Callable[[sa.Connection], T], what: str) -> T:
-        try:
-            if not self._created:
-                self._create()
-            with self.engine.begin() as conn:
-                return work(conn)
-        except SQLAlchemyError as exc:
-            first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
-            raise StoreError(f"judge provenance: cannot {what}: {first}") from exc
+        return run_sql(self.engine, work, create=None if self._created else self._create,
+                       what=f"judge provenance: cannot {what}")
 
     def _create(self) -> None:
         """Create the table once; another worker creating it at the same moment is not an error."""
