@@ -1,6 +1,7 @@
-"""The checkpoint engine killed (os._exit) right after each step of one checkpoint, then restarted by its
-supervisor (after the outputs, the changelog, the flush, and the offset commit, i.e. before the export): every id scored once (by score id), the judge's slice judged once, and every exported total and
-Prometheus's count equal to the truth. The crash falls on the third checkpoint that produced score records."""
+"""The checkpoint engine killed (os._exit) right after each step of one checkpoint (after the outputs, the
+changelog, the flush, and the offset commit, i.e. before the export), then restarted by its supervisor: every id
+scored once (by score id), the judge's slice judged once, and every exported total and Prometheus's count equal to
+the truth. The crash falls on the third checkpoint that produced score records."""
 
 from __future__ import annotations
 
