@@ -250,7 +250,8 @@ def test_a_regenerated_section_keeps_the_subsections_written_by_hand(tmp_path: P
 
 
 def test_the_committed_pages_are_short_and_mark_their_hand_written_measurements() -> None:
-    """What `bench report` would drop on the next run is marked, so it is kept (the latency runs); each page
+    """What `bench report` would drop on the next run is marked, so it is kept (the latency runs, the two engines'
+    CPU rounds); each page
     stays readable (20 KB at most) and carries no issue numbers."""
     for page in ("benchmarks.md", *PAGES):
         text = (REPO_ROOT / "docs" / page).read_text(encoding="utf-8")
@@ -258,7 +259,8 @@ def test_the_committed_pages_are_short_and_mark_their_hand_written_measurements(
         assert re.search(r"(issue |\(|\s)#\d\d", text) is None, page
     sections = split_sections((REPO_ROOT / "docs" / "benchmarks-speed.md").read_text(encoding="utf-8"))
     kept = {title: [k.splitlines()[0] for k in kept_subsections(text)] for title, text in sections.items()}
-    assert kept["Speed: distilled path vs raw consume, and the judge path"] == ["### Latency: event to score"]
+    assert kept["Speed: distilled path vs raw consume, and the judge path"] == [
+        "### Latency: event to score", "### The two engines: CPU per conversation"]
 
 
 def test_use_baselines_on_the_same_splits(shared_data: Path) -> None:
