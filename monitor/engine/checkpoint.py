@@ -36,6 +36,19 @@ class CommitFailed(Exception):
     """The offset commit failed: the partitions' in-memory state no longer matches what is committed."""
 
 
+async def send_records(producer: AIOKafkaProducer, topic: str, sends: Sequence[Send],
+                       partitions: int) -> list[asyncio.Future[Any]]:
+    """Hand ``sends`` to the producer; their delivery futures. A record naming its partition goes to it modulo
+    ``partitions`` (convmon's count)."""
+    out = []
+    for s in sends:
+        partition = None if s.partition is None else s.partition % partitions
+        timestamp = None if s.timestamp is None else int(s.timestamp * 1000)
+        out.append(await producer.send(topic, value=s.value, key=s.key, partition=partition, timestamp_ms=timestamp,
+                                       headers=s.headers))
+    return out
+
+
 class TopicSender:
     """One topic on the engine's producer, as the dead-letter sender expects (``send(key=, value=, headers=)``)."""
 
@@ -97,13 +110,13 @@ class Checkpoint:
                                      f"{type(error).__name__ if error else 'cancelled'}")
 
     async def _send(self, topic: str, sends: Sequence[Send]) -> list[tuple[str, asyncio.Future[Any]]]:
-        out = []
-        for s in sends:
-            partition = None if s.partition is None else s.partition % self.partitions
-            timestamp = None if s.timestamp is None else int(s.timestamp * 1000)
-            out.append((topic, await self.producer.send(topic, value=s.value, key=s.key, partition=partition,
-                                                        timestamp_ms=timestamp, headers=s.headers)))
-        return out
+        return [(topic, f) for f in await send_records(self.producer, topic, sends, self.partitions)]
+
+    def forget(self, partitions: set[int]) -> None:
+        """Partitions this worker no longer writes: their unsent state changes and writer ids go."""
+        self.pending[:] = [w for w in self.pending if w.partition % self.partitions not in partitions]
+        for p in partitions:
+            self.writers.pop(p, None)
 
     async def log_state(self, offsets: Mapping[TopicPartition, int]) -> list[tuple[str, asyncio.Future[Any]]]:
         writes, self.pending[:] = list(self.pending), []

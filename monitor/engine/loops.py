@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
-from monitor.engine.checkpoint import DeliveryFailed
+from monitor.engine.checkpoint import DeliveryFailed, send_records
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.hotpath import Send
 from monitor.stages.judging import JudgeStage
@@ -32,10 +32,7 @@ SendDead = Callable[[DeadLetter], Awaitable[asyncio.Future[Any]]]
 async def delivered(producer: AIOKafkaProducer, sends: Sequence[tuple[str, Send]], dead: Sequence[DeadLetter],
                     send_dead: SendDead, partitions: int) -> None:
     """Produce and wait for every acknowledgement; DeliveryFailed if one is refused."""
-    futures = []
-    for topic, s in sends:
-        partition = None if s.partition is None else s.partition % partitions
-        futures.append(await producer.send(topic, value=s.value, key=s.key, partition=partition, headers=s.headers))
+    futures = [f for topic, s in sends for f in await send_records(producer, topic, [s], partitions)]
     futures += [await send_dead(letter) for letter in dead]
     for future in futures:
         try:

@@ -7,8 +7,8 @@ verdicts) and hands the result to the checkpoint (engine/checkpoint.py), which a
 are input too: every few seconds the writer sends each partition it holds sessions in a tick through the re-keyed
 topic, and sweeps a partition when its tick comes back, so every state change has an input offset that commits it.
 A revocation waits for the batch in progress (a lock), so every processed record is committed before the partition
-moves; an assignment restores each new partition from its changelog (engine/changelog.py) before any of its
-records is processed, unless this worker's own state is still the committed one.
+moves; an assignment restores every partition it holds from its changelog (engine/changelog.py), behind a fence of its
+own, before any of its records is processed: no state is kept across a rebalance.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from monitor.stages.verdicts import BadVerdict, read_verdict
 
 log = logging.getLogger(__name__)
 RESTORE_TIMEOUT_S = 120.0
+LAG_INTERVAL_S = 5.0  # how often the lag gauges are read from the consumer
 TICK = "convmon-tick"  # header of a re-keyed record that asks its partition's writer to sweep idle sessions
 
 
@@ -68,9 +69,8 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         self.tps: set[TopicPartition] = set()  # every assigned partition of the three topics
         self.next: dict[TopicPartition, int] = {}  # the next offset to process (what commits)
         self.epoch = 0  # bumped by every assignment change: a fetch from before one is not processed
-        self.last_sweep = time.monotonic()
+        self.last_sweep = self.last_lag = time.monotonic()
         self.assignment: list[TopicPartition] | None = None  # assigned, paused, not restored yet
-        self.faust_app_id: str | None = names.faust_group  # whose faust changelogs a never-written partition takes
         self._reported: set[tuple[str, int]] = set()  # partitions whose progress gauges exist
 
     # -- the group's callbacks -------------------------------------------------------------------------------------
@@ -152,8 +152,8 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         restored = await restore(self.producer, self.restorer, self.names.changelog, partition, committed, writer,
                                  timeout_s=RESTORE_TIMEOUT_S)
         by_prefix = {s.prefix: s for s in self.stores}
-        if restored.records == 0 and self.faust_app_id is not None:  # never written here: switching from faust?
-            taken = await faust_state(self.restorer, self.faust_app_id, partition, timeout_s=RESTORE_TIMEOUT_S)
+        if restored.records == 0:  # never written here: switching from faust?
+            taken = await faust_state(self.restorer, self.names.faust_group, partition, timeout_s=RESTORE_TIMEOUT_S)
             restored.rewrite.update(taken)  # logged again, in this engine's changelog
             if taken:
                 log.warning("state partition %d: took %d keys (open sessions, dedup marks, totals) from the faust "
@@ -176,11 +176,8 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
     def _drop(self, partitions: set[int]) -> None:
         for store in self.stores:
             store.drop(partitions)
-        n = self.checkpoint.partitions
-        self.checkpoint.pending[:] = [w for w in self.checkpoint.pending if w.partition % n not in partitions]
+        self.checkpoint.forget(partitions)
         self.hot.revoke(partitions)
-        for p in partitions:
-            self.checkpoint.writers.pop(p, None)
 
     # -- the loop --------------------------------------------------------------------------------------------------
 
@@ -206,8 +203,8 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
                     await self._process(records)
                 if time.monotonic() - self.last_sweep >= self.sweep_s:
                     await self._tick()
-            self.health.tick()
-            self._lag()
+            if time.monotonic() - self.last_lag >= LAG_INTERVAL_S:
+                self._lag()
 
     async def _tick(self) -> None:
         """Ask each partition with sessions to sweep, through the re-keyed topic (not acknowledged: a lost tick
@@ -225,18 +222,17 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         for r in records:
             if r.topic == self.names.verdicts:
                 verdicts.append(r)
-            elif r.topic == self.names.rekeyed and r.headers and r.headers[0][0] == TICK:
+                continue
+            high = self.consumer.highwater(TopicPartition(r.topic, r.partition))
+            caught_up = high is None or r.offset + 1 >= high  # the partition's last record (stages/clock.py)
+            seconds = r.timestamp / 1000 if r.timestamp is not None else None
+            if r.topic == self.names.rekeyed and r.headers and r.headers[0][0] == TICK:
                 ticked.add(r.partition)
-                # a record of its partition like any other: its time, and whether it is the partition's last, run
-                # the partition's clock (stages/clock.py), or a quiet partition's idle conversations never close
-                high = self.consumer.highwater(TopicPartition(r.topic, r.partition))
-                self.hot.clock.observe(r.partition, r.timestamp / 1000 if r.timestamp is not None else None, now,
-                                       caught_up=high is None or r.offset + 1 >= high)
+                # a record of its partition like any other: it runs the partition's clock, or a quiet partition's
+                # idle conversations never close
+                self.hot.clock.observe(r.partition, seconds, now, caught_up=caught_up)
             else:
-                high = self.consumer.highwater(TopicPartition(r.topic, r.partition))
-                inputs.append(Input(r.key, r.value, r.partition, r.topic == self.names.rekeyed,
-                                    r.timestamp / 1000 if r.timestamp is not None else None,
-                                    high is None or r.offset + 1 >= high))
+                inputs.append(Input(r.key, r.value, r.partition, r.topic == self.names.rekeyed, seconds, caught_up))
         if inputs:
             delivery = await self.scoring(self.hot.ingest(inputs, now))
         if ticked:
@@ -256,6 +252,7 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         await self.checkpoint.commit(delivery, {tp: off for tp, off in self.next.items() if tp in self.tps})
 
     def _lag(self) -> None:
+        self.last_lag = time.monotonic()
         owned = [(tp.topic, tp.partition) for tp in self.tps]
         high = {(tp.topic, tp.partition): self.consumer.highwater(tp) for tp in self.tps}
         processed = {(tp.topic, tp.partition): off - 1 for tp, off in self.next.items()}

@@ -36,6 +36,16 @@ def run_sql(engine: sa.Engine, work: Callable[[sa.Connection], T], *, create: Ca
         raise StoreError(f"{what}: {first}") from exc
 
 
+def create_table(engine: sa.Engine, metadata: sa.MetaData, table: sa.Table) -> None:
+    """Create ``metadata``'s tables; another worker creating ``table`` at the same moment is not an error."""
+    try:
+        with engine.begin() as conn:
+            metadata.create_all(conn)
+    except SQLAlchemyError:
+        if not sa.inspect(engine).has_table(table.name):
+            raise
+
+
 class SqlLedger:
     """The ledger in a SQLAlchemy database (sqlite or postgresql URL; the label store's by default)."""
 
@@ -69,12 +79,7 @@ class SqlLedger:
         with self._create_lock:
             if self._created:
                 return
-            try:
-                with self.engine.begin() as conn:
-                    self.metadata.create_all(conn)
-            except SQLAlchemyError:
-                if not sa.inspect(self.engine).has_table(self.table.name):
-                    raise
+            create_table(self.engine, self.metadata, self.table)
             self._add_last_call_column()
             self._created = True
 

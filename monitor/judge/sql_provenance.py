@@ -16,10 +16,9 @@ from typing import TypeVar
 import sqlalchemy as sa
 from pydantic import ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.contracts.evaluator import Evaluator
-from monitor.judge.sql_ledger import run_sql
+from monitor.judge.sql_ledger import create_table, run_sql
 
 T = TypeVar("T")
 
@@ -44,13 +43,7 @@ class SqlProvenance:
                        what=f"judge provenance: cannot {what}")
 
     def _create(self) -> None:
-        """Create the table once; another worker creating it at the same moment is not an error."""
-        try:
-            with self.engine.begin() as conn:
-                self.metadata.create_all(conn)
-        except SQLAlchemyError:
-            if not sa.inspect(self.engine).has_table(self.table.name):
-                raise
+        create_table(self.engine, self.metadata, self.table)
         self._created = True
 
     def last(self, judge: str) -> Evaluator | None:
