@@ -44,7 +44,7 @@ def throughput(
     otlp: Annotated[bool, typer.Option("--otlp/--no-otlp", help="Also the OTLP-input row (otlp_proto traces, "
                                                                 "as `bench otlp-throughput`).")] = True,
     rounds: Annotated[int, typer.Option(min=0, help="Alternated rounds of the CPU-per-conversation measurement "
-                                                    "(raw consume, framework floor, monitor on both inputs, with "
+                                                    "(raw consume and the monitor on both inputs, with "
                                                     "the first featurizer); 0 skips it.")] = 3,
     seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,

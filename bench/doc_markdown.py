@@ -47,13 +47,13 @@ def distill_markdown(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+# Beside results saved without ``engine`` (bench/throughput.py): the worker that produced them is gone.
+FAUST_ERA = ("Measured on the faust engine, since removed (with it the framework floor rows, faust with no work); "
+             "rerun the command above to measure the worker as it is.")
+
+
 def throughput_markdown(result: dict[str, Any]) -> str:
     rows = [["raw aiokafka consume + orjson decode", fmt(result.get("raw_consume_per_s")), "100 %"]]
-    if result.get("framework_floor_per_s") is not None:
-        rows.append(["framework floor: the monitor's faust topology with no work (a changelog write per turn, a "
-                     "record per conversation: `bench/framework_floor.py`)",
-                     fmt(result["framework_floor_per_s"]),
-                     f"{100 * result['framework_floor_ratio']:.2f} %"])
     rows += [[f"monitor end to end, distilled `{k}`", fmt(v), f"{100 * result['ratio'][k]:.2f} %"]
              for k, v in result.get("monitor_per_s", {}).items()]
     rows += [[f"`{k}` featurize alone (in-process)", fmt(v), "-"]
@@ -76,6 +76,8 @@ def throughput_markdown(result: dict[str, Any]) -> str:
     else:
         out = [f"{result.get('conversations')} finished {source}{shape}, {result.get('partitions')} "
                f"partitions, {workers} worker process(es), `sample_rate=0` (distilled path only)."]
+    if result.get("engine") is None:
+        out += ["", FAUST_ERA]
     if result.get("distinct_texts_per_conversation") is not None:
         out += ["", "An embedding featurizer encodes each distinct user turn and assistant context of a batch "
                 f"once: about {fmt(result['distinct_texts_per_conversation'], 2)} texts per conversation here, "
@@ -104,19 +106,11 @@ def throughput_markdown(result: dict[str, Any]) -> str:
                       f"({100 * result['minilm_encode_fraction']:.1f} %)")
     if checks:
         out += ["", "Targets: " + "; ".join(checks) + "."]
-    share = result.get("share_of_floor") or {}
-    if share:
-        out += ["", "Share of the framework floor (monitor rate / floor rate): "
-                + ", ".join(f"`{k}` {100 * v:.0f} %" for k, v in share.items()) + ". The floor is the ceiling of "
-                "any monitor built as docs/architecture.md draws it (faust agents reading Kafka topics); a target "
-                "above the floor's share of raw consume cannot be met by making our own work faster "
-                "([performance.md](performance.md))."]
     cpu = result.get("worker_cpu_cores") or {}
     if cpu:
         out += ["", "Worker CPU while measured (cores; 1.0 = one core busy): "
                 + ", ".join(f"`{k}` {fmt(v, 2)}" for k, v in cpu.items() if v is not None) + "."]
-    floor_cpu = result.get("framework_floor_machine_cpu_cores")
-    machine = {**({"framework floor": floor_cpu} if floor_cpu else {}), **(result.get("machine_cpu_cores") or {})}
+    machine = result.get("machine_cpu_cores") or {}
     shares = [f"{name}: workers {fmt(m['workers'], 2)}, broker {fmt(m['broker'], 2)}, driver {fmt(m['driver'], 2)}"
               for name, m in machine.items() if all(m.get(k) is not None for k in ("workers", "broker", "driver"))]
     if shares:
@@ -147,7 +141,8 @@ def throughput_markdown(result: dict[str, Any]) -> str:
              f"{fmt(record_bytes.get(k), 0)} bytes"
              for k, v in (result.get("changelog_bytes_per_conversation") or {}).items()]
     if sizes:
-        out += ["", "Sizes (the `sessions` changelog read back after the run): " + "; ".join(sizes) + "."]
+        out += ["", "Sizes (the sessions' changelog records read back after the run): "
+                + "; ".join(sizes) + "."]
     bars = [_bar(name, bar) for name, bar in (result.get("bars") or {}).items()]
     if bars:
         out += ["", "Targets: " + "; ".join(bars) + "."]
@@ -175,11 +170,7 @@ def _bar(name: str, bar: dict[str, Any]) -> str:
         if not value.get("same_run", True):  # a rate from another run (and worker count) proves no bar
             workers = f"; {value['workers']} worker(s) here" if "workers" in value else ""
             return f"not proven ({measured} against a recorded one-worker rate, not the same run{workers})"
-        floor = value.get("floor_ratio")
-        above = (f"; the framework floor, faust with no work, reaches {floor:.3g}"
-                 + (": the bar is above it" if floor < value.get("bar", 0) else "")
-                 if floor is not None else "")
-        return f"{'met' if value.get('met') else 'not met'} ({measured}{above})"
+        return f"{'met' if value.get('met') else 'not met'} ({measured})"
 
     text = BAR_TEXT.get(name, f"`{name}`")
     if "met" in bar:

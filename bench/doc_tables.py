@@ -41,9 +41,6 @@ def throughput_table(result: dict[str, Any]) -> Table:
     table.add_column("per s")
     table.add_column("vs raw consume")
     table.add_row("raw aiokafka consume + orjson", fmt(result.get("raw_consume_per_s")), "1.00")
-    if result.get("framework_floor_per_s") is not None:
-        table.add_row("framework floor (topology, no work)", fmt(result["framework_floor_per_s"]),
-                      fmt(result["framework_floor_ratio"], 3))
     for name, rate in result.get("monitor_per_s", {}).items():
         table.add_row(f"monitor, distilled ({name})", fmt(rate), fmt(result["ratio"].get(name), 3))
     for name, rate in result.get("standalone_per_s", {}).items():

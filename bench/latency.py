@@ -41,8 +41,8 @@ from distill.datasets import SHARED_DATA, UssDialogue
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port, stop_process
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import Sample, scrape
 
 Progress = Callable[[str], None] | None

@@ -25,7 +25,7 @@ def _timed(featurizer: MiniLMFeaturizer, conversations: list[Conversation], batc
            ) -> tuple[float, dict[str, np.ndarray]]:
     """Seconds to featurize every batch, and each embedded text's vector (captured from the featurizer)."""
     vectors: dict[str, np.ndarray] = {}
-    embed = featurizer._embed
+    embed = featurizer.embed
 
     def capture(texts: list[str]) -> np.ndarray:
         out = embed(texts)
@@ -33,7 +33,7 @@ def _timed(featurizer: MiniLMFeaturizer, conversations: list[Conversation], batc
         return out
 
     featurizer.transform(conversations[:8])  # load the model outside the timing
-    featurizer._embed = capture  # type: ignore[method-assign]
+    featurizer.embed = capture  # type: ignore[method-assign]
     started = time.perf_counter()
     for i in range(0, len(conversations), batch):
         featurizer.transform(conversations[i : i + batch])

@@ -35,8 +35,8 @@ from bench.throughput_paths import produce_timed, raw_consume_rate
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, KafkaSettings, Settings
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port, stop_process
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import wait_for_metrics
 
 Progress = Callable[[str], None] | None

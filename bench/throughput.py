@@ -12,7 +12,7 @@ score on the scores topic. The conversations are real by default (the USS dialog
 data): the simulator's template sentences repeat so often that MiniLM, which encodes each distinct
 text of a batch once, would do almost no work per conversation. Only the model's training labels
 come from the simulator; what it predicts does not change the cost of predicting.
-The standalone rows run the same featurizer + model in-process, without Kafka or faust, on
+The standalone rows run the same featurizer + model in-process, without Kafka or the worker, on
 batches of ``classify_batch``: the ceiling of the scoring step itself.
 The judge path is the LLM judge client against the test OpenAI server with a fixed latency.
 The inputs are built in ``throughput_input.py`` and ``turns.py``, the paths measured in ``throughput_paths.py``;
@@ -40,7 +40,7 @@ from bench.throughput_input import (
     uss_files,
     uss_messages,
 )
-from bench.throughput_paths import FLOOR, judge_rate, monitor_rate, raw_consume_rate, standalone_rates
+from bench.throughput_paths import judge_rate, monitor_rate, raw_consume_rate, standalone_rates
 from bench.turns import (
     PRE18_HASHING_PER_S,
     changelog_bytes,
@@ -51,8 +51,8 @@ from distill.datasets import SHARED_DATA
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
+from monitor.runtime.clients import topic_names
 
 Progress = Callable[[str], None] | None
 
@@ -60,6 +60,9 @@ Progress = Callable[[str], None] | None
 # Turn events reuse the USS dialogues (each under several ids, interleaved); whole conversations are each
 # USS dialogue at most once (2,500 of them).
 DEFAULT_CONVERSATIONS = {"turns": 10_000, "conversations": 2500}
+# The worker's one engine (monitor/engine), saved with the results: those saved without it were measured on the
+# faust engine it replaced, since removed (doc_markdown.py says so beside them).
+ENGINE = "checkpoint"
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,6 @@ class ThroughputConfig:
     timeout_s: float = 900.0
     seed: int = 0
     rubric: str = "spur-copilot"
-    framework_floor: bool = True
 
     @property
     def n_conversations(self) -> int:
@@ -112,7 +114,8 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
     whole = whole_conversations(measured) if turns else measured  # the same conversations, finished
     processes = config.workers or os.cpu_count() or 1
     conversations = [orjson.loads(value) for _, value in whole]
-    result: dict[str, Any] = {"mode": config.mode, "conversations": config.n_conversations, "source": config.source,
+    result: dict[str, Any] = {"engine": ENGINE, "mode": config.mode, "conversations": config.n_conversations,
+                              "source": config.source,
                               "messages": len(measured), "messages_per_conversation": len(measured) / len(whole),
                               "worker_processes": processes,
                               "turns_per_conversation": sum(len(c["turns"]) for c in conversations) / len(whole),
@@ -137,19 +140,6 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
         raw = raw_messages / result["messages_per_conversation"]  # conversations / s whose messages it read
         result["raw_consume_messages_per_s"] = raw_messages
         result["raw_consume_per_s"] = raw
-        if config.framework_floor:
-            if progress:
-                progress(f"framework floor: the monitor's topology without the work, {len(measured)} messages")
-            unique = uuid.uuid4().hex[:8]
-            settings = Settings(broker_url=broker.url, app_id=f"bench-{unique}", topic_prefix=f"b{unique}.",
-                                topic_partitions=config.partitions, metrics_port=free_port())
-            asyncio.run(ensure_topics(broker.bootstrap, topic_names(settings), config.partitions))
-            floor = monitor_rate(settings, broker.bootstrap, warmup, measured, Path(tmp) / f"{unique}.log",
-                                 config.timeout_s, module=FLOOR, processes=processes, broker_pid=broker.pid)
-            result["framework_floor_per_s"] = floor["per_s"]
-            result["framework_floor_ratio"] = floor["per_s"] / raw
-            result["framework_floor_cpu_cores"] = floor.get("worker_cpu_cores")
-            result["framework_floor_machine_cpu_cores"] = _machine_cpu(floor)
         for spec in config.featurizers:
             unique = uuid.uuid4().hex[:8]
             settings = Settings(broker_url=broker.url, app_id=f"bench-{unique}", topic_prefix=f"b{unique}.",
@@ -168,8 +158,6 @@ def run_throughput(config: ThroughputConfig, progress: Progress = None) -> dict[
             result["monitor_per_s"][spec] = run["per_s"]
             result["produce_per_s"][spec] = run["produce_per_s"]
             result["ratio"][spec] = run["per_s"] / raw
-            if "framework_floor_per_s" in result:
-                result.setdefault("share_of_floor", {})[spec] = run["per_s"] / result["framework_floor_per_s"]
             result["peak_rss_mb_by_featurizer"][spec] = run["peak_rss_mb"]
             result.setdefault("worker_cpu_cores", {})[spec] = run.get("worker_cpu_cores")
             result.setdefault("machine_cpu_cores", {})[spec] = _machine_cpu(run)
@@ -214,15 +202,13 @@ def bars(result: dict[str, Any]) -> dict[str, Any]:
     hashing = result["ratio"].get("hashing")
     if result["mode"] == "turns" and hashing is not None:
         out["turns_at_least_10pct_of_raw"] = {"ratio": hashing, "bar": 0.10, "met": hashing >= 0.10}
-        if result.get("framework_floor_ratio") is not None:  # faust with no work: where any such bar tops out
-            out["turns_at_least_10pct_of_raw"]["floor_ratio"] = result["framework_floor_ratio"]
     if result["mode"] == "conversations" and "hashing" in result["monitor_per_s"]:
         old = PRE18_HASHING_PER_S
         speedup = result["monitor_per_s"]["hashing"] / old
         out["conversations_3x_pre18"] = {"pre18_recorded_per_s": old, "speedup": speedup, "met": speedup >= 3.0,
                                          "same_run": False, "workers": result["worker_processes"],
                                          "note": "the earlier runtime's recorded rate (one worker), not "
-                                                 "rerun; the framework floor of this run is the same-run reference"}
+                                                 "rerun; raw consume of this run is the same-run reference"}
     for spec, ratio in result["changelog_to_conversation"].items():
         out.setdefault("changelog_at_most_2x_conversation", {})[spec] = {"ratio": ratio, "met": ratio <= 2.0}
     for spec, size in result["score_record_bytes"].items():

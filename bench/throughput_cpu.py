@@ -2,9 +2,9 @@
 
 Rates move 2x on a loaded machine; the CPU a path spends per conversation moves far less, so it is the
 number the speed bars compare. Both inputs (turn events, whole conversations) run in one call; for each
-input and round the three paths run back to back in turn: raw consume (the bare consumer: this process's
-CPU while it reads and decodes), the framework floor and the monitor (the worker processes' CPU from the
-first measured message produced to the last score read). Each run gets fresh topics. The median and range
+input and round the two paths run back to back in turn: raw consume (the bare consumer: this process's
+CPU while it reads and decodes) and the monitor (the worker processes' CPU from the first measured message
+produced to the last score read). Each run gets fresh topics. The median and range
 over the rounds are reported, and raw consume's CPU per conversation / the monitor's, round by round
 (1.0 would be a monitor that costs what reading its input costs).
 """
@@ -23,14 +23,14 @@ from typing import Any
 
 from bench.throughput import ThroughputConfig, bench_messages
 from bench.throughput_input import publish_model
-from bench.throughput_paths import FLOOR, WORKER, monitor_rate, raw_consume_rate
+from bench.throughput_paths import monitor_rate, raw_consume_rate
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
+from monitor.runtime.clients import topic_names
 
 MODES = ("turns", "conversations")
-PATHS = ("raw_consume", "framework_floor", "monitor", "monitor_checkpoint")  # the last: CONVMON_ENGINE=checkpoint
+PATHS = ("raw_consume", "monitor")
 Messages = list[tuple[bytes, bytes]]
 
 
@@ -89,12 +89,10 @@ def _measure(path: str, base: Settings, broker: EmbeddedBroker, tmp: Path, warmu
         return timing["cpu_s"], messages_per_s * n / len(measured)
     settings = base.model_copy(update={"app_id": f"bench-{unique}", "topic_prefix": f"b{unique}.",
                                        "label_store_url": f"sqlite:///{tmp}/{unique}.db",
-                                       "metrics_port": free_port(),
-                                       "engine": "checkpoint" if path == "monitor_checkpoint" else "faust"})
+                                       "metrics_port": free_port()})
     asyncio.run(ensure_topics(broker.bootstrap, topic_names(settings), base.topic_partitions))
     run = monitor_rate(settings, broker.bootstrap, warmup, measured, tmp / f"{unique}.log", timeout_s,
-                       module=FLOOR if path == "framework_floor" else WORKER, processes=processes,
-                       broker_pid=broker.pid)
+                       processes=processes, broker_pid=broker.pid)
     if run.get("worker_cpu_s") is None:
         raise RuntimeError("the workers' CPU time cannot be read here (/proc is absent)")
     return float(run["worker_cpu_s"]), float(run["per_s"])

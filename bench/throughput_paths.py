@@ -1,5 +1,5 @@
 """The paths ``bench throughput`` measures: a bare consumer (the limit), worker processes in one consumer group
-(the monitor or the framework floor), the distilled scoring step in-process, and the judge client.
+(the monitor), the distilled scoring step in-process, and the judge client.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ async def _scored(consumer: AIOKafkaConsumer, wanted: set[str], deadline: float,
 
 
 def batch_totals(metrics_urls: Sequence[str]) -> tuple[float, float, float]:
-    """(batches, conversations, seconds) the workers' distilled path has scored so far; zeros for the floor."""
+    """(batches, conversations, seconds) the workers' distilled path has scored so far."""
     samples = [s for url in metrics_urls for s in scrape(url)]
     return (total(samples, "convmon_classify_batch_conversations_count"),
             total(samples, "convmon_classify_batch_conversations_sum"),
@@ -171,9 +171,6 @@ async def _drive_worker(kafka: KafkaSettings, bootstrap: str, warmup: list[tuple
 WORKER = ("monitor.cli", "worker")
 
 
-FLOOR = ("bench.framework_floor",)
-
-
 def start_processes(settings: Settings, module: Sequence[str], processes: int, log_path: Path, *,
                     cwd: Path = REPO_ROOT, settings_filter: Callable[[str], bool] = lambda _: True,
                     ) -> tuple[list[subprocess.Popen[bytes]], list[str], dict[str, str]]:
@@ -206,11 +203,11 @@ def start_processes(settings: Settings, module: Sequence[str], processes: int, l
 
 def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, bytes]],
                  measured: list[tuple[bytes, bytes]], log_path: Path, timeout_s: float,
-                 module: Sequence[str] = WORKER, processes: int = 1, broker_pid: int | None = None) -> dict[str, Any]:
-    """Run ``processes`` worker processes in one consumer group (the monitor, or the framework floor) over
-    the messages; their conversations / s and the largest peak RSS, and the CPU (cores) the workers, the
-    broker (``broker_pid``) and this process used meanwhile."""
-    procs, urls, _ = start_processes(settings, module, processes, log_path)
+                 processes: int = 1, broker_pid: int | None = None) -> dict[str, Any]:
+    """Run ``processes`` worker processes (``convmon worker``) in one consumer group over the messages; their
+    conversations / s and the largest peak RSS, and the CPU (cores) the workers, the broker (``broker_pid``)
+    and this process used meanwhile."""
+    procs, urls, _ = start_processes(settings, WORKER, processes, log_path)
     try:
         timing: dict[str, float] = {}
         rate, produce_rate = asyncio.run(_drive_worker(settings.kafka, bootstrap, warmup, measured, timeout_s,

@@ -16,14 +16,19 @@ from collections.abc import Sequence
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from distill.datasets import UssDialogue
 from monitor.contracts.events import Conversation, Turn, encode
+from monitor.engine.changelog import STORES
+from monitor.runtime.topics import STATE_CHANGELOG
+
+SESSIONS = STORES[0]  # the key prefix of the sessions store's records in the engine's changelog
 
 # The earlier runtime (four agents and three topics per conversation), as docs/benchmarks.md recorded
 # it for whole conversations (2,500 USS conversations, 4 partitions, one worker, same machine class).
 # Rates from another run are not a same-run ratio: the JSON says so beside the comparison.
-PRE18_HASHING_PER_S = 409.6  # conversations / s, distilled `hashing` (raw consume was 45638.4, floor 1094.3)
+PRE18_HASHING_PER_S = 409.6  # conversations / s, distilled `hashing` (raw consume was 45638.4 in that run)
 
 
 def turn_event_messages(dialogues: Sequence[UssDialogue], n: int, *, seed: int, prefix: str,
@@ -48,14 +53,29 @@ def turn_event_messages(dialogues: Sequence[UssDialogue], n: int, *, seed: int, 
     return messages
 
 
-async def topic_bytes(bootstrap: str, topic: str, timeout_s: float = 120.0) -> tuple[int, int]:
-    """(records, key + value bytes) of everything in ``topic`` now (0, 0 if it does not exist)."""
+async def partitions_of(bootstrap: str, topic: str) -> list[int]:
+    """The partitions of ``topic`` (none if it does not exist: listed first, as a broker that auto-creates topics
+    would create one a metadata request names)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        if topic not in await admin.list_topics():
+            return []
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    return sorted(p["partition"] for t in described if t.get("topic") == topic and not t.get("error_code")
+                  for p in t.get("partitions", ()))
+
+
+async def topic_bytes(bootstrap: str, topic: str, timeout_s: float = 120.0, key_prefix: bytes = b"") -> tuple[int, int]:
+    """(records, key + value + header bytes) of the records in ``topic`` now whose key starts with ``key_prefix``
+    (0, 0 if it does not exist)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                 auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20)
     await consumer.start()
     try:
-        await consumer._client.force_metadata_update()
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        tps = [TopicPartition(topic, p) for p in await partitions_of(bootstrap, topic)]
         if not tps:
             return 0, 0
         consumer.assign(tps)
@@ -69,17 +89,22 @@ async def topic_bytes(bootstrap: str, topic: str, timeout_s: float = 120.0) -> t
                 break
             for batch in (await consumer.getmany(*behind, timeout_ms=500, max_records=10_000)).values():
                 for record in batch:
+                    if not (record.key or b"").startswith(key_prefix):
+                        continue
                     records += 1
                     size += len(record.key or b"") + len(record.value or b"")
-            # the fetched high watermark: Tansu's ListOffsets may end inside the last batch (runtime/log_ends.py)
+                    size += sum(len(name.encode()) + len(value or b"") for name, value in record.headers or ())
+            # the fetched high watermark: Tansu's ListOffsets may end inside the last batch
             ends = {tp: max(end, consumer.highwater(tp) or 0) for tp, end in ends.items()}
         return records, size
     finally:
         await consumer.stop()
 
 
-def changelog_bytes(bootstrap: str, app_id: str, table: str = "sessions") -> tuple[int, int]:
-    return asyncio.run(topic_bytes(bootstrap, f"{app_id}-{table}-changelog"))
+def changelog_bytes(bootstrap: str, app_id: str, store: bytes = SESSIONS) -> tuple[int, int]:
+    """(records, bytes) one store of the engine's state changelog holds: by default the open sessions' turns,
+    ends and headers (the counts store and the restore fences are the rest of that topic)."""
+    return asyncio.run(topic_bytes(bootstrap, f"{app_id}-{STATE_CHANGELOG}-changelog", key_prefix=store))
 
 
 def whole_conversations(messages: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

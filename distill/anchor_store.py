@@ -77,7 +77,7 @@ class AnchorStore:
         self.t = _tables(self.metadata, table_prefix)
         self._created = False
 
-    def _run(self, work: Callable[[sa.Connection], Any], what: str) -> Any:
+    def transact(self, work: Callable[[sa.Connection], Any], what: str) -> Any:
         try:
             with self.engine.begin() as conn:
                 if not self._created:
@@ -105,19 +105,19 @@ class AnchorStore:
                 conn.execute(sa.insert(self.t["anchors"]), rows)
             return len(rows)
 
-        return int(self._run(work, "load the anchor set"))
+        return int(self.transact(work, "load the anchor set"))
 
     def latest_version(self, name: str) -> tuple[str, int] | None:
         """The most recently loaded version of ``name`` and its baseline epoch, or None."""
         sets = self.t["sets"]
         query = sa.select(sets.c.version, sets.c.epoch).where(sets.c.name == name).order_by(sets.c.loaded_at.desc())
-        row = self._run(lambda conn: conn.execute(query.limit(1)).first(), "read anchor sets")
+        row = self.transact(lambda conn: conn.execute(query.limit(1)).first(), "read anchor sets")
         return (str(row[0]), int(row[1])) if row is not None else None
 
     def anchors(self, name: str, version: str) -> list[Anchor]:
         a = self.t["anchors"]
         query = sa.select(a).where(a.c.name == name, a.c.version == version).order_by(a.c.ref)
-        rows = self._run(lambda conn: conn.execute(query).mappings().all(), "read anchors")
+        rows = self.transact(lambda conn: conn.execute(query).mappings().all(), "read anchors")
         return [Anchor(r["ref"], Conversation.model_validate(r["conversation"]), dict(r["human"])) for r in rows]
 
     def new_epoch(self, name: str, version: str) -> int:
@@ -129,7 +129,7 @@ class AnchorStore:
             conn.execute(sa.update(sets).where(*where).values(epoch=sets.c.epoch + 1))
             return int(conn.execute(sa.select(sets.c.epoch).where(*where)).scalar_one())
 
-        return int(self._run(work, "start a new baseline"))
+        return int(self.transact(work, "start a new baseline"))
 
     def start_run(self, name: str, version: str, epoch: int, *, reason: str, provenance: dict[str, str],
                   now: float | None = None) -> int:
@@ -141,7 +141,7 @@ class AnchorStore:
             assert key is not None
             return int(key[0])
 
-        return int(self._run(work, "record an anchor run"))
+        return int(self.transact(work, "record an anchor run"))
 
     def record(self, run_id: int, ref: str, verdicts: dict[str, bool], *, calls: int, cost_usd: float) -> None:
         """One anchor's verdicts of a run, and what judging it cost."""
@@ -154,11 +154,11 @@ class AnchorStore:
             conn.execute(sa.update(runs).where(runs.c.id == run_id).values(
                 calls=runs.c.calls + calls, cost_usd=runs.c.cost_usd + cost_usd))
 
-        self._run(work, "record anchor verdicts")
+        self.transact(work, "record anchor verdicts")
 
     def finish_run(self, run_id: int, *, complete: bool) -> None:
         runs = self.t["runs"]
-        self._run(lambda conn: conn.execute(sa.update(runs).where(runs.c.id == run_id).values(complete=complete)),
+        self.transact(lambda conn: conn.execute(sa.update(runs).where(runs.c.id == run_id).values(complete=complete)),
                   "finish an anchor run")
 
     def runs(self, name: str, version: str, epoch: int | None = None) -> list[AnchorRun]:
@@ -167,7 +167,7 @@ class AnchorStore:
         query = sa.select(r).where(r.c.name == name, r.c.version == version)
         if epoch is not None:
             query = query.where(r.c.epoch == epoch)
-        rows = self._run(lambda conn: conn.execute(query.order_by(r.c.id)).mappings().all(), "read anchor runs")
+        rows = self.transact(lambda conn: conn.execute(query.order_by(r.c.id)).mappings().all(), "read anchor runs")
         return [AnchorRun(x["id"], x["epoch"], x["started_at"], x["reason"], dict(x["provenance"]), x["calls"],
                           x["cost_usd"], bool(x["complete"])) for x in rows]
 
@@ -175,9 +175,9 @@ class AnchorStore:
         """(run id, anchor ref, item id, verdict) of the given runs."""
         v = self.t["verdicts"]
         query = sa.select(v.c.run_id, v.c.ref, v.c.item_id, v.c.verdict).where(v.c.run_id.in_(run_ids))
-        rows = self._run(lambda conn: conn.execute(query).all(), "read anchor verdicts") if run_ids else []
+        rows = self.transact(lambda conn: conn.execute(query).all(), "read anchor verdicts") if run_ids else []
         return [(int(a), str(b), str(c), bool(d)) for a, b, c, d in rows]
 
     def drop(self) -> None:
         """Drop the four tables (tests and teardown)."""
-        self._run(lambda conn: self.metadata.drop_all(conn), "drop the anchor tables")
+        self.transact(lambda conn: self.metadata.drop_all(conn), "drop the anchor tables")

@@ -86,13 +86,13 @@ class HumanLabelStore:
         self.table = human_table(self.metadata, table_prefix)
         self._created = False
 
-    def _ensure(self) -> None:
+    def ensure_table(self) -> None:
         if not self._created:
-            self.labels._run(lambda conn: self.metadata.create_all(conn), "create the human labels table")
+            self.labels.transact(lambda conn: self.metadata.create_all(conn), "create the human labels table")
             self._created = True
 
     def upsert(self, labels: Iterable[HumanLabel]) -> int:
-        self._ensure()
+        self.ensure_table()
         rows = {(label.conversation_id, label.item_id): label.model_dump() for label in labels}
         if not rows:
             return 0
@@ -102,12 +102,12 @@ class HumanLabelStore:
             index_elements=["conversation_id", "item_id"],
             set_={c.name: insert.excluded[c.name] for c in self.table.columns
                   if c.name not in ("conversation_id", "item_id")})
-        self.labels._run(lambda conn: conn.execute(stmt, list(rows.values())), "upsert human labels")
+        self.labels.transact(lambda conn: conn.execute(stmt, list(rows.values())), "upsert human labels")
         return len(rows)
 
     def fetch(self, *, since: float | None = None, item_id: str | None = None,
               conversation_id: str | None = None, source: Source | None = None) -> list[HumanLabel]:
-        self._ensure()
+        self.ensure_table()
         t = self.table.c
         query = sa.select(self.table)
         for column, value in ((t.item_id, item_id), (t.conversation_id, conversation_id), (t.source, source)):
@@ -115,27 +115,27 @@ class HumanLabelStore:
                 query = query.where(column == value)
         if since is not None:
             query = query.where(t.labelled_at >= since)
-        found = self.labels._run(lambda conn: conn.execute(query.order_by(t.labelled_at)).mappings().all(),
+        found = self.labels.transact(lambda conn: conn.execute(query.order_by(t.labelled_at)).mappings().all(),
                                  "read human labels")
         return [HumanLabel(**dict(row)) for row in found]
 
     def conversation_ids(self) -> set[str]:
         """Every conversation with at least one human label."""
-        self._ensure()
+        self.ensure_table()
         query = sa.select(self.table.c.conversation_id).distinct()
-        return {str(c) for c in self.labels._run(lambda conn: conn.execute(query).scalars().all(),
+        return {str(c) for c in self.labels.transact(lambda conn: conn.execute(query).scalars().all(),
                                                  "read human labels")}
 
     def delete_conversations(self, conversation_ids: list[str]) -> int:
-        self._ensure()
+        self.ensure_table()
         stmt = sa.delete(self.table).where(self.table.c.conversation_id.in_(conversation_ids))
-        return int(self.labels._run(lambda conn: conn.execute(stmt).rowcount, "delete human labels"))
+        return int(self.labels.transact(lambda conn: conn.execute(stmt).rowcount, "delete human labels"))
 
     def purge(self, *, older_than_days: float, now: float | None = None) -> int:
-        self._ensure()
+        self.ensure_table()
         cutoff = (time.time() if now is None else now) - older_than_days * DAY_S
         stmt = sa.delete(self.table).where(self.table.c.labelled_at < cutoff)
-        return int(self.labels._run(lambda conn: conn.execute(stmt).rowcount, "purge human labels"))
+        return int(self.labels.transact(lambda conn: conn.execute(stmt).rowcount, "purge human labels"))
 
 
 def with_human_answers(records: list[LabelRecord], humans: Iterable[HumanLabel]) -> list[LabelRecord]:

@@ -42,7 +42,7 @@ def stored_key(store: LabelStore) -> bytes:
         conn.execute(insert.values(id=1, key_hex=candidate).on_conflict_do_nothing(index_elements=["id"]))
         return str(conn.execute(sa.select(table.c.key_hex).where(table.c.id == 1)).scalar_one())
 
-    return bytes.fromhex(store._run(work, "read the reference key", ensure=False))
+    return bytes.fromhex(store.transact(work, "read the reference key", ensure=False))
 
 
 def conversation_ref(configured: SecretStr | None, store: LabelStore | None) -> ConversationRef:

@@ -102,17 +102,17 @@ class ScoreStore:
         self.table = score_table(self.metadata, table_prefix)
         self._created = False
 
-    def _ensure(self) -> None:
+    def ensure_table(self) -> None:
         if not self._created:
-            self.labels._run(lambda conn: self.metadata.create_all(conn), "create the score table")
-            self.labels._run(self._add_columns, "add new columns to the score table")
+            self.labels.transact(lambda conn: self.metadata.create_all(conn), "create the score table")
+            self.labels.transact(self._add_columns, "add new columns to the score table")
             self._created = True
 
     def _add_columns(self, conn: sa.Connection) -> None:
         add_missing_columns(conn, self.table, _added_columns())
 
     def upsert(self, records: Iterable[ScoreRecord]) -> int:
-        self._ensure()
+        self.ensure_table()
         now = time.time()
         keyed: dict[tuple[str, ...], dict[str, Any]] = {}
         for record in records:
@@ -127,7 +127,7 @@ class ScoreStore:
         values["explanation"] = sa.func.coalesce(insert.excluded.explanation, self.table.c.explanation)
         values["evaluator"] = sa.func.coalesce(insert.excluded.evaluator, self.table.c.evaluator)
         stmt = insert.on_conflict_do_update(index_elements=list(KEY), set_=values)
-        self.labels._run(lambda conn: conn.execute(stmt, list(keyed.values())), "upsert score items")
+        self.labels.transact(lambda conn: conn.execute(stmt, list(keyed.values())), "upsert score items")
         return len(keyed)
 
     def upsert_labels(self, items: Iterable[dict[str, Any]]) -> int:
@@ -155,25 +155,25 @@ class ScoreStore:
 
     def latest(self, item_id: str, *, since: float, limit: int, scorer: str | None = None) -> list[dict[str, Any]]:
         """The newest conversations the item said yes for since ``since``: the drill-down's rows."""
-        self._ensure()
+        self.ensure_table()
         t = self.table.c
         query = sa.select(self.table).where(t.item_id == item_id, t.scored_at >= since)
         if scorer is not None:
             query = query.where(t.scorer == scorer)
         query = query.order_by(t.scored_at.desc()).limit(limit)
-        return [dict(r) for r in self.labels._run(lambda conn: conn.execute(query).mappings().all(), "read scores")]
+        return [dict(r) for r in self.labels.transact(lambda conn: conn.execute(query).mappings().all(), "read scores")]
 
     def delete_conversations(self, conversation_ids: list[str]) -> int:
-        self._ensure()
+        self.ensure_table()
         stmt = sa.delete(self.table).where(self.table.c.conversation_id.in_(conversation_ids))
-        return int(self.labels._run(lambda conn: conn.execute(stmt).rowcount, "delete score items"))
+        return int(self.labels.transact(lambda conn: conn.execute(stmt).rowcount, "delete score items"))
 
     def resolve(self, references: list[str]) -> dict[str, str]:
         """Reference -> conversation id, for the references some stored row carries."""
-        self._ensure()
+        self.ensure_table()
         t = self.table.c
         query = sa.select(t.conversation_ref, t.conversation_id).where(t.conversation_ref.in_(references)).distinct()
-        found = self.labels._run(lambda conn: conn.execute(query).all(), "resolve references")
+        found = self.labels.transact(lambda conn: conn.execute(query).all(), "resolve references")
         return {str(ref): str(cid) for ref, cid in found}
 
     def purge(self, *, older_than_days: float | None = None, now: float | None = None) -> int:
@@ -181,7 +181,7 @@ class ScoreStore:
         days = self.retention_days if older_than_days is None else older_than_days
         if days is None:
             raise ValueError("purge needs older_than_days or a store created with retention_days")
-        self._ensure()
+        self.ensure_table()
         cutoff = (time.time() if now is None else now) - days * DAY_S
         stmt = sa.delete(self.table).where(self.table.c.scored_at < cutoff)
-        return int(self.labels._run(lambda conn: conn.execute(stmt).rowcount, "purge score items"))
+        return int(self.labels.transact(lambda conn: conn.execute(stmt).rowcount, "purge score items"))

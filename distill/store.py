@@ -119,8 +119,8 @@ class LabelStore:
 
     def _ensure_table(self) -> None:
         if not self._created:
-            self._run(lambda conn: self.metadata.create_all(conn), "create the labels table", ensure=False)
-            self._run(self._add_columns, "add new columns to the labels table", ensure=False)
+            self.transact(lambda conn: self.metadata.create_all(conn), "create the labels table", ensure=False)
+            self.transact(self._add_columns, "add new columns to the labels table", ensure=False)
             self._created = True
 
     def _add_columns(self, conn: sa.Connection) -> None:
@@ -130,7 +130,7 @@ class LabelStore:
     def from_settings(cls, settings: DistillSettings, *, redact: Redact = no_redaction) -> LabelStore:
         return cls(settings.label_store_url, redact=redact, retention_days=settings.label_retention_days)
 
-    def _run(self, work: Callable[[sa.Connection], Any], what: str, *, ensure: bool = True) -> Any:
+    def transact(self, work: Callable[[sa.Connection], Any], what: str, *, ensure: bool = True) -> Any:
         if ensure:
             self._ensure_table()
         try:
@@ -176,7 +176,7 @@ class LabelStore:
         insert = (sqlite.insert if self.engine.dialect.name == "sqlite" else postgresql.insert)(self.table)
         updated = [c.name for c in self.table.columns if c.name not in (*KEY, "id")]
         stmt = insert.on_conflict_do_update(index_elements=list(KEY), set_={c: insert.excluded[c] for c in updated})
-        self._run(lambda conn: conn.execute(stmt, list(rows.values())), "upsert labels")
+        self.transact(lambda conn: conn.execute(stmt, list(rows.values())), "upsert labels")
         return len(rows)
 
     def upsert_raw(self, items: Iterable[dict[str, Any]]) -> int:
@@ -204,7 +204,7 @@ class LabelStore:
         if not ids:
             return 0
         stmt = sa.delete(self.table).where(self.table.c.conversation_id.in_(ids))
-        return int(self._run(lambda conn: conn.execute(stmt).rowcount, "delete conversations"))
+        return int(self.transact(lambda conn: conn.execute(stmt).rowcount, "delete conversations"))
 
     def _where(self, rubric_set: str | None, rubric_version: str | None, judge: str | None,
                since: float | None, until: float | None, with_feedback: bool = False) -> list[Any]:
@@ -233,7 +233,7 @@ class LabelStore:
         if conversation_id is not None:
             query = query.where(self.table.c.conversation_id == conversation_id)
         query = query.order_by(self.table.c.labelled_at.desc(), self.table.c.id.desc()).limit(limit)
-        rows = self._run(lambda conn: conn.execute(query).mappings().all(), "read labels")
+        rows = self.transact(lambda conn: conn.execute(query).mappings().all(), "read labels")
         return [
             LabelRecord(
                 conversation_id=r["conversation_id"], rubric_set=r["rubric_set"], rubric_version=r["rubric_version"],
@@ -248,7 +248,7 @@ class LabelStore:
               judge: str | None = None, since: float | None = None, with_feedback: bool = False) -> int:
         query = sa.select(sa.func.count()).select_from(self.table)
         query = query.where(*self._where(rubric_set, rubric_version, judge, since, None, with_feedback))
-        return int(self._run(lambda conn: conn.execute(query).scalar_one(), "count labels"))
+        return int(self.transact(lambda conn: conn.execute(query).scalar_one(), "count labels"))
 
     def purge(self, *, older_than_days: float | None = None, now: float | None = None) -> int:
         """Delete labels labelled more than N days ago (default: the store's retention); returns rows deleted."""
@@ -257,11 +257,11 @@ class LabelStore:
             raise StoreError("purge needs older_than_days or a store created with retention_days")
         cutoff = (time.time() if now is None else now) - days * DAY_S
         stmt = sa.delete(self.table).where(self.table.c.labelled_at < cutoff)
-        return int(self._run(lambda conn: conn.execute(stmt).rowcount, "purge labels"))
+        return int(self.transact(lambda conn: conn.execute(stmt).rowcount, "purge labels"))
 
     def drop(self) -> None:
         """Drop the table (tests and teardown)."""
-        self._run(lambda conn: self.metadata.drop_all(conn), "drop the labels table")
+        self.transact(lambda conn: self.metadata.drop_all(conn), "drop the labels table")
 
     def close(self) -> None:
         self.engine.dispose()

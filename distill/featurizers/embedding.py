@@ -51,11 +51,11 @@ def load_minilm() -> Any:
 
 
 class EmbeddingFeaturizer(TransformerMixin, BaseEstimator):
-    """Base class: subclasses implement ``_embed(texts) -> (len(texts), dim)`` unit-norm rows."""
+    """Base class: subclasses implement ``embed(texts) -> (len(texts), dim)`` unit-norm rows."""
 
     name = "embedding"
 
-    def _embed(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
+    def embed(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def fit(self, X: Sequence[Conversation], y: object = None) -> EmbeddingFeaturizer:
@@ -67,7 +67,7 @@ class EmbeddingFeaturizer(TransformerMixin, BaseEstimator):
         pairs = [user_turns_in_context(c) for c in conversations]
         unique = sorted({t for ps in pairs for p in ps for t in (p.user, p.context) if t})
         index = {text: i for i, text in enumerate(unique)}
-        vectors = np.asarray(self._embed(unique), dtype=np.float32) if unique else np.zeros((0, 0), np.float32)
+        vectors = np.asarray(self.embed(unique), dtype=np.float32) if unique else np.zeros((0, 0), np.float32)
         dim = vectors.shape[1] if unique else self._dim_hint()
         out = np.zeros((len(conversations), 3 * dim), dtype=np.float32)
         zero = np.zeros(dim, dtype=np.float32)
@@ -99,7 +99,7 @@ class MiniLMFeaturizer(EmbeddingFeaturizer):
         self.backend = backend
         self.cache_dir = cache_dir
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str]) -> np.ndarray:
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ConfigError(
                 f"The 'batch_size' parameter of MiniLMFeaturizer must be an int >= 1. Got {self.batch_size!r} instead."

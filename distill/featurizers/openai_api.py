@@ -77,7 +77,7 @@ class OpenAIFeaturizer(EmbeddingFeaturizer):
         vectors = [np.asarray(d.embedding, dtype=np.float32) for d in data]
         return [v / max(float(np.linalg.norm(v)), 1e-12) for v in vectors]
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str]) -> np.ndarray:
         if self.client is None:
             raise ConfigError(
                 "OpenAIFeaturizer needs an OpenAI client: pass client=openai.OpenAI(...) "

@@ -175,30 +175,6 @@ class StreamMetrics:
             "1 once a delivery failed in this worker: it commits no more offsets and is about to exit.",
             registry=r,
         )
-        self.commits_refused = Counter(
-            "convmon_offset_commits_refused", "Offset commits refused after a failed delivery.", registry=r
-        )
-        self.gap_offsets = Counter(
-            "convmon_consumer_gap_offsets",
-            "Input offsets committed without being processed, by topic: a gap faust recorded that no re-read "
-            "showed empty, or records below the log start when read (deleted or lost unread). A loss.",
-            ["topic"],
-            registry=r,
-        )
-        self.empty_offsets = Counter(
-            "convmon_consumer_empty_offsets",
-            "Input offsets committed over that held no record when read again, by topic: a transactional "
-            "producer's markers, or offsets a restarted or restored log has no record at. Nothing skipped.",
-            ["topic"],
-            registry=r,
-        )
-        self.rewinds = Counter(
-            "convmon_consumer_rewinds",
-            "Times a stream partition's next record came past the offset expected and the partition was read "
-            "again from there (runtime/seeks.py), by topic.",
-            ["topic"],
-            registry=r,
-        )
         self.dead_letters = Counter(
             "convmon_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"], registry=r
         )

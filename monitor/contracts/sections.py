@@ -48,12 +48,6 @@ class KafkaSettings(BaseModel):
     retention_events_s: float = Field(default=7 * 86400.0, ge=1)
     retention_scores_s: float = Field(default=30 * 86400.0, ge=1)
     retention_dead_letters_s: float = Field(default=30 * 86400.0, ge=1)
-    engine: Literal["faust", "checkpoint"] = Field(
-        default="faust",
-        description="The worker's engine. faust: the current default. checkpoint: one writer per partition on "
-                    "aiokafka whose checkpoint alone commits offsets, with a verdicts topic and a state changelog "
-                    "(<app_id>-state-changelog); in preview: every worker of a deployment must run the same engine, "
-                    "and switching is drain-then-switch (docs/architecture.md).")
 
     @field_validator("input_topic")
     @classmethod

@@ -25,8 +25,8 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
      'CA bundle to verify the brokers; client certificate and key for mutual TLS'),
     (('CONVMON_APP_ID',),
      '`convmon`',
-     ('the consumer group and the prefix of the table changelog topics (`<app_id>-sessions-changelog`, '
-      '`<app_id>-scored-changelog`); workers with the same id share the partitions')),
+     ('the prefix of the consumer groups (`<app_id>-writer`, `-judge`, `-labels`, `-scores`) and of the state '
+      'changelog topic (`<app_id>-state-changelog`); workers with the same id share the partitions')),
     (('CONVMON_TOPIC_PREFIX',),
      '`convmon.`',
      'prefix of every topic'),

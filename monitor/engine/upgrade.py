@@ -111,5 +111,5 @@ async def refuse_beside_faust(admin: AIOKafkaAdminClient, app_id: str, *, tansu:
     members = [m for response in described for group in response.groups for m in group[5]]
     if members:
         raise ConfigError(f"{len(members)} faust worker(s) of {app_id} are still in the consumer group {app_id!r}: "
-                          "stop every faust worker before starting CONVMON_ENGINE=checkpoint ones (drain-then-switch, "
-                          "docs/architecture.md)")
+                          "stop every worker of the earlier release (the faust engine) before starting this one "
+                          "(drain-then-switch, docs/architecture.md)")

@@ -1,4 +1,4 @@
-"""`convmon worker` on the checkpoint engine: the partition writer, the judge loop and the sinks, in one process.
+"""`convmon worker`'s engine: the partition writer, the judge loop and the sinks, in one process.
 
 Four consumer groups, each with one job: ``<app_id>-writer`` (input, re-keyed and verdicts topics),
 ``<app_id>-judge``, ``<app_id>-labels`` and ``<app_id>-scores`` (the sinks). Only the writer keeps state. The
@@ -28,12 +28,13 @@ from monitor.engine.loops import JudgeLoop, SinkLoop
 from monitor.engine.stages import build_stages
 from monitor.engine.upgrade import StartWhereFaustWas, refuse_beside_faust
 from monitor.engine.writer import Names, Writer, partition_stores
-from monitor.runtime.app import aiokafka_kwargs, bootstrap
+from monitor.runtime.clients import aiokafka_kwargs, bootstrap
 from monitor.runtime.deadletter import DeadLetters
 from monitor.runtime.health import HEARTBEAT_S, Health
 from monitor.runtime.input_watch import InputWatch
 from monitor.runtime.layout import BrokerLayout, report_layout
 from monitor.runtime.retention import PURGE_INTERVAL_S, purge_once
+from monitor.runtime.tansu import keep_topics
 from monitor.runtime.topics import STATE_CHANGELOG
 from monitor.runtime.wiring import Pipeline
 
@@ -118,6 +119,8 @@ class EngineWorker:
         jobs: list[Coroutine[Any, Any, None]] = [
             self.writer.run(), self.judge.run(), *(sink.run() for sink in self.sinks), self._heartbeat(),
             self._retention(), self._input_watch()]
+        if self.layout.tansu:  # the development broker's workaround (runtime/tansu.py); Kafka never loses topics
+            jobs.append(keep_topics(s.kafka))
         tasks = [asyncio.create_task(job) for job in jobs]
         stopping = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([*tasks, stopping], return_when=asyncio.FIRST_COMPLETED)

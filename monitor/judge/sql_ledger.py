@@ -70,7 +70,7 @@ class SqlLedger:
         self._create_lock = threading.Lock()
         self._insert = sqlite.insert if self.engine.dialect.name == "sqlite" else postgresql.insert
 
-    def _run(self, work: Callable[[sa.Connection], T], what: str) -> T:
+    def transact(self, work: Callable[[sa.Connection], T], what: str) -> T:
         return run_sql(self.engine, work, create=None if self._created else self._create,
                        what=f"judge budget ledger {self.shown!r}: cannot {what}")
 
@@ -113,7 +113,7 @@ class SqlLedger:
                 conn.execute(sa.update(t).where(t.c.day == day).values(last_call_usd=usd))
             return None if row is None else float(row[0])
 
-        return self._run(work, "reserve")
+        return self.transact(work, "reserve")
 
     def release(self, day: str, usd: float) -> float:
         t = self.table
@@ -127,19 +127,19 @@ class SqlLedger:
             ).first()
             return 0.0 if row is None else float(row[0])
 
-        return self._run(work, "release")
+        return self.transact(work, "release")
 
     def spent(self, day: str) -> float:
         return self.state(day).spent_usd
 
     def state(self, day: str) -> LedgerDay:
         t = self.table
-        row = self._run(lambda conn: conn.execute(sa.select(t.c.spent_usd, t.c.last_call_usd)
+        row = self.transact(lambda conn: conn.execute(sa.select(t.c.spent_usd, t.c.last_call_usd)
                                                   .where(t.c.day == day)).first(), "read")
         return LedgerDay(0.0, 0.0) if row is None else LedgerDay(float(row[0] or 0.0), float(row[1] or 0.0))
 
     def drop(self) -> None:
-        self._run(lambda conn: self.metadata.drop_all(conn), "drop")
+        self.transact(lambda conn: self.metadata.drop_all(conn), "drop")
 
     def close(self) -> None:
         self.engine.dispose()

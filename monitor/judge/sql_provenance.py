@@ -38,7 +38,7 @@ class SqlProvenance:
         self._insert = sqlite.insert if engine.dialect.name == "sqlite" else postgresql.insert
         self._created = False
 
-    def _run(self, work: Callable[[sa.Connection], T], what: str) -> T:
+    def transact(self, work: Callable[[sa.Connection], T], what: str) -> T:
         return run_sql(self.engine, work, create=None if self._created else self._create,
                        what=f"judge provenance: cannot {what}")
 
@@ -49,7 +49,7 @@ class SqlProvenance:
     def last(self, judge: str) -> Evaluator | None:
         """The evaluator recorded for ``judge``; None when there is none or it is not one this release reads."""
         query = sa.select(self.table.c.evaluator).where(self.table.c.judge == judge)
-        row = self._run(lambda conn: conn.execute(query).first(), "read")
+        row = self.transact(lambda conn: conn.execute(query).first(), "read")
         try:
             return None if row is None else Evaluator.model_validate(row[0])
         except ValidationError:
@@ -60,4 +60,4 @@ class SqlProvenance:
                                                  updated_at=time.time())
         stmt = insert.on_conflict_do_update(index_elements=["judge"], set_={
             "evaluator": insert.excluded.evaluator, "updated_at": insert.excluded.updated_at})
-        self._run(lambda conn: conn.execute(stmt), "write")
+        self.transact(lambda conn: conn.execute(stmt), "write")

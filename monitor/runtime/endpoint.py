@@ -68,6 +68,13 @@ class Endpoint:
     def open_connections(self) -> int:
         return len(self._open)
 
+    def start(self, sock: socket.socket) -> None:
+        """Serve ``sock`` from a daemon thread; returns once it accepts connections."""
+        self._thread = threading.Thread(target=self.run, args=(sock,), name="convmon-http", daemon=True)
+        self._thread.start()
+        if not self._started.wait(10.0):
+            raise RuntimeError("the metrics endpoint did not start in 10 s")
+
     def run(self, sock: socket.socket) -> None:
         """The thread's body: an event loop of its own, until :meth:`shutdown`."""
         asyncio.run(self._main(sock))
@@ -189,8 +196,5 @@ def serve_endpoint(endpoint: Endpoint, host: str, port: int) -> Endpoint:
     """Serve ``endpoint`` on ``host:port`` from a daemon thread; returns it (``shutdown()`` stops it)."""
     sock = _listen(host, port)
     endpoint.port = int(sock.getsockname()[1])
-    endpoint._thread = threading.Thread(target=endpoint.run, args=(sock,), name="convmon-http", daemon=True)
-    endpoint._thread.start()
-    if not endpoint._started.wait(10.0):
-        raise RuntimeError("the metrics endpoint did not start in 10 s")
+    endpoint.start(sock)
     return endpoint

@@ -5,8 +5,8 @@ stops the heartbeat timer, so the probe fails while the HTTP thread still answer
 restarts the pod. Before the loop's first tick the worker is starting (503), which is what a
 startup probe waits for.
 
-Readiness: joined the consumer group (faust sent ``on_rebalance_complete`` at least once: an idle
-member that got no partitions is ready too) and not stalled. Served beside /metrics, on the metrics
+Readiness: the writer joined its consumer group and restored the state of every partition it was given (a
+member that got no partitions is ready too), and the loop is not stalled. Served beside /metrics, on the metrics
 port, by runtime/endpoint.py (its own thread and loop, so a stalled app loop is still reported).
 """
 
@@ -14,10 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import faust
 
 HEARTBEAT_S = 1.0
 
@@ -51,18 +47,3 @@ class Health:
             return False, "not ready: has not joined the consumer group yet"
         owned = f" (input partitions assigned: {self.assigned()})" if self.assigned is not None else ""
         return True, f"ok: joined the consumer group{owned}; event loop ticking"
-
-
-def register_health(app: faust.App, health: Health, input_topic: str) -> None:
-    """The heartbeat timer, and the group join, on the app's own loop; the probe counts partitions of
-    ``input_topic`` only (not convmon's own topics or changelogs)."""
-
-    @app.timer(HEARTBEAT_S)
-    async def heartbeat() -> None:
-        health.tick()
-
-    async def joined(sender: object, *args: object, **kwargs: object) -> None:
-        health.joined = True
-
-    app.on_rebalance_complete.connect(joined)  # type: ignore[arg-type]  # as in ownership.py
-    health.assigned = lambda: sum(1 for tp in app.consumer.assignment() if tp.topic == input_topic)

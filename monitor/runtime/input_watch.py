@@ -12,8 +12,6 @@ import logging
 import time
 from collections.abc import Callable
 
-import faust
-
 from monitor.contracts.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -53,16 +51,3 @@ class InputWatch:
                     "topic (CONVMON_INPUT_TOPIC, CONVMON_TOPIC_PREFIX, CONVMON_BROKER_URL)? With more workers than "
                     "partitions an idle worker sees this too (CONVMON_INPUT_IDLE_WARN_S)")
         return None
-
-
-def register_input_watch(app: faust.App, metrics: Metrics, topic: str, warn_after_s: float,
-                         interval_s: float = 5.0) -> InputWatch:
-    watch = InputWatch(metrics, topic, warn_after_s)
-
-    @app.timer(interval_s)
-    async def input_idle() -> None:
-        line = watch.check()
-        if line is not None:
-            log.warning("%s", line)
-
-    return watch

@@ -1,20 +1,19 @@
 """What a worker reads from the broker once at start: the input topic's partition count against convmon's
 own, and whether the broker is Tansu (the embedded one), and what follows from each.
 
-The hot path keeps its state (open sessions, dedup marks, totals) per partition, in changelogs with
-``CONVMON_TOPIC_PARTITIONS`` partitions that faust assigns together with the partitions of the same
-number of every topic with as many partitions. An input topic with that many partitions is processed
-where it is read (*direct*). Any other count (the Collector's ``otlp_spans`` is often created with one)
-cannot be co-assigned with the state, so every input event is *forwarded*: re-produced under its
-conversation id to convmon's ``<prefix>rekeyed`` topic, whose partitions are the state's, and processed
-there: one more produce and consume per event, nothing else. Unkeyed input takes that path in either
-layout. The input topic is only read, never written, created or altered (unless it is convmon's default
-``<prefix>events``, which convmon creates as before).
+The hot path keeps its state (open sessions, dedup marks, totals) per partition, in a changelog with
+``CONVMON_TOPIC_PARTITIONS`` partitions; the writer's group (range assignor) gives one worker partition p of the
+re-keyed and verdicts topics (and of an input topic with as many partitions) together. An input topic with that many
+partitions is processed where it is read (*direct*). Any other count (the Collector's ``otlp_spans`` is often created
+with one) cannot be co-assigned with the state, so every input event is *forwarded*: re-produced under its conversation
+id to convmon's ``<prefix>rekeyed`` topic, whose partitions are the state's, and processed there: one more produce and
+consume per event, nothing else. Unkeyed input takes that path in either layout. The input topic is only read, never
+written, created or altered (unless it is convmon's default ``<prefix>events``, which convmon creates as before).
 
 Tansu (what ``convmon broker`` and the test fixtures run) is told by the cluster id its Metadata answers
 carry, ``tansu_cluster`` unless started with another ``--cluster-id``. Only against it does the worker
-load the workarounds for its known differences from Kafka (monitor/runtime/log_ends.py: restore ends
-checked by a fetch; the timer that recreates the topics a memory-only broker lost on restart).
+load the workarounds for its known differences from Kafka (monitor/runtime/tansu.py: the loop that recreates
+the topics a memory-only broker lost on restart).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from monitor.contracts.settings import KafkaSettings
-from monitor.runtime.app import aiokafka_kwargs, bootstrap, broker_unreachable
+from monitor.runtime.clients import aiokafka_kwargs, bootstrap, broker_unreachable
 
 
 def make_producer(kafka: KafkaSettings, **overrides: Any) -> AIOKafkaProducer:

@@ -1,9 +1,9 @@
 """How long convmon keeps conversation data, and ``convmon forget``: erasure from every store it owns.
 
-Retention: labels older than ``label_retention_days`` are purged by the leader every hour (and
-before each retraining); score records and dead letters live in Kafka topics whose
-``retention.ms`` convmon sets (``retention_events_s``, ``retention_scores_s``,
-``retention_dead_letters_s``) when it creates them (``monitor.runtime.topics``).
+Retention: labels older than ``label_retention_days`` are purged every hour by the worker that writes state partition 0
+(monitor/engine/worker.py), and before each retraining; score records and dead letters live in Kafka topics whose
+``retention.ms`` convmon sets (``retention_events_s``, ``retention_scores_s``, ``retention_dead_letters_s``) when it
+creates them (``monitor.runtime.topics``).
 
 Erasure: the label store and the score items beside it are the stores convmon owns that are keyed by
 conversation (the model registry holds weights and manifests, no conversation data; the judge budget
@@ -19,11 +19,10 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-import faust
 from pydantic import SecretStr
 
 from monitor.contracts.settings import DistillSettings, KafkaSettings, RubricSettings
-from monitor.runtime.topics import convmon_topics
+from monitor.runtime.topics import STATE_CHANGELOG, convmon_topics
 
 log = logging.getLogger(__name__)
 DAY_MS = 86_400_000
@@ -32,19 +31,11 @@ _SOURCES = {  # topic -> what of a conversation it holds
     "events": "the producer's input records (raw: convmon only reads this topic)",
     "rekeyed": "input events re-produced under their conversation id (redacted unless pii_raw_internal_topics)",
     "judge": "conversations sent to the judge (text, redacted unless pii_raw_internal_topics)",
+    "verdicts": "the judge's verdicts (conversation id, item verdicts; no text)",
     "scores": "score records (id, verdicts, redacted metadata)",
     "labels": "judged conversations (text, redacted unless pii_raw_internal_topics) on their way to the label store",
     "dead-letters": "rejected input and failed records (redacted unless dead_letter_raw)",
 }
-
-
-def register_retention(app: faust.App, store: object, retention_days: int, *, scores: object | None = None) -> None:
-    """Purge labels past retention (and score items past ``score_retention_days``: ``scores`` is the
-    ScoreStore) every hour on the leader, whether or not retraining runs."""
-
-    @app.timer(PURGE_INTERVAL_S, on_leader=True)
-    async def purge_labels() -> None:
-        await purge_once(store, retention_days, scores)
 
 
 async def purge_once(store: object, retention_days: int, scores: object | None) -> None:
@@ -127,10 +118,10 @@ def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettin
         ms = configured.get(topic, {}).get("retention.ms")
         keep = f"retention.ms={ms} ({int(ms) / DAY_MS:g} days)" if ms else "the cluster's default retention"
         topics.append((topic, what, keep))
-    topics.append((f"{kafka.app_id}-sessions-changelog", "open conversations' turns (text, redacted by default)",
-                   "compacted: until the conversation's tombstone is compacted away"))
-    topics.append((f"{kafka.app_id}-scored-changelog", "conversation ids (de-duplication window)",
-                   "compacted: until the window entry is deleted"))
+    topics.append((f"{kafka.app_id}-{STATE_CHANGELOG}-changelog",
+                   "open conversations' turns (text, redacted by default) and conversation ids (de-duplication "
+                   "window)", "compacted: until the conversation's and the window entry's tombstones are compacted "
+                   "away"))
     return ForgetReport(deleted, topics, deleted_scores, ids=tuple(ids),
                         references=tuple((cid, ref(cid)) for cid in ids),
                         unresolved=tuple(r for r in asked_refs if r not in resolved))

@@ -1,9 +1,9 @@
 """`convmon topics create|check`: convmon's Kafka topics, for clusters where the app may not create them.
 
-What exists is decided here once: the stage topics (``TOPIC_NAMES``), the changelog of every faust
-table (``<app_id>-<table>-changelog``, compacted, co-partitioned with the re-keyed topic) and faust's
-leader topic. Workers create missing topics with the same specs at start; on clusters whose ACLs deny
-that, an administrator runs ``convmon topics create`` once and the workers only read and write.
+What exists is decided here once: the stage topics (``TOPIC_NAMES``) and the state changelog
+(``<app_id>-state-changelog``, compacted, partitioned as the re-keyed topic: monitor/engine/changelog.py). Workers
+create missing topics with the same specs at start; on clusters whose ACLs deny that, an administrator runs ``convmon
+topics create`` once and the workers only read and write.
 
 The input topic is listed only when it is convmon's default ``<prefix>events``: a topic named by
 ``CONVMON_INPUT_TOPIC`` is the producer's, never created, altered or checked here (its partition count
@@ -21,10 +21,9 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import KafkaSettings
-from monitor.runtime.app import aiokafka_kwargs, bootstrap, broker_unreachable, stage_topics
+from monitor.runtime.clients import TOPIC_NAMES, aiokafka_kwargs, bootstrap, broker_unreachable
 
-TABLES = ("sessions", "scored")  # the faust tables registered in monitor/runtime/agents.py
-STATE_CHANGELOG = "state"  # the checkpoint engine's changelog (monitor/engine/changelog.py)
+STATE_CHANGELOG = "state"  # the engine's changelog (monitor/engine/changelog.py)
 RETENTION_SETTING = {"events": "retention_events_s", "rekeyed": "retention_events_s",
                      "scores": "retention_scores_s", "dead-letters": "retention_dead_letters_s"}
 
@@ -42,18 +41,15 @@ def convmon_topics(kafka: KafkaSettings) -> list[TopicSpec]:
     """Every topic a convmon deployment uses, with the partitions, replication and configs it needs."""
     n, rf = kafka.topic_partitions, kafka.topic_replication
     specs = []
-    names = stage_topics(kafka)
-    for name in ("events", *names) if kafka.owns_input_topic else names:
+    for name in ("events", *TOPIC_NAMES) if kafka.owns_input_topic else TOPIC_NAMES:
         config = {"cleanup.policy": "delete"}
         if name in RETENTION_SETTING:
             seconds = getattr(kafka, RETENTION_SETTING[name])
             config["retention.ms"] = str(int(seconds * 1000))
         specs.append(TopicSpec(kafka.topic(name), n, rf, config, RETENTION_SETTING.get(name, "")))
-    changelogs = (*TABLES, STATE_CHANGELOG) if kafka.engine == "checkpoint" else TABLES
-    for table in changelogs:  # changelogs: compacted, and partitioned exactly as the state
-        specs.append(TopicSpec(f"{kafka.app_id}-{table}-changelog", n, rf, {"cleanup.policy": "compact"},
-                               "faust table changelog"))
-    specs.append(TopicSpec(f"{kafka.app_id}-__assignor-__leader", 1, rf, {}, "faust leader election"))
+    # compacted, and partitioned exactly as the state
+    specs.append(TopicSpec(f"{kafka.app_id}-{STATE_CHANGELOG}-changelog", n, rf, {"cleanup.policy": "compact"},
+                           "state changelog"))
     return specs
 
 

@@ -59,7 +59,7 @@ class Pipeline:
         if not conversations:
             return []
         if self.scorer.maybe_reload():
-            self._announce_model()
+            self.announce_model()
         started = time.perf_counter()  # after the poll above: a model load is not a batch's service time
         records = self.scorer.score_batch(conversations)
         if records is None:
@@ -69,7 +69,7 @@ class Pipeline:
         self.metrics.classify_batch_duration.observe(time.perf_counter() - started)
         return records
 
-    def _announce_model(self) -> None:
+    def announce_model(self) -> None:
         """A new live model: its metrics, its mean uncertainty for the router, its drift reference.
 
         The reference travels with the model version in the registry (cross-validated predictions on
@@ -98,7 +98,7 @@ class Pipeline:
             return score
         try:
             if self.calibration.maybe_reload():
-                self._announce_calibration()
+                self.announce_calibration()
             result = self.calibration.calibrate(score)
         except Exception as exc:
             log.warning("calibration failed, exporting the judge score without satisfaction: %s: %s",
@@ -110,7 +110,7 @@ class Pipeline:
             return score
         return score.model_copy(update={"satisfaction": result.satisfaction})
 
-    def _announce_calibration(self) -> None:
+    def announce_calibration(self) -> None:
         assert self.calibration is not None
         live = self.calibration.live
         assert live is not None
@@ -185,9 +185,9 @@ def build_pipeline(
                         labels=labels, scorer=scorer, store=store, registry=models, calibration=calibration,
                         redactor=redactor, policy=policy, score_sink=score_sink, scores=scores)
     if scorer.maybe_reload(force=True):  # the live model's drift reference before the first record is counted
-        pipeline._announce_model()
+        pipeline.announce_model()
     if calibration.maybe_reload(force=True):  # load (and import torch) now, not inside the first judge record
-        pipeline._announce_calibration()
+        pipeline.announce_calibration()
     for reason in ("no_model", "other_judge", "error"):
         metrics.satisfaction_uncalibrated.labels(reason)
     return pipeline

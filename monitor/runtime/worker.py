@@ -1,30 +1,26 @@
-"""`convmon worker`: one always-on process running every agent and serving /metrics."""
+"""`convmon worker`: one always-on process running the engine (monitor/engine) and serving /metrics."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import logging
+import os
 import sys
-from collections.abc import Callable
 
-import faust
 from prometheus_client import disable_created_metrics
 
 from monitor.contracts.settings import Settings
-from monitor.runtime.agents import register_agents, register_lag_timer
+from monitor.engine.worker import run_engine
 from monitor.runtime.allocator import allocator_of
-from monitor.runtime.app import create_app
-from monitor.runtime.components import build_components
 from monitor.runtime.endpoint import Endpoint, serve_endpoint
-from monitor.runtime.health import Health, register_health
-from monitor.runtime.input_watch import register_input_watch
-from monitor.runtime.layout import BrokerLayout, read_layout
-from monitor.runtime.retention import register_retention
+from monitor.runtime.health import Health
+from monitor.runtime.layout import read_layout
 from monitor.runtime.topics import create_topics
 from monitor.runtime.wiring import build_pipeline
 from monitor.stages.export import dimension_notice
 
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 GC_YOUNG_THRESHOLD = 50_000  # allocations between collections of the youngest generation (CPython's default: 700)
 log = logging.getLogger(__name__)
 
@@ -32,50 +28,22 @@ NO_JUDGE = ("no judge endpoint (OPENAI_API_KEY / OPENAI_BASE_URL unset): only `c
             "judged; the judge slice of other traffic is counted as "
             "convmon_conversations_routed_total{route=\"unjudged\"} (convmon_judge_configured 0), so no labels "
             "and no new distilled models come from it")
+ENGINE_GONE = ("CONVMON_ENGINE is no longer read: the checkpoint engine is the only engine (CHANGELOG.md, "
+               "'Upgrading': stop every worker of the old version before starting this one)")
 
 
 def start_lines(settings: Settings) -> list[str]:
     """What a worker says at start whatever the log level: configuration that changes what it will do."""
     dimensions = dimension_notice(settings.metric_dimensions, allowed=settings.dimension_values,
                                   pattern=settings.dimension_value_pattern, cap=settings.dimension_cap)
-    return [dimensions] if settings.judge_configured else [dimensions, NO_JUDGE]
+    lines = [dimensions] if settings.judge_configured else [dimensions, NO_JUDGE]
+    return [*lines, ENGINE_GONE] if "CONVMON_ENGINE" in os.environ else lines
 
 
-Build = Callable[[Settings, BrokerLayout], faust.App]
-
-
-def build_worker_app(settings: Settings, layout: BrokerLayout | None = None) -> faust.App:
-    pipeline = build_pipeline(settings)
-    app, topics = create_app(settings, tansu=layout is not None and layout.tansu)
-    components = build_components(app, topics, pipeline, layout)
-    register_agents(app, topics, components)
-    register_lag_timer(app, topics, components)
-    register_input_watch(app, pipeline.metrics, topics.events.get_topic_name(), settings.input_idle_warn_s)
-    register_retention(app, pipeline.store, settings.label_retention_days, scores=pipeline.scores)
-    return app
-
-
-def run_checkpoint_engine(settings: Settings, layout: BrokerLayout, health: Health) -> int:
-    """The checkpoint engine (monitor/engine): its exit status."""
-    from monitor.engine.worker import run_engine
-
-    pipeline = build_pipeline(settings)
-    serve_endpoint(Endpoint(health), settings.metrics_host, settings.metrics_port)
-    base = f"http://{settings.metrics_host}:{settings.metrics_port}"
-    print(f"convmon worker {settings.app_id} on {settings.broker_url} (checkpoint engine): {base}/metrics, "
-          f"/healthz, /readyz (malloc: {allocator_of()})", file=sys.stderr, flush=True)
-    for line in start_lines(settings):
-        print(line, file=sys.stderr, flush=True)
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    return run_engine(settings, pipeline, layout, health)
-
-
-def run_worker(settings: Settings, *, loglevel: str = "warn",
-               build: Build = build_worker_app) -> None:
-    """Create missing topics (as `convmon topics create` does), read the input's partition count, build the app
-    (``build``: the monitor, or a benchmark's variant), serve /metrics, /healthz and /readyz, run."""
+def run_worker(settings: Settings, *, loglevel: str = "warn") -> None:
+    """Create missing topics (as `convmon topics create` does), read the input's partition count, serve
+    /metrics, /healthz and /readyz, and run the engine until SIGTERM; exits with the engine's status."""
+    logging.basicConfig(level=loglevel.upper(), format=f"[%(asctime)s] {LOG_FORMAT}")
     if settings.retrain_interval_s is not None:
         log.warning("CONVMON_RETRAIN_INTERVAL_S no longer makes workers retrain: run one `convmon retrain` per "
                     "deployment (it reads this setting as its interval; prefer CONVMON_RETRAIN_CRON)")
@@ -85,29 +53,20 @@ def run_worker(settings: Settings, *, loglevel: str = "warn",
     asyncio.run(create_topics(settings.kafka))
     layout = asyncio.run(read_layout(settings.kafka))
     health = Health(settings.health_stall_s)
-    if settings.engine == "checkpoint":
-        logging.basicConfig(level=loglevel.upper(), format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
-        sys.exit(run_checkpoint_engine(settings, layout, health))
-    app = build(settings, layout)
-    register_health(app, health, settings.input_topic_name)
+    pipeline = build_pipeline(settings)
     serve_endpoint(Endpoint(health), settings.metrics_host, settings.metrics_port)
     base = f"http://{settings.metrics_host}:{settings.metrics_port}"
-    log.info("convmon worker: metrics on %s/metrics, probes %s/healthz and /readyz", base, base)
     # The allocator decides whether RSS stays flat (runtime/allocator.py): the image preloads jemalloc.
     print(f"convmon worker {settings.app_id} on {settings.broker_url}: {base}/metrics, /healthz, /readyz "
           f"(malloc: {allocator_of()})", file=sys.stderr, flush=True)  # one start line whatever the log level
     for line in start_lines(settings):
         print(line, file=sys.stderr, flush=True)
-    # What is built by now (modules, faust's app, the pipeline) lives as long as the process: out of the cycle
-    # collector's generations, so its full collections stop scanning it again for every few hundred records.
+    # What is built by now (modules, the pipeline) lives as long as the process: out of the cycle collector's
+    # generations, so its full collections stop scanning it again for every few hundred records.
     gc.collect()
     gc.freeze()
     # The hot path allocates several objects per record, nearly all freed by reference counting; at the default
     # threshold (700) the young generation was collected every few records, 12 % of ingest's CPU (in process,
     # 4,000 USS conversations). Cycles still go: later, in bigger sweeps.
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
-    # faust's terminal spinner sets the root logger to DEBUG so it can spin on every record: every
-    # debug call in aiokafka and faust then builds a LogRecord (about 5% of a busy worker's CPU).
-    worker.spinner = None
-    worker.execute_from_commandline()
+    sys.exit(run_engine(settings, pipeline, layout, health))

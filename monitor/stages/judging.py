@@ -1,11 +1,10 @@
-"""The judge stage: one judge-topic record in, the score (and label) to send, counted once.
+"""The judge stage: one judge-topic record in, its verdict (and label) out; the verdict counted once by its writer.
 
-The LLM records are counted here, in the process that produced them (where Prometheus scrapes
-them), through the same dedup window and per-partition totals as the distilled ones, in the totals of
-the conversation's *input* partition (header ``convmon-source-partition``; the hot path sends the record
-to the judge partition of that number, which faust assigns together with the input partition when their
-counts match). A judge-topic record re-delivered after a crash is judged again and its score re-sent
-(at least once on ``scores``), but counted once. The inclusion probability pi and the weight 1/pi are the
+The judge loop calls :meth:`JudgeStage.verdict` (no state); the verdict travels on the verdicts topic to the
+partition of the conversation's *input* partition (header ``convmon-source-partition``), whose writer calls
+:meth:`JudgeStage.count` through the same dedup window and per-partition totals as the distilled scores and
+only then produces the ``llm`` score record (monitor/engine). A judge-topic record re-delivered after a crash
+is judged again and its verdict re-sent, but counted once. The inclusion probability pi and the weight 1/pi are the
 router's (headers ``convmon-inclusion-probability``, ``convmon-sample-weight``, ``convmon-sampled-by``),
 recorded on the score and the label, never recomputed; so are the distilled probabilities the conversation
 was scored with (``convmon-distilled``), whose residuals against the verdict correct the distilled rate
@@ -125,19 +124,6 @@ class JudgeStage:
         self.sample_rate = sample_rate
         self.max_request_bytes = max_request_bytes
         self.clock = clock
-
-    async def handle(self, raw: bytes | None, key: bytes | None, partition: int,
-                     headers: Sequence[tuple[str, bytes]],
-                     before_count: Callable[[], None] = lambda: None) -> Delivery:
-        """Judge and count in one step (the faust engine). ``before_count`` runs after the (long) judge call,
-        right before counting: the worker rebuilds its partition state there if the assignment changed."""
-        verdict, out = await self.verdict(raw, key, partition, headers)
-        if verdict is None:
-            return out
-        before_count()
-        self.count(verdict.score, verdict.partition, verdict.shadow)
-        out.scores.append(self.score_record(verdict.score))  # counted or not: the scores topic is at least once
-        return out
 
     async def verdict(self, raw: bytes | None, key: bytes | None, partition: int,
                       headers: Sequence[tuple[str, bytes]]) -> tuple[Verdict | None, Delivery]:

@@ -28,7 +28,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from monitor.contracts.sections import KafkaSettings
-from monitor.runtime.app import aiokafka_kwargs, bootstrap, broker_unreachable
+from monitor.runtime.clients import aiokafka_kwargs, bootstrap, broker_unreachable
 
 app = typer.Typer(help="Read the dead-letter topic: reason, field and detail of each letter.", no_args_is_help=True)
 

@@ -94,7 +94,7 @@ class OpenAIServer:
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", self.port)
             self._loop.run_until_complete(site.start())
-            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self.port = int(self._runner.addresses[0][1])  # the bound port (port 0 asks for a free one)
             ready.set()
             self._loop.run_forever()
 

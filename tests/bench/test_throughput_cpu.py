@@ -1,4 +1,4 @@
-"""`bench throughput`'s CPU per conversation (#31): median and range over alternated rounds, and its table."""
+"""`bench throughput`'s CPU per conversation: median and range over alternated rounds, and its table."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ def test_spread_is_the_median_and_range_of_the_rounds() -> None:
 
 
 def _result() -> dict[str, Any]:
-    cpu = {"turns": {"raw_consume": spread([100.0, 120.0, 95.0]), "framework_floor": spread([3000.0, 3500.0, 2900.0]),
-                     "monitor": spread([5000.0, 6000.0, 5500.0])},
+    cpu = {"turns": {"raw_consume": spread([100.0, 120.0, 95.0]), "monitor": spread([5000.0, 6000.0, 5500.0])},
            "conversations": {p: spread([10.0, 20.0, 30.0]) for p in PATHS}}
     per_s = {m: {p: spread([1.0, 2.0, 3.0]) for p in PATHS} for m in MODES}
     return {"cpu_us_per_conversation": cpu,

@@ -26,8 +26,8 @@ SENTENCES = [
 
 
 def test_onnx_int8_embeddings_match_torch(onnx_cache: str) -> None:
-    onnx = MiniLMFeaturizer(backend="onnx-int8", cache_dir=onnx_cache, batch_size=4)._embed(SENTENCES)
-    torch = MiniLMFeaturizer(backend="torch")._embed(SENTENCES)
+    onnx = MiniLMFeaturizer(backend="onnx-int8", cache_dir=onnx_cache, batch_size=4).embed(SENTENCES)
+    torch = MiniLMFeaturizer(backend="torch").embed(SENTENCES)
     assert onnx.shape == torch.shape == (len(SENTENCES), 384)
     np.testing.assert_allclose(np.linalg.norm(onnx, axis=1), 1.0, atol=1e-4)
     cosine = onnx @ torch.T
@@ -36,7 +36,7 @@ def test_onnx_int8_embeddings_match_torch(onnx_cache: str) -> None:
     assert off_diagonal.max() < cosine.diagonal().min() - 0.1  # each text is closest to its own torch embedding
     # Dynamic quantization scales activations per batch, so a text's int8 embedding moves a little with the texts
     # batched beside it (padding adds nothing: masked out); alone it is as close to torch as in a batch.
-    alone = np.vstack([MiniLMFeaturizer(backend="onnx-int8", cache_dir=onnx_cache)._embed([s]) for s in SENTENCES])
+    alone = np.vstack([MiniLMFeaturizer(backend="onnx-int8", cache_dir=onnx_cache).embed([s]) for s in SENTENCES])
     assert (alone * torch).sum(axis=1).min() > 0.95 and (alone * onnx).sum(axis=1).min() > 0.95
 
 
@@ -45,7 +45,7 @@ def test_build_is_cached_and_an_unwritable_cache_says_how_to_fix(onnx_cache: str
     blocked = tmp_path / "a-file"
     blocked.write_text("not a directory")
     with pytest.raises(ModelError, match="convmon models build-onnx.*CONVMON_MODEL_CACHE_DIR"):
-        MiniLMFeaturizer(cache_dir=str(blocked / "models"))._embed(["hello"])
+        MiniLMFeaturizer(cache_dir=str(blocked / "models")).embed(["hello"])
 
 
 def test_without_a_cache_dir_the_setting_then_the_user_cache_is_used(monkeypatch: pytest.MonkeyPatch,

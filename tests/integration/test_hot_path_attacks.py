@@ -19,8 +19,8 @@ from aiokafka import AIOKafkaProducer
 from monitor.contracts.events import Conversation
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.judge.redact import Redactor
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import by_label, total
 from monitor.tools.simulator.generate import ConversationGenerator
 from tests.support.model_fixtures import publish_distilled_model

@@ -20,7 +20,7 @@ from aiokafka import ConsumerRecord
 
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
-from monitor.runtime.app import topic_names
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import total
 from monitor.tools.otel_traffic import Chat, GenAiApp, conversation_texts
 from monitor.tools.simulator.generate import ConversationGenerator

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from monitor import __version__
 from monitor.contracts.rubric_set import load_rubric_set
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import by_label, total
 from monitor.tools.openai_server import OpenAIServer
 from monitor.tools.simulator.generate import ConversationGenerator

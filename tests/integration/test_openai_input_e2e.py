@@ -17,8 +17,8 @@ import pytest
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import decode_score
 from monitor.contracts.settings import REPO_ROOT
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import total
 from tests.support.docs_examples import openai_chat_example
 from tests.support.model_fixtures import publish_distilled_model

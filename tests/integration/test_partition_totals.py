@@ -23,8 +23,8 @@ import pytest
 
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import Sample, by_label, total
 from monitor.tools.simulator.generate import SimConversation
 from tests.support.model_fixtures import publish_distilled_model

@@ -17,8 +17,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.judge.simulated import SimulatedJudge
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import by_label, total
 from monitor.stages.route import in_sample
 from monitor.tools.simulator.generate import ConversationGenerator

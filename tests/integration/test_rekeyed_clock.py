@@ -17,8 +17,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import by_label
 from monitor.stages.hotpath import REKEYED
 from tests.support.workers import WorkerProcess, wait_until

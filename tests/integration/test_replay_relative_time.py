@@ -15,8 +15,8 @@ import pytest
 
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import total
 from monitor.tools.replay import read_dataset
 from tests.support.model_fixtures import publish_distilled_model

@@ -39,38 +39,3 @@ async def test_a_timeout_is_not_retried_when_so_configured(make_settings, metric
 def test_an_unknown_profile_is_refused() -> None:
     with pytest.raises(ValidationError, match=r"judge_profile"):
         Settings(openai_api_key=API_KEY, judge_profile="laptop")
-
-
-class _App:
-    should_stop = False
-
-
-async def test_a_stopping_worker_abandons_the_call_and_requeues_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
-    """monitor/runtime/abandon.py: the judge agent's race between a call and the app stopping."""
-    import asyncio
-
-    from monitor.runtime import abandon
-
-    monkeypatch.setattr(abandon, "POLL_S", 0.01)
-    app, requeued, cancelled = _App(), [], []
-
-    async def call() -> str:
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
-        return "judged"
-
-    async def requeue() -> None:
-        requeued.append(True)
-
-    async def finish() -> str:
-        return "judged"
-
-    assert await abandon.unless_stopping(app, finish(), requeue) == "judged" and not requeued
-    task = asyncio.ensure_future(abandon.unless_stopping(app, call(), requeue))
-    await asyncio.sleep(0.05)
-    app.should_stop = True
-    assert await asyncio.wait_for(task, 5) is None
-    assert cancelled == [True] and requeued == [True]

@@ -55,7 +55,6 @@ SCORED_SERIES = 'partition:convmon_partition_conversations_scored_total:max{scor
 DEAD_LETTER_SERIES = "convmon_dead_letters_total"
 ARTIFACTS = REPO_ROOT / "var" / "faults"
 STALL_S = 90.0  # no new outcome for this long, with everything produced: the run is over
-GAP_WARNING, REWIND_WARNING = "will be committed without a record", ": reading it again from"  # runtime/seeks.py
 MAX_RUN_S = 600.0  # a bound on one fault run however it behaves (the whole suite takes ~11 min)
 JUDGE_RATE = 0.25  # the judge's hash slice (no boosts by default: pi = the rate, the slice is known per id)
 SETTLE_S = 30.0  # exported totals must equal the truth this long after the last input was produced
@@ -393,12 +392,8 @@ class FaultRun:
                 "dead_letters_increase": round(sum(s.increase for s in dead_series), 3),
             },
             "worker_crashes": [vars(e) for e in self.supervisor.crashes()],
-            # an agent that raised: faust logs it and restarts the agent, the process lives on
-            "agent_crashes": self._log_count("Crashed reason"),
-            # input offsets faust committed over as a gap (runtime/seeks.py): none of the fault runs' input is
-            # transactional, so every one is a record never processed
-            "gap_warnings": self._log_count(GAP_WARNING),
-            "rewinds": self._log_count(REWIND_WARNING),  # jumps read again (runtime/seeks.py): nothing lost
+            # a loop that raised: the engine logs it at CRITICAL and the worker exits (the supervisor restarts it)
+            "agent_crashes": self._log_count(" CRITICAL "),
             "worker_kills": sum(1 for e in self.supervisor.exits if e.injected),
             "workers_given_up": sorted(self.supervisor.given_up),
             "duration_s": round(time.time() - self.started, 1),
@@ -414,7 +409,7 @@ class FaultRun:
                                           "scored_once_by_score_id", "copies_disagree", "score_id_wrong")}
         print(f"\n[fault {self.name}] {json.dumps(summary)}\n  prometheus {json.dumps(table['prometheus'])}"
               f"\n  crashes={len(table['worker_crashes'])} agent_crashes={table['agent_crashes']} "
-              f"kills={table['worker_kills']} gaps={table['gap_warnings']} rewinds={table['rewinds']} "
+              f"kills={table['worker_kills']} "
               f"duration={table['duration_s']}s table: {path}"
               f"\n  judge {json.dumps({k: v for k, v in table['judge'].items() if k != 'examples'})}"
               f"\n  exported totals {json.dumps({k: v for k, v in table['exported_totals'].items() if k != 'differ'})}"

@@ -1,12 +1,11 @@
-"""A real `convmon worker` whose seeks to the committed offsets take ``SEEK_DELAY_S`` longer, for the seek
-race test (tests/reliability/test_seek_race.py).
+"""A real `convmon worker` whose committed-offset lookups take ``SEEK_DELAY_S`` longer, for the seek race test
+(tests/reliability/test_seek_race.py).
 
-Run as ``python -m tests.reliability.slow_seek_worker`` with CONVMON_* settings. aiokafka's
-``seek_to_committed`` (what faust's ``perform_seek`` awaits after every assignment) sleeps after seeking,
-before it returns: as when OffsetFetch answers come slowly and aiokafka seeks the partitions one by one,
-the first ones are back at their committed offsets and fetching long before faust sets its read offsets
-back (what lost conversations in the kill -9 fault, #18). With ``NO_OFFSET_COMMITS=1`` it commits no input
-offset (it still writes its tables): a worker killed before its first commit.
+Run as ``python -m tests.reliability.slow_seek_worker`` with CONVMON_* settings. The writer reads its group's
+committed offsets (OffsetFetch, through the admin client) after every assignment and only then seeks and resumes
+its partitions; here that answer comes ``SEEK_DELAY_S`` late, as from a loaded broker, while records keep arriving.
+With ``NO_OFFSET_COMMITS=1`` it commits no input offset (it still writes its changelog): a worker killed before
+its first commit.
 """
 
 from __future__ import annotations
@@ -16,15 +15,16 @@ import os
 from typing import Any
 
 import aiokafka
+from aiokafka.admin import AIOKafkaAdminClient
 
 from monitor.contracts.settings import load_settings
 from monitor.runtime.worker import run_worker
 
-_seek_to_committed = aiokafka.AIOKafkaConsumer.seek_to_committed
+_list_offsets = AIOKafkaAdminClient.list_consumer_group_offsets
 
 
-async def slow_seek_to_committed(self: aiokafka.AIOKafkaConsumer, *partitions: Any) -> Any:
-    committed = await _seek_to_committed(self, *partitions)
+async def slow_list_offsets(self: AIOKafkaAdminClient, *args: Any, **kwargs: Any) -> Any:
+    committed = await _list_offsets(self, *args, **kwargs)
     await asyncio.sleep(float(os.environ.get("SEEK_DELAY_S", "3")))
     return committed
 
@@ -34,7 +34,7 @@ async def no_commit(self: aiokafka.AIOKafkaConsumer, offsets: Any = None) -> Non
 
 
 if __name__ == "__main__":
-    aiokafka.AIOKafkaConsumer.seek_to_committed = slow_seek_to_committed  # type: ignore[method-assign]
+    AIOKafkaAdminClient.list_consumer_group_offsets = slow_list_offsets  # type: ignore[method-assign]
     if os.environ.get("NO_OFFSET_COMMITS") == "1":
         aiokafka.AIOKafkaConsumer.commit = no_commit  # type: ignore[method-assign]
     run_worker(load_settings())

@@ -20,7 +20,7 @@ N = 400
 def test_a_kill_after_each_checkpoint_step_recovers_to_exact_counts(broker: str, tmp_path: Path, step: str) -> None:
     convs = simulated(N, f"cp-{step}", seed=41)
     mark = tmp_path / "crashed"
-    with FaultRun(f"checkpoint_crash_{step}", tmp_path, broker, engine="checkpoint") as run:
+    with FaultRun(f"checkpoint_crash_{step}", tmp_path, broker) as run:
         run.expect([c.conversation_id for c in convs], SCORED)
         worker = run.supervisor.workers["a"]
         worker.module = "tests.engine.crash_worker"

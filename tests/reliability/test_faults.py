@@ -17,8 +17,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from monitor.contracts.rubric_set import load_rubric_set
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import by_label, total
 from monitor.stages.totals import is_count_state
 from monitor.tools.openai_server import OpenAIServer

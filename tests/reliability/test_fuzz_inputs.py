@@ -1,7 +1,7 @@
 """Property-based fuzzing of everything that parses input from outside: events, sessions, judge answers.
 
 The agents catch only the exceptions they expect (``InvalidEvent``, ``JudgeError``, ``ValueError``);
-anything else escaping these functions crashes a faust agent and stops the monitor. So the
+anything else escaping these functions crashes the partition writer and stops the monitor. So the
 properties are: no other exception escapes, and every rejected input is accounted for with a
 bounded reason (the dead-letter reason / metric label).
 """
@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 import orjson
-from faust.utils import json as faust_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -114,7 +113,7 @@ def test_decoder_on_corrupted_bytes(obj: dict[str, Any], data: st.DataObject) ->
 def test_decoder_rejects_non_finite_timestamps() -> None:
     """JSON has no NaN, but pydantic's lax floats accept the *strings* "NaN" / "inf".
 
-    A NaN timestamp stored in the sessions table becomes ``null`` in the changelog (faust encodes
+    A NaN timestamp stored in the sessions table becomes ``null`` in the changelog (the changelog encodes
     with orjson), and after a restart ``min(None, ts)`` in ``apply_turn`` crashes the sessionizer
     (see the stateful test below). Such an event must be dead-lettered as ``invalid_schema``.
     """
@@ -138,7 +137,7 @@ PARTITIONS = {0, 1, 2, 3}
 class SessionizerMachine(RuleBasedStateMachine):
     """Drives the hot path's sessionizer as monitor/stages/hotpath.py does, sweep and restarts included.
 
-    ``restart`` round-trips the store through faust's JSON codec and rebuilds the in-memory index,
+    ``restart`` round-trips the store through the changelog's JSON codec (orjson) and rebuilds the in-memory index,
     as a crash and a changelog recovery do. Invariants: no exception escapes; every input is
     accounted for (accepted, pending, emitted, or dead-lettered with a reason); each conversation is
     emitted at most once per tombstone lifetime; emitted conversations hold exactly the accepted
@@ -267,7 +266,7 @@ class SessionizerMachine(RuleBasedStateMachine):
 
     @rule()
     def restart(self) -> None:
-        """A crash: the store comes back from its changelog (faust's JSON codec) and the index is rebuilt."""
+        """A crash: the store comes back from its changelog (the changelog's JSON codec) and the index is rebuilt."""
         self.store = self.store.restarted()
         self.s = self._sessionizer(self.store)
         self.s.rebuild(PARTITIONS, self.now)
@@ -281,7 +280,7 @@ class SessionizerMachine(RuleBasedStateMachine):
     @invariant()
     def state_is_bounded_and_serialisable(self) -> None:
         for key, value in self.store.items():
-            assert faust_json.loads(faust_json.dumps(value)) is not None, key
+            assert orjson.loads(orjson.dumps(value)) is not None, key
         for cid, o in self.s.open.items():
             assert len(o.sizes) <= LIMITS.max_turns
             assert o.chars == sum(c for c, _ in o.sizes.values()) <= LIMITS.max_chars  # the running sums hold

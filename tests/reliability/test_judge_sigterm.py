@@ -1,10 +1,10 @@
-"""A SIGTERM does not wait for a judge call in flight, and its record is judged again (issue #37,
-judge_profile=local; monitor/runtime/abandon.py).
+"""A SIGTERM waits for a judge call in flight only a bounded time, and its record is judged again
+(judge_profile=local; the judge loop's drain, monitor/engine/loops.py and HANDOVER_GRACE_S in worker.py).
 
-Kubernetes sends SIGTERM and, after terminationGracePeriodSeconds (30 s by default), SIGKILL. A local judge
-call may take minutes. Before monitor/runtime/abandon.py the worker waited for it (faust's stream_wait_empty):
-SIGKILLed at 45 s and 100 s in two runs. Asserted: it exits within the grace period while the judge call
-hangs, and the conversation it was judging is judged again by the next worker, once.
+Kubernetes sends SIGTERM and, after terminationGracePeriodSeconds (30 s by default), SIGKILL. A local judge call may
+take minutes; a worker that waited for it was SIGKILLed at 45 s and 100 s in two runs. Asserted: it exits within the
+grace period while the judge call hangs, and the conversation it was judging is judged again by the next worker,
+once.
 """
 
 from __future__ import annotations

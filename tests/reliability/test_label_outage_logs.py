@@ -1,8 +1,8 @@
 """A PostgreSQL outage logs one readable warning per retry, with the store's password masked.
 
-Before the fix the credential scrubber set ``record.args = None``; faust's formatter (mode's
-``ExtensionFormatter``, what ``faust.Worker`` installs) turned that into ``(None,)`` and every
-retry printed a ~190-line ``--- Logging error ---`` block instead of the warning.
+Before the fix the credential scrubber set ``record.args = None``; the formatter the worker then used turned that
+into ``(None,)`` and every retry printed a ~190-line ``--- Logging error ---`` block instead of the warning. Here
+the root logger is configured as `convmon worker` configures it (monitor/runtime/worker.py).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
-from mode.utils.logging import ExtensionFormatter
 from prometheus_client import CollectorRegistry
 
 from distill.store import LabelStore
 from monitor.contracts.metrics import Metrics
 from monitor.judge.logsafe import install_log_safety
+from monitor.runtime.worker import LOG_FORMAT
 from monitor.stages.labels import LabelSink
 from tests.reliability.pg import label_message
 
@@ -34,11 +34,11 @@ class _Stop(Exception):
 
 @pytest.fixture
 def worker_logging() -> Iterator[io.StringIO]:
-    """The worker's logging: log safety plus faust's formatter on the root logger."""
+    """The worker's logging: log safety plus its format on the root logger."""
     factory = logging.getLogRecordFactory()
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(ExtensionFormatter(stream, fmt="[%(levelname)s] %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     level = root.level
     install_log_safety()
@@ -81,5 +81,5 @@ def test_an_outage_logs_one_masked_line_per_retry(worker_logging: io.StringIO,
     assert len(retries) == RETRIES, logged
     assert "retry in 0.5s" in retries[0] and "retry in 2.0s" in retries[2]
     assert all("Connection refused" in line and "postgresql+psycopg://***@127.0.0.1" in line for line in retries)
-    assert all(line.startswith("[WARNING]") for line in logged.splitlines()), logged  # one line per record
+    assert all(line.startswith("WARNING ") for line in logged.splitlines()), logged  # one line per record
     assert PASSWORD not in logged + stderr and "never-log-me" not in logged + stderr

@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import faust
 import httpx
 import numpy as np
 import pytest
@@ -27,8 +26,8 @@ from monitor.contracts.events import Conversation
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import Settings
-from monitor.runtime.app import aiokafka_kwargs, credentials
 from monitor.runtime.broker import free_port
+from monitor.runtime.clients import aiokafka_kwargs, ssl_context
 from monitor.runtime.deadletter import DeadLetters
 from monitor.runtime.produce import produce_events
 from monitor.tools.openai_server import OpenAIServer
@@ -54,17 +53,15 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_plaintext_has_no_credentials() -> None:
     s = Settings()
-    assert credentials(s) is None
+    assert ssl_context(s) is None
     assert aiokafka_kwargs(s) == {"security_protocol": "PLAINTEXT"}
 
 
 def test_ssl_builds_a_verifying_context_with_client_certificate(tls_files: tuple[Path, Path]) -> None:
     cert, key = tls_files
     s = Settings(kafka_security_protocol="SSL", kafka_ssl_cafile=cert, kafka_ssl_certfile=cert, kafka_ssl_keyfile=key)
-    creds = credentials(s)
-    assert isinstance(creds, faust.SSLCredentials)
-    context = creds.context
-    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    context = ssl_context(s)
+    assert context is not None and context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
     assert any("convmon-test" in str(c.get("subject")) for c in context.get_ca_certs())
     kwargs = aiokafka_kwargs(s)
     assert kwargs["security_protocol"] == "SSL" and isinstance(kwargs["ssl_context"], ssl.SSLContext)
@@ -76,12 +73,9 @@ def test_ssl_builds_a_verifying_context_with_client_certificate(tls_files: tuple
 def test_sasl_plaintext_passes_mechanism_and_credentials(mechanism: str) -> None:
     s = Settings(kafka_security_protocol="SASL_PLAINTEXT", kafka_sasl_mechanism=mechanism,
                  kafka_sasl_username="convmon", kafka_sasl_password=FAKE_SASL)
-    creds = credentials(s)
-    assert isinstance(creds, faust.SASLCredentials)
-    assert creds.username == "convmon" and creds.password == FAKE_SASL and creds.ssl_context is None
+    assert ssl_context(s) is None
     assert aiokafka_kwargs(s) == {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-                                  "sasl_plain_username": "convmon", "sasl_plain_password": FAKE_SASL,
-                                  "ssl_context": None}
+                                  "sasl_plain_username": "convmon", "sasl_plain_password": FAKE_SASL}
 
 
 def test_sasl_ssl_adds_a_tls_context(tls_files: tuple[Path, Path]) -> None:

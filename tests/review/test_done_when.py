@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from monitor.judge.reference import ConversationRef
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import by_label
 from monitor.tools.openai_server import OpenAIServer
 from tests.review.browser import chromium, review_page, wait_for

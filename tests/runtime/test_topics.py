@@ -14,11 +14,10 @@ from pydantic import ValidationError
 
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.settings import REPO_ROOT, Settings, load_settings
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics, free_port
+from monitor.runtime.clients import topic_names
 from monitor.runtime.layout import BrokerLayout, read_layout
 from monitor.runtime.topics import check_topics, convmon_topics, create_topics
-from monitor.runtime.worker import build_worker_app
 from tests.support.workers import settings_env
 
 
@@ -29,14 +28,16 @@ def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=120)
 
 
-def test_the_changelogs_are_the_worker_apps_real_tables(make_settings) -> None:
+def test_the_changelog_is_the_engines_and_compacted(make_settings) -> None:
+    from monitor.engine.worker import changelog_topic
+
     settings = make_settings()
-    app = build_worker_app(settings)
-    changelogs = {table.changelog_topic.get_topic_name() for table in app.tables.values()}
     specs = {s.name: s for s in convmon_topics(settings)}
-    assert changelogs == {n for n in specs if n.endswith("-changelog")}
-    assert all(specs[n].config == {"cleanup.policy": "compact"} for n in changelogs)
-    assert {settings.topic(n) for n in ("events", "scores", "dead-letters")} <= specs.keys()
+    assert {n for n in specs if n.endswith("-changelog")} == {changelog_topic(settings.app_id)}
+    assert specs[changelog_topic(settings.app_id)].config == {"cleanup.policy": "compact"}
+    assert specs[changelog_topic(settings.app_id)].partitions == settings.topic_partitions
+    assert {settings.topic(n) for n in ("events", "rekeyed", "judge", "verdicts", "scores", "labels",
+                                        "dead-letters")} == specs.keys() - {changelog_topic(settings.app_id)}
 
 
 def test_retention_settings_are_validated() -> None:
@@ -61,7 +62,7 @@ def test_create_then_check_is_clean_and_create_is_idempotent(broker: str, make_s
 @pytest.mark.integration
 def test_check_reports_each_problem_on_one_line_and_fails(broker: str, make_settings) -> None:
     settings = make_settings(broker_url=f"kafka://{broker}", topic_partitions=4)
-    events, changelog = settings.topic("events"), f"{settings.app_id}-sessions-changelog"
+    events, changelog = settings.topic("events"), f"{settings.app_id}-state-changelog"
 
     async def sabotage() -> None:  # what an auto-creating broker or a hand-made topic leaves behind
         admin = AIOKafkaAdminClient(bootstrap_servers=broker)
@@ -82,7 +83,7 @@ def test_check_reports_each_problem_on_one_line_and_fails(broker: str, make_sett
     assert sum(line.endswith("missing (run `convmon topics create`)") for line in lines) == n_missing
     assert f"{events}: 2 partitions, expected 4 (CONVMON_TOPIC_PARTITIONS)" in lines
     assert f"{events}: retention.ms=1000, expected 604800000 (CONVMON_RETENTION_EVENTS_S)" in lines
-    assert f"{changelog}: cleanup.policy=delete, expected compact (faust table changelog)" in lines
+    assert f"{changelog}: cleanup.policy=delete, expected compact (state changelog)" in lines
     assert f"{events}: replication factor 1, expected 3 (CONVMON_TOPIC_REPLICATION)" in lines
     assert len(lines) == n_missing + 5  # and nothing else: the changelog's partitions are right
 
@@ -108,7 +109,7 @@ def test_the_input_topic_must_be_a_kafka_topic_name(tmp_path: Path, monkeypatch:
 
 
 @pytest.mark.parametrize("name", ["convmon.dead-letters", "convmon.rekeyed", "convmon.scores",
-                                  "convmon-scored-changelog"])
+                                  "convmon-state-changelog"])
 def test_the_input_topic_cannot_be_one_of_convmons_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       name: str) -> None:
     """Reading its own dead letters would loop: each bad record dead-lettered into the topic being read."""

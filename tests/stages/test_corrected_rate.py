@@ -14,7 +14,7 @@ from monitor.judge.simulated import SimulatedJudge
 from monitor.stages.hotpath import DISTILLED
 from monitor.stages.judging import distilled_probabilities
 from monitor.stages.sampler import InclusionPolicy
-from tests.support.hot_path import RUBRIC, complaint_conversation, judge_stage, routed_hot_path, scored_record
+from tests.support.hot_path import RUBRIC, complaint_conversation, judge_stage, judged, routed_hot_path, scored_record
 
 ITEM = "dsat.negative_feedback"  # complaint_conversation's simulated truth: the judge says yes, every other item no
 
@@ -42,12 +42,12 @@ def test_the_verdicts_residuals_are_counted_in_the_partition_totals_with_their_w
         headers = [("convmon-sample-weight", repr(weight).encode()), ("convmon-inclusion-probability",
                                                                       repr(1 / weight).encode()),
                    ("convmon-sampled-by", b"hash"), (DISTILLED, orjson.dumps(shadow))]
-        asyncio.run(stage.handle(raw, cid.encode(), 0, headers))
-        asyncio.run(stage.handle(raw, cid.encode(), 0, headers))  # redelivered: counted once
+        asyncio.run(judged(stage, raw, cid.encode(), 0, headers))
+        asyncio.run(judged(stage, raw, cid.encode(), 0, headers))  # redelivered: counted once
     # a record with no (or a garbled) header is still counted as a verdict, with no residual
     for cid, extra in (("x3", []), ("x4", [(DISTILLED, b"{not json")])):
         raw = orjson.dumps(complaint_conversation(cid).model_dump(mode="json"))
-        asyncio.run(stage.handle(raw, cid.encode(), 0, [("convmon-sample-weight", b"4.0"), *extra]))
+        asyncio.run(judged(stage, raw, cid.encode(), 0, [("convmon-sample-weight", b"4.0"), *extra]))
     r = metrics.registry
     assert _partition_value(r, "residual_weight", ITEM) is None  # not exported before the broker has it
     stage.totals.written()()
@@ -79,7 +79,7 @@ def test_a_weight_below_one_adds_no_term_so_no_counter_goes_down() -> None:
     stage, metrics = judge_stage(SimulatedJudge(RUBRIC))
     raw = orjson.dumps(complaint_conversation("low").model_dump(mode="json"))
     shadow = orjson.dumps({i.id: 0.25 for i in RUBRIC.items})
-    asyncio.run(stage.handle(raw, b"low", 0, [("convmon-sample-weight", b"0.5"), (DISTILLED, shadow)]))
+    asyncio.run(judged(stage, raw, b"low", 0, [("convmon-sample-weight", b"0.5"), (DISTILLED, shadow)]))
     stage.totals.written()()
     r = metrics.registry
     assert r.get_sample_value("convmon_partition_conversations_scored_total", {"partition": "0", "scorer": "llm"}) == 1

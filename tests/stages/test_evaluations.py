@@ -26,7 +26,7 @@ from monitor.runtime.wiring import service_dimension
 from monitor.stages.evaluations import EvaluationEvents
 from monitor.stages.export import Exporter
 from monitor.stages.otel_export import otlp_exporter, protocol
-from tests.support.hot_path import FailingJudge, complaint_conversation, judge_stage
+from tests.support.hot_path import FailingJudge, complaint_conversation, judge_stage, judged
 from tests.support.otel_events import events, finished
 
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
@@ -229,7 +229,7 @@ def test_the_judge_stage_reports_a_failed_judge_call_as_error_events() -> None:
     stage, _ = judge_stage(FailingJudge())
     stage.exporter, stage.metrics = exporter, metrics
     raw = orjson.dumps(complaint_conversation("f1").model_dump(mode="json"))
-    out = asyncio.run(stage.handle(raw, b"f1", 0, []))
+    out = asyncio.run(judged(stage, raw, b"f1", 0, []))
     ev.shutdown()
     assert [d.reason for d in out.dead] == ["judge_http_error"] and out.scores == []  # dead-lettered as before
     logs = [r.log_record.attributes or {} for r in finished(memory)]

@@ -14,6 +14,7 @@ from monitor.judge.simulated import SimulatedJudge
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.hotpath import PI, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, HotPath
+from monitor.stages.judging import JudgeStage
 from monitor.stages.route import in_sample
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Limits, Sessionizer
@@ -23,6 +24,7 @@ from tests.support.hot_path import (
     FailingJudge,
     complaint_conversation,
     judge_stage,
+    judged,
     routed_hot_path,
     scored_record,
 )
@@ -68,7 +70,7 @@ def test_the_judged_record_carries_pi_and_the_weighted_sums_are_exported_beside_
     stage, metrics = judge_stage(SimulatedJudge(RUBRIC))
     raw = orjson.dumps(complaint_conversation("x1").model_dump(mode="json"))
     headers = [(WEIGHT, b"4.0"), (PI, b"0.25"), (SAMPLED_BY, b"uncertainty")]
-    out = asyncio.run(stage.handle(raw, b"x1", 0, headers))
+    out = asyncio.run(judged(stage, raw, b"x1", 0, headers))
     score = decode_score(out.scores[0].value, RUBRIC)
     assert (score.inclusion_probability, score.sampled_by, score.sample_weight) == (0.25, "uncertainty", 4.0)
     assert orjson.loads(out.scores[0].value)["schema_version"] == 3
@@ -76,7 +78,7 @@ def test_the_judged_record_carries_pi_and_the_weighted_sums_are_exported_beside_
     label = orjson.loads(out.labels[0].value)["score"]
     assert (label["inclusion_probability"], label["sampled_by"]) == (0.25, "uncertainty")
     # an old request (weight only) was a hash-slice pick
-    old = asyncio.run(stage.handle(orjson.dumps(complaint_conversation("x2").model_dump(mode="json")), b"x2", 0,
+    old = asyncio.run(judged(stage, orjson.dumps(complaint_conversation("x2").model_dump(mode="json")), b"x2", 0,
                                    [(WEIGHT, b"20.0")]))
     old_score = decode_score(old.scores[0].value, RUBRIC)
     assert (old_score.inclusion_probability, old_score.sampled_by) == (0.05, "hash")
@@ -91,7 +93,7 @@ def test_the_judged_record_carries_pi_and_the_weighted_sums_are_exported_beside_
 
 def test_judge_failures_are_counted_as_non_response_with_their_weight() -> None:
     stage, metrics = judge_stage(FailingJudge())
-    out = asyncio.run(stage.handle(orjson.dumps(complaint_conversation("f").model_dump(mode="json")), b"f", 0,
+    out = asyncio.run(judged(stage, orjson.dumps(complaint_conversation("f").model_dump(mode="json")), b"f", 0,
                                    [(WEIGHT, b"2.0"), (PI, b"0.5"), (SAMPLED_BY, b"feedback")]))
     assert out.scores == [] and [d.reason for d in out.dead] == ["judge_http_error"]
     r = metrics.registry
@@ -118,6 +120,14 @@ def revoked(metrics: Metrics) -> float | None:
     return metrics.registry.get_sample_value("convmon_conversations_unscored_total", {"reason": "partition_revoked"})
 
 
+def verdict_counted(stage: JudgeStage, raw: bytes, key: bytes, partition: int,
+                    headers: list[tuple[str, bytes]]) -> bool:
+    """What the engine does with a judge record: the judge loop's verdict, counted by its partition's writer."""
+    verdict, _ = asyncio.run(stage.verdict(raw, key, partition, headers))
+    assert verdict is not None
+    return stage.count(verdict.score, verdict.partition, verdict.shadow)
+
+
 def test_a_verdict_is_counted_in_its_input_partition_whatever_judge_partition_carried_it() -> None:
     """#31: the input topic had 12 partitions (or 1) and convmon's 4: the judge record names its source input
     partition, and its verdict is counted there by that partition's owner, once, whatever judge partition
@@ -125,15 +135,15 @@ def test_a_verdict_is_counted_in_its_input_partition_whatever_judge_partition_ca
     stage, metrics = judge_stage(SimulatedJudge(RUBRIC), owned=frozenset({11}))
     raw = orjson.dumps(complaint_conversation("s1").model_dump(mode="json"))
     headers = [(WEIGHT, b"1.0"), (PI, b"1.0"), (SAMPLED_BY, b"hash"), (SOURCE_PARTITION, b"11")]
-    asyncio.run(stage.handle(raw, b"s1", 3, headers))
-    asyncio.run(stage.handle(raw, b"s1", 2, headers))  # redelivered through another judge partition: once
+    assert verdict_counted(stage, raw, b"s1", 3, headers)
+    assert not verdict_counted(stage, raw, b"s1", 2, headers)  # redelivered through another judge partition: once
     stage.totals.written()()  # on the broker: exported (runtime/checkpoint.py)
     assert metrics.registry.get_sample_value("convmon_partition_conversations_scored_total",
                                              {"partition": "11", "scorer": "llm"}) == 1
     assert revoked(metrics) == 0
     assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "llm"}) == 1
     other, other_metrics = judge_stage(SimulatedJudge(RUBRIC), owned=frozenset({3}))
-    asyncio.run(other.handle(raw, b"s1", 3, headers))  # owns judge partition 3, not input partition 11
+    assert not verdict_counted(other, raw, b"s1", 3, headers)  # owns judge partition 3, not input partition 11
     assert other_metrics.registry.get_sample_value("convmon_partition_conversations_scored_total",
                                                    {"partition": "3", "scorer": "llm"}) is None
     assert revoked(other_metrics) == 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
 import pytest
-from faust.utils import json as faust_json
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts.metrics import RESIDUAL_TERMS, Metrics
@@ -27,7 +27,7 @@ VERDICTS = "convmon_partition_rubric_verdicts_total"
 
 
 class LogStore:
-    """A changelog: every write in order, through faust's JSON codec; ``prefix(n)`` is what a broker kept
+    """A changelog: every write in order, through orjson (the changelog codec); ``prefix(n)`` is what a broker kept
     when a crash lost every write after the n-th. ``ack_all()``: every write so far is on the broker, as the
     checkpoint finds it before it exports the totals of the workers over this store (runtime/checkpoint.py)."""
 
@@ -43,7 +43,7 @@ class LogStore:
         if value is None:
             self.data.pop(key, None)
         else:
-            self.data[key] = faust_json.loads(faust_json.dumps(value))
+            self.data[key] = orjson.loads(orjson.dumps(value))
 
     def get(self, key: str) -> Any:
         return self.data.get(key)

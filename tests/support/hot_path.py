@@ -16,8 +16,10 @@ from monitor.stages.export import Exporter
 from monitor.stages.hotpath import HotPath
 from monitor.stages.judging import JudgeStage
 from monitor.stages.sampler import InclusionPolicy
+from monitor.stages.scoring import Delivery
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals, TotalsCollector
+from monitor.stages.verdicts import BadVerdict, read_verdict, verdict_record
 from tests.support.memstore import MemStore
 
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
@@ -97,3 +99,18 @@ def judge_stage(judge: object, owned: frozenset[int] = frozenset({0, 1, 2, 3})) 
     return JudgeStage(judge, lambda s: s, dedup, totals,  # type: ignore[arg-type]
                       exporter, metrics, RUBRIC, sample_rate=0.05, max_request_bytes=1 << 20,
                       clock=lambda: 1.0), metrics
+
+
+async def judged(stage: JudgeStage, raw: bytes | None, key: bytes | None, partition: int,
+                 headers: list[tuple[str, bytes]]) -> Delivery:
+    """One judge-topic record as the engine handles it: the judge loop's verdict through the verdicts topic's
+    encoding, counted by its partition's writer, which produces the score record only when it counted it."""
+    verdict, out = await stage.verdict(raw, key, partition, headers)
+    if verdict is None:
+        return out
+    sent = verdict_record(verdict)
+    read = read_verdict(sent.value, sent.headers, verdict.partition)
+    assert not isinstance(read, BadVerdict), read
+    if stage.count(read.score, read.partition, read.shadow):
+        out.scores.append(stage.score_record(read.score))
+    return out

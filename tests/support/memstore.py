@@ -1,11 +1,11 @@
-"""A dict as the sessionizer's store, writing every change through faust's JSON codec like a changelog."""
+"""A dict as the sessionizer's store, writing every change through orjson (the changelog codec)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from faust.utils import json as faust_json
+import orjson
 
 
 class MemStore:
@@ -18,13 +18,13 @@ class MemStore:
         return self.data.get(key)
 
     def put(self, key: str, value: Any, partition: int) -> None:
-        encoded = faust_json.dumps(value)
-        self.changelog_bytes += len(faust_json.dumps(key)) + len(encoded)
-        self.data[key] = faust_json.loads(encoded)
+        encoded = orjson.dumps(value)
+        self.changelog_bytes += len(orjson.dumps(key)) + len(encoded)
+        self.data[key] = orjson.loads(encoded)
         self.writes.append((key, partition))
 
     def delete(self, key: str, partition: int) -> None:
-        self.changelog_bytes += len(faust_json.dumps(key))
+        self.changelog_bytes += len(orjson.dumps(key))
         self.data.pop(key, None)
         self.writes.append((key, partition))
 
@@ -34,5 +34,5 @@ class MemStore:
     def restarted(self) -> MemStore:
         """The store a restarted worker recovers: the same data, through the codec."""
         fresh = MemStore()
-        fresh.data = {k: faust_json.loads(faust_json.dumps(v)) for k, v in self.data.items()}
+        fresh.data = {k: orjson.loads(orjson.dumps(v)) for k, v in self.data.items()}
         return fresh

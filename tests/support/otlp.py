@@ -15,8 +15,8 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import Settings
 from monitor.judge.reference import ConversationRef
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.clients import topic_names
 from tests.support.model_fixtures import publish_distilled_model
 
 REFERENCE_KEY = "otlp-e2e-reference-key-0123456789"

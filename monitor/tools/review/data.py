@@ -85,19 +85,20 @@ class ReviewData:
     def _has_scores(self, conversation_id: str) -> bool:
         t = self.scores.table.c
         query = sa.select(sa.func.count()).where(t.conversation_id == conversation_id)
-        return bool(self.labels._run(lambda conn: conn.execute(query).scalar_one(), "read scores"))
+        return bool(self.labels.transact(lambda conn: conn.execute(query).scalar_one(), "read scores"))
 
     # --- flagged conversations ------------------------------------------------------------------------------
     def flagged_rows(self, filters: Filters, limit: int = MAX_ROWS) -> list[dict[str, Any]]:
         """Yes verdicts (of the item, or of every DSAT item) in the window, newest first, with redacted text."""
-        self.scores._ensure()
+        self.scores.ensure_table()
         t = self.scores.table.c
         query = sa.select(self.scores.table).where(t.scored_at >= filters.since, t.scored_at < filters.until)
         query = query.where(t.item_id == filters.item) if filters.item else query.where(t.polarity == "dsat")
         if filters.scorer:
             query = query.where(t.scorer == filters.scorer)
         query = query.order_by(t.scored_at.desc()).limit(limit * 4 if filters.dimension else limit)
-        found = [dict(r) for r in self.labels._run(lambda conn: conn.execute(query).mappings().all(), "read scores")]
+        rows = self.labels.transact(lambda conn: conn.execute(query).mappings().all(), "read scores")
+        found = [dict(r) for r in rows]
         if filters.dimension:
             found = [r for r in found if (r["metadata"] or {}).get(filters.dimension) == filters.value][:limit]
         texts = self._last_user_turns({str(r["conversation_id"]) for r in found})
@@ -115,7 +116,7 @@ class ReviewData:
         t = self.labels.table.c
         query = sa.select(t.conversation_id, t.turns).where(t.conversation_id.in_(sorted(ids)))
         out = {}
-        for cid, turns in self.labels._run(lambda conn: conn.execute(query).all(), "read labels"):
+        for cid, turns in self.labels.transact(lambda conn: conn.execute(query).all(), "read labels"):
             users = [turn.get("text", "") for turn in turns if turn.get("role") == "user"]
             if users:
                 out[str(cid)] = self.redact(users[-1])[:240]
@@ -127,7 +128,7 @@ class ReviewData:
         label: LabelRecord | None = found[0] if found else None
         t = self.scores.table.c
         query = sa.select(self.scores.table).where(t.conversation_id == conversation_id)
-        rows = [dict(r) for r in self.labels._run(lambda conn: conn.execute(query).mappings().all(), "read scores")]
+        rows = [dict(r) for r in self.labels.transact(lambda conn: conn.execute(query).mappings().all(), "read scores")]
         distilled = {r["item_id"]: r for r in rows if r["scorer"] == "distilled"}
         humans = {h.item_id: h for h in self.humans.fetch(conversation_id=conversation_id)}
         items = []
@@ -166,7 +167,7 @@ class ReviewData:
         query = sa.select(t.conversation_id, t["items"], t.inclusion_probability, t.labelled_at).where(
             t.labelled_at >= now - self.settings.review_window_days * DAY_S,
             t.rubric_set == self.rubric.id, t.rubric_version == self.rubric.version)
-        found = self.labels._run(lambda conn: conn.execute(query).all(), "read labels")
+        found = self.labels.transact(lambda conn: conn.execute(query).all(), "read labels")
         out: dict[str, Judged] = {}
         for cid, items, pi_judge, at in found:
             verdicts = {i["item_id"]: i.get("verdict") for i in items}

@@ -19,7 +19,7 @@ from aiokafka.errors import KafkaError
 from distill.human_labels import HumanLabel, HumanLabelStore, label_from
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.sections import KafkaSettings
-from monitor.runtime.app import aiokafka_kwargs, bootstrap, broker_unreachable
+from monitor.runtime.clients import aiokafka_kwargs, bootstrap, broker_unreachable
 from monitor.stages.deadletter import dead_letter
 
 
