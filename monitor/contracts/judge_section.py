@@ -47,7 +47,7 @@ class JudgeSettings(BaseModel):
     pii_phone_regions: StringList = Field(default_factory=lambda: [
         "US", "GB", "DE", "FR", "ES", "IT", "NL", "BR", "IN", "JP", "AU", "PL", "SE", "CA"])
     pii_raw_internal_topics: bool = Field(default=False, description=(
-        "Keep turn text raw in convmon's internal topics (sessions changelog, re-key hop, judge, labels) for "
+        "Keep turn text raw in convmon's internal topics (state changelog, re-key hop, judge, labels) for "
         "teams that own the cluster. Default false: text is redacted once, where it enters the process. "
         "Metadata is redacted either way; the judge request, label store, dead letters and OTLP events are "
         "always redacted. True also means the classifiers score raw text while trained on redacted labels."))

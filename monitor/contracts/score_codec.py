@@ -1,11 +1,10 @@
-"""The scores topic's wire format: a compact record (``schema_version`` 2 or 3) and the original full form.
+"""The scores topic's wire format: a compact record (``schema_version`` 2, 3 or 4).
 
-A v2 record lists per-item values in the rubric set's item order instead of one object per item,
-so it stays a few hundred bytes (the full form was ~2.7 KB, more than the conversation it scores):
+A record lists per-item values in the rubric set's item order instead of one object per item,
+so it stays a few hundred bytes (the full form of the first releases was ~2.7 KB; no longer read):
 ``p`` probabilities (3 decimals, ``null`` for an item the record does not carry), ``s`` judge
 scores, and bit masks ``y`` (verdict yes), ``k`` (verdict known) and ``u`` (uncertain), bit ``j``
 for the j-th rubric item. Decoding needs the rubric set the record names (id and version).
-:func:`decode_score` reads both forms: records without ``schema_version`` are the full v1 JSON.
 
 Version 3 is version 2 plus the router's inclusion probability ``pi`` and ``by`` (what sampled the
 conversation: hash, uncertainty or feedback) on judge records. Only records that carry them are written
@@ -23,7 +22,7 @@ import orjson
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ScoreRecord
 
-SCHEMA_VERSION = 4  # the newest version written; decode_score reads 1 to 4
+SCHEMA_VERSION = 4  # the newest version written; decode_score reads 2 to 4
 READABLE = (2, 3, 4)
 # Header on every record of the scores topic: its stable identity, the same on every copy of it. The topic is at
 # least once (a batch re-processed after a crash or a rebalance sends its records again, and the embedded broker
@@ -109,16 +108,14 @@ def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
 
 
 def decode_score(raw: bytes, rubric: RubricSet) -> ScoreRecord:
-    """Either form back into a :class:`ScoreRecord`; ``ValueError`` (pydantic's included) on anything invalid."""
+    """A record back into a :class:`ScoreRecord`; ``ValueError`` (pydantic's included) on anything invalid."""
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from exc
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-    version = obj.pop("schema_version", 1)
-    if version == 1:
-        return ScoreRecord.model_validate(obj)
+    version = obj.pop("schema_version", None)
     if version not in READABLE:
         raise ValueError(f"unknown schema_version {version!r}")
     sampling = {"inclusion_probability": obj.pop("pi", None), "sampled_by": obj.pop("by", None),

@@ -199,7 +199,7 @@ class DistillSettings(BaseModel):
     # store's database (`convmon ui`, Grafana's table of the latest DSAT conversations, `convmon inspect`).
     score_store: bool = True
     score_retention_days: int = Field(default=90, ge=1, description=(
-        "Score items (<prefix>score_items) older than this are purged every hour by the leader, like labels "
+        "Score items (<prefix>score_items) older than this are purged every hour, like labels "
         "past label_retention_days."))
     distill_holdout_fraction: float = Field(default=0.25, gt=0.0, lt=1.0)
     distill_min_positives: int = Field(default=10, ge=3)

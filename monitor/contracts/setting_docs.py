@@ -36,7 +36,7 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
       'workers as partitions get work')),
     (('CONVMON_RETENTION_EVENTS_S', 'CONVMON_RETENTION_SCORES_S', 'CONVMON_RETENTION_DEAD_LETTERS_S'),
      '7, 30, 30 days',
-     ('`retention.ms` of the input, score and dead-letter topics (seconds); table changelogs are compacted '
+     ('`retention.ms` of the input, score and dead-letter topics (seconds); the state changelog is compacted '
       'instead')),
     (('CONVMON_SAMPLE_RATE',),
      '`0.1`',
@@ -80,7 +80,7 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
      "what the assistant is, in the judge's prompts"),
     (('CONVMON_JUDGE_CONCURRENCY',),
      '`8`',
-     "judge requests in flight per worker (the judge agent's concurrency)"),
+     "judge requests in flight per worker (the judge loop's concurrency)"),
     (('CONVMON_JUDGE_REQUESTS_PER_MINUTE', 'CONVMON_JUDGE_TOKENS_PER_MINUTE'),
      '`500`, `200000`',
      "client-side rate limits per worker, below the endpoint's own"),
@@ -137,7 +137,8 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
       '(`convmon_judge_budget`)')),
     (('CONVMON_LABEL_RETENTION_DAYS',),
      '`90`',
-     'labels older than this are purged every hour by the leader worker and before each retraining'),
+     ('labels older than this are purged every hour (by the worker that writes state partition 0) and before '
+      'each retraining')),
     (('CONVMON_LABEL_BUFFER_MAX',),
      '`10000`',
      ('most labels the sink takes in one batch; a batch is acknowledged to Kafka only once stored, so '
@@ -161,8 +162,8 @@ ROWS: tuple[tuple[tuple[str, ...], str, str], ...] = (
      'where `convmon distill train` writes its evaluation reports'),
     (('CONVMON_DATA_DIR',),
      '`var`',
-     ("working files of the commands: the worker's stream-processor folder (`var/<app_id>-data/`), the demo "
-      "(`var/demo/`), the rubric learner's response cache and output, benchmark data")),
+     ("working files of the commands: the demo (`var/demo/`), the rubric learner's response cache and output, "
+      "benchmark data (the worker keeps its state in Kafka, not here)")),
     (('CONVMON_PROMPTS_DIR',),
      '`prompts/` of the source tree',
      'where prompt templates and rubric sets are read from'),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ from monitor.stages.labels import LabelSink
 from monitor.stages.verdicts import verdict_record
 
 log = logging.getLogger(__name__)
+LAG_INTERVAL_S = 5.0  # how often the judge topic's lag gauge is read, as the writer's
 SendDead = Callable[[DeadLetter], Awaitable[asyncio.Future[Any]]]
 
 
@@ -92,9 +94,12 @@ class JudgeLoop(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's 
         self.failure: BaseException | None = None
         self.seed = seed  # where a partition never committed starts (engine/upgrade.py)
         self.generation = 0  # bumped by every revocation: a fetch from before one is abandoned
+        self.lag_at = 0.0
 
     async def run(self) -> None:
         while self.failure is None:
+            if time.monotonic() - self.lag_at >= LAG_INTERVAL_S:
+                await self._lag()
             generation = self.generation
             fetched = await self.consumer.getmany(timeout_ms=500, max_records=self.concurrency)
             for record in [r for records in fetched.values() for r in records]:
@@ -120,6 +125,20 @@ class JudgeLoop(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's 
             sends.append((self.verdicts, verdict_record(verdict)))
         await delivered(self.producer, sends, out.dead, self.send_dead, self.partitions)
         self.offsets.finish(tp, record.offset)
+
+    async def _lag(self) -> None:
+        """Judge records not judged yet on this worker's partitions (from the first unfinished one to the end)."""
+        self.lag_at = time.monotonic()
+        lag = dict.fromkeys(self.consumer.subscription(), 0)  # 0 too where this worker owns none of it now
+        for tp in self.consumer.assignment():
+            high = self.consumer.highwater(tp)
+            if high is None:
+                continue
+            taken = self.offsets.taken.get(tp)
+            start = taken[0] if taken else await self.consumer.position(tp)
+            lag[tp.topic] = lag.get(tp.topic, 0) + max(0, high - start)
+        for topic, behind in lag.items():
+            self.stage.metrics.consumer_lag.labels(topic).set(behind)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.calls.pop(task, None)

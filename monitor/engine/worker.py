@@ -39,6 +39,7 @@ from monitor.runtime.topics import STATE_CHANGELOG
 from monitor.runtime.wiring import Pipeline
 
 log = logging.getLogger(__name__)
+WRITER_REBALANCE_TIMEOUT_MS = 60_000
 HANDOVER_GRACE_S = 20.0  # a revoked or stopping judge waits this long for its calls in flight
 
 
@@ -59,7 +60,10 @@ class EngineWorker:
                                     session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
                                     partition_assignment_strategy=(RangePartitionAssignor,), **extra, **kw)
 
-        self.consumer = group(f"{s.app_id}-writer", max_partition_fetch_bytes=s.max_request_bytes)
+        # a revocation waits for the batch in progress (a full MiniLM batch took 18.5 s on 2 cores): the group waits
+        # this long for the member to rejoin before it drops it (aiokafka's default is the 10 s session timeout)
+        self.consumer = group(f"{s.app_id}-writer", max_partition_fetch_bytes=s.max_request_bytes,
+                              rebalance_timeout_ms=WRITER_REBALANCE_TIMEOUT_MS)
         self.judge_consumer = group(f"{s.app_id}-judge")
         self.sink_consumers = {"labels": group(f"{s.app_id}-labels")}
         if pipeline.score_sink is not None:

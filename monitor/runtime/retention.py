@@ -31,7 +31,7 @@ _SOURCES = {  # topic -> what of a conversation it holds
     "events": "the producer's input records (raw: convmon only reads this topic)",
     "rekeyed": "input events re-produced under their conversation id (redacted unless pii_raw_internal_topics)",
     "judge": "conversations sent to the judge (text, redacted unless pii_raw_internal_topics)",
-    "verdicts": "the judge's verdicts (conversation id, item verdicts; no text)",
+    "verdicts": "the judge's verdicts (score records: item verdicts, explanations, redacted metadata)",
     "scores": "score records (id, verdicts, redacted metadata)",
     "labels": "judged conversations (text, redacted unless pii_raw_internal_topics) on their way to the label store",
     "dead-letters": "rejected input and failed records (redacted unless dead_letter_raw)",

@@ -194,7 +194,7 @@ def test_keda_scales_on_the_workers_group_and_stops_at_the_partition_count(monke
     meta = trigger["metadata"]
     assert trigger["type"] == "kafka" and meta["allowIdleConsumers"] == "false"
     assert meta["bootstrapServers"] == settings.broker_url.split("://", 1)[1]
-    assert meta["consumerGroup"] == settings.app_id and meta["topic"] == settings.topic("events")
+    assert meta["consumerGroup"] == f"{settings.app_id}-writer" and meta["topic"] == settings.topic("events")
     assert meta["sasl"] == settings.kafka_sasl_mechanism.lower().replace("-", "_").replace("_sha_", "_sha")
     assert meta["tls"] == ("enable" if settings.kafka_security_protocol.endswith("SSL") else "disable")
     auth = k8s("TriggerAuthentication", trigger["authenticationRef"]["name"])

@@ -39,9 +39,9 @@ def test_judge_records_with_scores_uncertain_and_missing_items_round_trip() -> N
     assert decode_score(encode_score(empty, RUBRIC), RUBRIC) == empty
 
 
-def test_the_full_v1_form_is_still_read() -> None:
-    rec = record()
-    assert decode_score(rec.model_dump_json().encode(), RUBRIC) == rec
+def test_the_full_form_of_the_first_releases_is_no_longer_read() -> None:
+    with pytest.raises(ValueError, match="unknown schema_version None"):
+        decode_score(record().model_dump_json().encode(), RUBRIC)
 
 
 @pytest.mark.parametrize("raw", [b"{", b"[]", b'{"schema_version": 9}',
@@ -68,9 +68,6 @@ def test_records_from_before_the_evaluator_still_decode_without_one() -> None:
     raw = orjson.loads(encode_score(v3, RUBRIC))
     assert raw["schema_version"] == 3 and "ev" not in raw
     assert decode_score(orjson.dumps(raw), RUBRIC).evaluator is None
-    v1 = orjson.loads(v3.model_dump_json())
-    del v1["evaluator"]  # the full form as an older release wrote it
-    assert decode_score(orjson.dumps(v1), RUBRIC) == v3
     with pytest.raises(ValueError, match="ev appears only in schema_version 4"):
         decode_score(orjson.dumps({**raw, "ev": EVALUATOR.model_dump()}), RUBRIC)
     with pytest.raises(ValueError):  # a bad evaluator is a bad record, never a crash
