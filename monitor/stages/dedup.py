@@ -6,8 +6,7 @@ the store, so the changelog and memory stay bounded: at most ``max_keys`` marks 
 partition). A re-delivery older than both bounds would be counted again; with the defaults (2 days,
 200,000 conversations per partition) that is far beyond Kafka's re-delivery after a crash.
 Store values are ``[time counted, partition, batch sequence]`` (``stages/totals.py``: a mark whose
-batch never committed is dropped on rebuild, so its conversation is counted again when re-delivered);
-marks written before the sequence existed (``[time, partition]``) count as committed.
+batch never committed is dropped on rebuild, so its conversation is counted again when re-delivered).
 """
 
 from __future__ import annotations
@@ -47,9 +46,9 @@ class DedupWindow:
         ``committed`` (partition -> last committed sequence) are deleted: they were never counted."""
         entries = []
         for key, v in list(self.store.items()):
-            if not (isinstance(v, list) and len(v) in (2, 3) and v[1] in owned and ":" in key):
+            if not (isinstance(v, list) and len(v) == 3 and v[1] in owned and ":" in key):
                 continue
-            if committed is not None and len(v) == 3 and v[2] > committed.get(v[1], 0):
+            if committed is not None and v[2] > committed.get(v[1], 0):
                 self.store.delete(key, v[1])
                 continue
             entries.append((float(v[0]), int(v[1]), key))

@@ -38,7 +38,6 @@ from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Closed, Sessionizer
 from monitor.stages.totals import PartitionTotals
 
-REKEYED = "convmon-rekeyed"  # header on an event re-produced under its conversation id (to <prefix>rekeyed)
 WEIGHT = "convmon-sample-weight"  # header on a judge-topic record: the router's importance weight 1 / pi
 PI = "convmon-inclusion-probability"  # header on a judge-topic record: pi(x) at decision time
 SAMPLED_BY = "convmon-sampled-by"  # header on a judge-topic record: hash, uncertainty or feedback
@@ -53,7 +52,7 @@ class Input(NamedTuple):  # a tuple: one per record, built in the hot loop (a fr
     key: bytes | None
     value: bytes | None
     partition: int
-    rekeyed: bool = False  # read from convmon's re-keyed topic (or, before it existed, with the REKEYED header)
+    rekeyed: bool = False  # read from convmon's re-keyed topic
     timestamp: float | None = None  # the record's Kafka timestamp (seconds): it drives the partition's clock
     caught_up: bool = True  # no later record in the partition's log (by the consumer's high watermark)
 
@@ -77,8 +76,7 @@ class Outputs:
 def rekeyed_record(event: Event, raw: bytes | None, timestamp: float | None) -> Send:
     """The one place a re-keyed record is built: the event's bytes as read (or as decoded from OTLP), under its
     conversation id, with the input record's timestamp (the partition clocks run on it: stages/clock.py)."""
-    return Send(event.conversation_id.encode(), raw if raw is not None else encode(event), [(REKEYED, b"1")],
-                timestamp)
+    return Send(event.conversation_id.encode(), raw if raw is not None else encode(event), [], timestamp)
 
 
 class HotPath:
@@ -340,9 +338,3 @@ class HotPath:
             self.totals.add(partition, self.exporter.observe_batch(batch))
             self.totals.commit(partition)
         return sends
-
-
-def is_rekeyed(headers: Sequence[tuple[str, bytes]] | Mapping[str, bytes] | None) -> bool:
-    items = headers.items() if isinstance(headers, Mapping) else (headers or ())
-    return any(k == REKEYED for k, _ in items)
-

@@ -10,8 +10,7 @@ series that differ only by item (``rubric``, ``polarity``, ``verdict``): a score
 group per family, so a batch writes a few records per label combination instead of one per item and verdict
 (a judged conversation wrote 21 total records, the bulk of the worker's changelog traffic). Its record
 ``#g|[partition, family, group labels]`` holds the whole group: ``[partition, family, group labels,
-[[item labels, value, value before the batch], ...], sequence]``. Per-series ``#t|`` records (written before
-groups) are still read; a group record supersedes them. A producer keeps one partition's records
+[[item labels, value, value before the batch], ...], sequence]``. A producer keeps one partition's records
 in order, so after a crash the changelog holds a prefix of those writes: :meth:`rebuild` takes a
 total's value when its batch committed and the value before it when not (rewriting its group), and drops
 the marks of uncommitted batches. Their input is re-delivered (no input offset commits before its batch's
@@ -43,14 +42,9 @@ from monitor.stages.sessionize import Store
 
 Series = tuple[str, tuple[str, ...]]  # (Metrics attribute name, label values)
 Group = tuple[str, tuple[str, ...]]  # (Metrics attribute name, the label values an item's series share)
-TOTAL_PREFIX = "#t|"  # one series per record: read, no longer written
 GROUP_PREFIX = "#g|"
 COMMIT_PREFIX = "#c|"
 ITEM_LABELS = frozenset({"rubric", "polarity", "verdict"})  # what varies inside a group
-
-
-def total_key(partition: int, series: Series) -> str:
-    return TOTAL_PREFIX + orjson.dumps([partition, series[0], list(series[1])]).decode()
 
 
 def group_key(partition: int, group: Group) -> str:
@@ -59,7 +53,7 @@ def group_key(partition: int, group: Group) -> str:
 
 def is_count_state(key: str) -> bool:
     """Totals and commit records share the dedup table; dedup keys are ``scorer:conversation_id``."""
-    return key.startswith((TOTAL_PREFIX, GROUP_PREFIX, COMMIT_PREFIX))
+    return key.startswith((GROUP_PREFIX, COMMIT_PREFIX))
 
 
 class Grouping:
@@ -158,24 +152,14 @@ class PartitionTotals:
         Totals written by a batch that did not commit are rewritten with their value before it, so a
         later commit with a higher sequence cannot make them count."""
         committed = dict.fromkeys(owned, 0)
-        records: list[tuple[str, list[Any]]] = []
         groups: list[tuple[str, list[Any]]] = []
         for key, value in self.store.items():
             if key.startswith(COMMIT_PREFIX) and isinstance(value, dict) and value.get("partition") in owned:
                 committed[int(value["partition"])] = int(value["seq"])
-            elif key.startswith(TOTAL_PREFIX) and isinstance(value, list) and len(value) == 6 and value[0] in owned:
-                records.append((key, value))
             elif key.startswith(GROUP_PREFIX) and isinstance(value, list) and len(value) == 5 and value[0] in owned:
                 groups.append((key, value))
         current: dict[int, dict[Series, float]] = {p: {} for p in owned}
-        for key, (partition, family, labels, value, before, seq) in records:
-            series = (str(family), tuple(str(v) for v in labels))
-            if seq <= committed[partition]:
-                current[partition][series] = float(value)
-            else:
-                current[partition][series] = float(before)
-                self.store.put(key, [partition, family, labels, before, before, committed[partition]], partition)
-        for key, (partition, family, shared, rows, seq) in groups:  # after the series records: they supersede
+        for key, (partition, family, shared, rows, seq) in groups:
             group = (str(family), tuple(str(v) for v in shared))
             kept = seq <= committed[partition]
             for item, value, before in rows:

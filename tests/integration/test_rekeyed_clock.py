@@ -20,7 +20,6 @@ from aiokafka import AIOKafkaProducer
 from monitor.runtime.broker import ensure_topics
 from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import by_label
-from monitor.stages.hotpath import REKEYED
 from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
@@ -41,7 +40,7 @@ def test_an_end_closes_when_its_rekeyed_partition_ends_with_an_older_record(brok
         try:  # both in the log before the worker reads: the turn is read with the end behind it
             for event, age_ms in ((turn, 1_000), (end, 5_000)):
                 await producer.send_and_wait(settings.topic("rekeyed"), key=b"c", value=orjson.dumps(event),
-                                             timestamp_ms=now_ms - age_ms, headers=[(REKEYED, b"1")])
+                                             timestamp_ms=now_ms - age_ms)
         finally:
             await producer.stop()
 

@@ -6,7 +6,7 @@ from prometheus_client import generate_latest
 from monitor.contracts.events import decode_event
 from monitor.contracts.score_codec import decode_score
 from monitor.contracts.scores import ItemResult, ScoreRecord
-from monitor.stages.hotpath import REKEYED, WEIGHT, Input, Send, rekeyed_record
+from monitor.stages.hotpath import WEIGHT, Input, Send, rekeyed_record
 from monitor.stages.route import in_sample
 from tests.support.hot_path import RUBRIC, end, hot_path, turn
 
@@ -17,7 +17,7 @@ def test_a_batch_sessionizes_rekeys_and_dead_letters() -> None:
              Input(b"x", b"{nope", 2), Input(b"a", turn("a", 1), 0), Input(b"z", b"y" * 20_000, 2)]
     out = hot.ingest(batch, now=1.0)
     assert [c.conversation_id for c, _ in out.closed] == ["a"] and out.closed[0][1] == 0
-    assert out.rekey == [Send(b"b", turn("b", 0), [(REKEYED, b"1")], None)]
+    assert out.rekey == [Send(b"b", turn("b", 0), [], None)]
     assert [(d.reason, dict(d.headers)["convmon-stage"]) for d in out.dead] == [
         ("malformed_json", b"sessionize"), ("late_event", b"sessionize"), ("too_large", b"sessionize")]
     assert metrics.registry.get_sample_value("convmon_events_total", {"kind": "turn"}) == 3

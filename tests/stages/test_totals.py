@@ -18,7 +18,7 @@ from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.hotpath import HotPath
 from monitor.stages.sessionize import Limits, Sessionizer
-from monitor.stages.totals import PartitionTotals, TotalsCollector, total_key
+from monitor.stages.totals import PartitionTotals, TotalsCollector
 from tests.support.memstore import MemStore
 
 RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
@@ -167,12 +167,12 @@ def test_a_repaired_total_stays_repaired_after_later_commits() -> None:
     assert again.registry.get_sample_value(VERDICTS, {**labels, "verdict": "yes"}) == 2
 
 
-def test_old_marks_without_a_sequence_still_deduplicate() -> None:
+def test_marks_without_a_sequence_of_releases_before_the_totals_are_no_longer_read() -> None:
     store = LogStore()
     store.put("distilled:old", [1.0, 0], 0)  # a mark written before the totals existed
     hot, metrics = worker(store, {0})
     hot.count([record("old")], {"old": 0}, now=2.0)
-    assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) == 1
+    assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) is None
 
 
 def test_the_collector_declares_partition_first_then_the_mirrored_labels() -> None:
@@ -212,20 +212,11 @@ def test_a_scored_conversation_writes_one_total_record_per_family_not_one_per_it
     assert metrics.registry.get_sample_value(VERDICTS, labels) == 1
 
 
-def test_per_series_records_written_before_groups_are_still_restored_and_then_grouped() -> None:
-    item = RUBRIC.items[0]
-    series_labels = [item.id, item.polarity, "distilled", "yes"]
-    store = LogStore([(total_key(0, ("verdicts", tuple(series_labels))), [0, "verdicts", series_labels, 7.0, 7.0, 1]),
-                      (total_key(0, ("scored", ("distilled",))), [0, "scored", ["distilled"], 7.0, 7.0, 1]),
+def test_per_series_records_of_releases_before_groups_are_no_longer_read() -> None:
+    store = LogStore([('#t|[0,"scored",["distilled"]]', [0, "scored", ["distilled"], 7.0, 7.0, 1]),
                       ("#c|0", {"partition": 0, "seq": 1})])
-    hot, metrics = worker(store, {0})
-    labels = {"partition": "0", "rubric": item.id, "polarity": item.polarity, "scorer": "distilled", "verdict": "yes"}
-    assert metrics.registry.get_sample_value(VERDICTS, labels) == 7
-    hot.count([record("x")], {"x": 0}, now=1.0)
-    store.ack_all()
-    assert partition_value(metrics, 0) == 8 and metrics.registry.get_sample_value(VERDICTS, labels) == 8
-    _, again = worker(store.prefix(len(store.log)), {0})  # the group record now supersedes the series record
-    assert partition_value(again, 0) == 8 and again.registry.get_sample_value(VERDICTS, labels) == 8
+    _, metrics = worker(store, {0})
+    assert partition_value(metrics, 0) is None
 
 
 def test_a_later_batch_acknowledged_first_still_exports_the_earlier_batch() -> None:
