@@ -145,6 +145,17 @@ def test_review_and_imported_labels_become_anchors_the_judge_is_compared_with(ur
     assert newer.returncode == 0 and json.loads(newer.stdout)["version"] not in (out["version"],)
     assert json.loads(convmon(url, "anchors", "status").stdout)["version"] == json.loads(newer.stdout)["version"]
 
+    forgot = convmon(url, "forget", ids[3])  # in both versions: gone from both, with its verdicts
+    assert forgot.returncode == 0 and json.loads(forgot.stdout)["removed"]["anchors"] == 2, forgot.stderr
+    labels = LabelStore(url)
+    store = AnchorStore(labels)
+    gone = data.shown(ids[3])
+    assert gone not in {a.ref for a in store.anchors("default", out["version"])}
+    assert len(store.anchors("default", out["version"])) == 69
+    run_ids = [r.run_id for r in store.runs("default", out["version"])]
+    assert run_ids and all(ref != gone for _, ref, _, _ in store.verdicts(run_ids))
+    labels.close()
+
 
 def test_too_few_labelled_conversations_is_one_line_naming_the_minimum(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'labels.db'}"
