@@ -178,6 +178,16 @@ class AnchorStore:
         rows = self.transact(lambda conn: conn.execute(query).all(), "read anchor verdicts") if run_ids else []
         return [(int(a), str(b), str(c), bool(d)) for a, b, c, d in rows]
 
+    def forget(self, refs: list[str]) -> int:
+        """Erase these conversations (by keyed reference) from every version and run; returns anchors deleted."""
+        a, v = self.t["anchors"], self.t["verdicts"]
+
+        def work(conn: sa.Connection) -> int:
+            conn.execute(sa.delete(v).where(v.c.ref.in_(refs)))
+            return int(conn.execute(sa.delete(a).where(a.c.ref.in_(refs))).rowcount)
+
+        return int(self.transact(work, "erase anchors")) if refs else 0
+
     def drop(self) -> None:
         """Drop the four tables (tests and teardown)."""
         self.transact(lambda conn: self.metadata.drop_all(conn), "drop the anchor tables")

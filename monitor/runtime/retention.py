@@ -59,6 +59,7 @@ class ForgetReport:
     deleted_labels: int
     topics: list[tuple[str, str, str]]  # (topic, what it holds, how long it keeps it)
     deleted_scores: int = 0  # rows of <prefix>score_items (drill-down, no text)
+    deleted_anchors: int = 0  # rows of the anchor sets (redacted text, human labels), every version
     ids: tuple[str, ...] = ()  # the conversation ids erased (references resolved)
     references: tuple[tuple[str, str], ...] = ()  # (conversation id, its reference)
     unresolved: tuple[str, ...] = ()  # references no score item names: nothing known to erase for them
@@ -69,7 +70,8 @@ class ForgetReport:
             "conversation_ids": list(self.ids),
             "references": {cid: ref for cid, ref in self.references},
             "unresolved_references": list(self.unresolved),
-            "removed": {"labels": self.deleted_labels, "score_items": self.deleted_scores},
+            "removed": {"labels": self.deleted_labels, "score_items": self.deleted_scores,
+                        "anchors": self.deleted_anchors},
             "not_removed": [*({"store": "kafka", "topic": t, "holds": what, "kept": keep}
                               for t, what, keep in self.topics),
                             {"store": "prometheus", "holds": "exemplars with these references (no ids, no text)",
@@ -79,6 +81,7 @@ class ForgetReport:
     def lines(self, ids: list[str]) -> list[str]:
         out = [f"label store: deleted {self.deleted_labels} label rows for {len(ids)} conversation id(s)",
                f"score items: deleted {self.deleted_scores} rows",
+               f"anchor sets: deleted {self.deleted_anchors} anchors (with their re-judged verdicts)",
                "model registry: holds no per-conversation data (weights and manifests only); models trained "
                "on these labels forget them at the next retraining",
                "judge budget ledger: holds no per-conversation data (one row per UTC day)",
@@ -91,6 +94,7 @@ def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettin
            conversation_ids: list[str], *, reference_key: SecretStr | None = None) -> ForgetReport:
     """Delete the conversations (ids, or references resolved through the score items) from the label store
     and the score items; list the topics that keep them until retention."""
+    from distill.anchor_store import AnchorStore
     from distill.human_labels import HumanLabelStore
     from distill.reference_key import conversation_ref
     from distill.score_store import ScoreStore
@@ -109,6 +113,7 @@ def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettin
         if ids:  # reviewers' labels of these conversations (convmon ui, convmon labels import)
             HumanLabelStore(store).delete_conversations(ids)
         ref = conversation_ref(reference_key, store)
+        deleted_anchors = AnchorStore(store).forget([ref(c) for c in ids] + asked_refs)  # keyed by reference
     finally:
         store.close()
     configured = {spec.name: spec.config for spec in convmon_topics(kafka)}
@@ -122,6 +127,6 @@ def forget(kafka: KafkaSettings, distill: DistillSettings, rubrics: RubricSettin
                    "open conversations' turns (text, redacted by default) and conversation ids (de-duplication "
                    "window)", "compacted: until the conversation's and the window entry's tombstones are compacted "
                    "away"))
-    return ForgetReport(deleted, topics, deleted_scores, ids=tuple(ids),
+    return ForgetReport(deleted, topics, deleted_scores, deleted_anchors=deleted_anchors, ids=tuple(ids),
                         references=tuple((cid, ref(cid)) for cid in ids),
                         unresolved=tuple(r for r in asked_refs if r not in resolved))

@@ -2,6 +2,7 @@
 
     convmon anchors simulate --count 200 > anchors.jsonl   # the demo's set, from the simulator's truth
     convmon anchors load anchors.jsonl                     # a new version of CONVMON_ANCHORS_SET
+    convmon anchors load --from-human-labels               # ... built from the review page's / imported labels
     convmon anchors run                                    # the one re-judging owner (long-running; --once)
     convmon anchors status                                 # drift per item, runs, cost (JSON)
     convmon anchors baseline                               # accept the current judge: a new baseline
@@ -25,7 +26,7 @@ from rich.console import Console
 from distill.anchor_store import AnchorStore
 from distill.reference_key import conversation_ref
 from distill.store import LabelStore
-from monitor.contracts.errors import ConvmonError
+from monitor.contracts.errors import ConfigError, ConvmonError
 from monitor.contracts.json_output import dumps
 from monitor.contracts.metrics import Metrics
 from monitor.contracts.metrics_anchors import AnchorMetrics
@@ -34,6 +35,7 @@ from monitor.contracts.settings import Settings, load_settings
 from monitor.judge.build import build_judge
 from monitor.judge.logsafe import install_log_safety
 from monitor.judge.redact import Redactor
+from monitor.tools.anchors.from_labels import DEFAULT_MAX, MIN_ANCHORS, content_version, human_anchors
 from monitor.tools.anchors.load import file_version, read_anchors, simulated_anchors
 from monitor.tools.anchors.provenance import provenance
 from monitor.tools.anchors.runner import AnchorRunner
@@ -78,23 +80,46 @@ def simulate(count: Annotated[int, typer.Option(min=1, max=100_000, help="Anchor
 
 
 @app.command()
-def load(file: Annotated[Path, typer.Argument(help="Anchor set: JSON lines of conversation + labels.")],
-         version: Annotated[str | None, typer.Option(help="Version (default: the file's SHA-256 prefix).")] = None,
+def load(file: Annotated[Path | None, typer.Argument(help="Anchor set: JSON lines of conversation + labels.")] = None,
+         from_human_labels: Annotated[bool, typer.Option("--from-human-labels", help=(
+             "Build the set from the human labels in the label store (review page, `convmon labels import`) "
+             "instead of a file."))] = False,
+         max_anchors: Annotated[int, typer.Option(min=MIN_ANCHORS, help=(
+             "With --from-human-labels: keep the most recently labelled this many."))] = DEFAULT_MAX,
+         version: Annotated[str | None, typer.Option(help=(
+             "Version (default: the file's SHA-256 prefix, or human-<hash of the labels>)."))] = None,
          name: Annotated[str | None, typer.Option(help="Set name (default: CONVMON_ANCHORS_SET).")] = None) -> None:
     """Redact and store a new version of the anchor set; its first run becomes the baseline."""
     try:
+        if (file is None) == (not from_human_labels):
+            raise ConfigError("give an anchor FILE or --from-human-labels, not both or neither")
         settings = load_settings()
         labels, store, rubric = _open(settings)
+        set_name, summary = name or settings.anchors_set, ""
         try:
             ref = conversation_ref(settings.pii_reference_key, labels)
-            anchors = read_anchors(file, rubric, redactor=Redactor.from_settings(settings.judge), ref=ref)
-            set_name, set_version = name or settings.anchors_set, version or file_version(file)
+            redactor = Redactor.from_settings(settings.judge)
+            if file is not None:
+                anchors = read_anchors(file, rubric, redactor=redactor, ref=ref)
+                set_version = version or file_version(file)
+            else:
+                built = human_anchors(labels, rubric, redactor=redactor, ref=ref, max_anchors=max_anchors)
+                anchors, set_version = built.anchors, version or content_version(built.anchors)
+                summary = f" from human labels ({built.skipped_text()})"
+                print(dumps({"anchor_set": set_name, "version": set_version, "anchors": len(anchors),
+                             "skipped": dict(built.skipped), "items": built.items}))
+                latest = store.latest_version(set_name)
+                if version is None and latest is not None and latest[0] == set_version:
+                    console.print(f"{set_name} version {set_version} is current: no new human labels",
+                                  highlight=False)
+                    return
             count = store.load(set_name, set_version, anchors)
         finally:
             labels.close()
     except ConvmonError as exc:
         raise _fail(exc) from exc
-    console.print(f"loaded {count} anchors as {set_name} version {set_version}", highlight=False)
+    console.print(f"loaded {count} anchors as {set_name} version {set_version}{summary}", highlight=False,
+                  markup=False, soft_wrap=True)
 
 
 @app.command()
