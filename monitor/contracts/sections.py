@@ -125,6 +125,20 @@ class StreamSettings(BaseModel):
                     "(reason conversation_incomplete, naming the turn and field); 'score' scores the turns that "
                     "remain, its score records and evaluation events marked incomplete. Counted either way in "
                     "convmon_conversations_incomplete_total{action}.")
+    reopen_window_s: float = Field(
+        default=86_400.0, ge=0,
+        description="How long a scored conversation can be continued: a turn (or end) for it within this window "
+                    "opens a new revision holding the whole conversation so far, which closes like any conversation "
+                    "and is scored again (the distilled models always, the judge if the conversation is in its "
+                    "slice); the new revision's counts replace the previous one's (docs/metrics.md, Revisions). "
+                    "Past the window (and for closed_retention_s more) such an event is dead-lettered late_event. "
+                    "0 turns reopening off: a closed conversation's turns are deleted at once, as before.")
+    reopen_max_conversations: int = Field(
+        default=50_000, ge=1,
+        description="Scored conversations kept for reopening per input partition (their redacted turns, as an "
+                    "open conversation keeps them). At the cap the oldest closed one is no longer reopenable: its "
+                    "later events are dead-lettered late_event. Bounds memory and the state changelog "
+                    "(bench open-conversations measures the bytes per kept conversation).")
     event_batch: int = Field(default=1000, ge=1)  # records per hot-path batch (runtime/hotbatches.py)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
     # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py): at least sample_rate,
