@@ -77,5 +77,9 @@ def late_reason(t: Tombstone | None, now: float, window_s: float) -> str:
         return "its conversation closed and reopening is off (CONVMON_REOPEN_WINDOW_S=0)"
     age = now - t.closed_at
     if age > window_s:
-        return f"its conversation closed {age / 3600:.1f} h ago, past the {window_s / 3600:g} h reopen window"
+        return f"its conversation closed {_duration(age)} ago, past the {_duration(window_s)} reopen window"
     return "its conversation closed and is no longer kept for reopening (CONVMON_REOPEN_MAX_CONVERSATIONS)"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.3g} h" if seconds >= 3600 else f"{seconds:.0f} s"
