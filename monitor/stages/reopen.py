@@ -12,11 +12,82 @@ bounded whatever the traffic: each kept conversation holds what it held open, wi
 
 from __future__ import annotations
 
-from typing import Any
+from collections import OrderedDict
+from typing import Any, Literal
 
 from monitor.contracts.events import Rejection
 from monitor.stages.bounds import json_bytes, turn_size
-from monitor.stages.session_store import Open, Store, Tombstone, turn_key
+from monitor.stages.session_store import Open, Store, Tombstone, header_key, open_header, turn_key
+
+
+class Reopening:
+    """The sessionizer's part that keeps closed conversations reopenable and reopens them (a mixin of
+    :class:`monitor.stages.sessionize.Sessionizer`, whose state it shares)."""
+
+    store: Store
+    open: dict[str, Open]
+    closed: dict[str, Tombstone]
+    recent: dict[int, OrderedDict[str, None]]
+    reopenable: dict[int, OrderedDict[str, None]]  # per partition, oldest close first
+    reopen_window_s: float
+    reopen_max: int
+    revisions: dict[int, int]
+    tally: Any  # sessionize.Tally: its ``reopened`` count
+
+    def _make_room(self, partition: int, now: float) -> None:
+        raise NotImplementedError
+
+    def take_revisions(self) -> dict[int, int]:
+        """The revisions of the conversations closed since the last call (``id(conversation)`` -> revision, above
+        1 only): a conversation may close, reopen and close again in one batch, so its id does not say which."""
+        revisions, self.revisions = self.revisions, {}
+        return revisions
+
+    def partition_of(self, cid: str) -> int:
+        """The partition of a conversation that closed (or closed and reopened since)."""
+        t = self.closed.get(cid)
+        return t.partition if t is not None else self.open[cid].partition
+
+    def late_reason(self, cid: str, now: float) -> str:
+        return late_reason(self.closed.get(cid), now, self.reopen_window_s)
+
+    def _after_close(self, cid: str, turn_index: int | None, now: float) -> Literal["redelivered", "late"] | None:
+        """``redelivered``, ``late``, or None when the event reopened the conversation (it is open now)."""
+        t = self.closed[cid]
+        if t.holds(turn_index):
+            return "redelivered"
+        if t.kept is None or now - t.closed_at > self.reopen_window_s:
+            return "late"
+        self._reopen(cid, t, now)
+        return None
+
+    def _reopen(self, cid: str, t: Tombstone, now: float) -> None:
+        """The conversation's next revision, open from its kept turns (before room is made: making room closes
+        another conversation, which may stop this one being kept)."""
+        o = reopened(self.store, cid, t, now)
+        self.tally.reopened += 1
+        del self.closed[cid]
+        self.reopenable[t.partition].pop(cid, None)
+        self._make_room(t.partition, now)
+        self.open[cid] = o
+        self.recent[t.partition][cid] = None
+        self.store.put(header_key(cid), open_header(o), o.partition)
+
+    def _keep(self, cid: str, partition: int) -> None:
+        """A closed conversation kept reopenable; past the partition's cap the oldest stops being."""
+        kept = self.reopenable.setdefault(partition, OrderedDict())
+        kept[cid] = None
+        while len(kept) > self.reopen_max:
+            self._unkeep(next(iter(kept)))
+
+    def _unkeep(self, cid: str) -> None:
+        """No longer reopenable (its window passed, or the partition's cap): its turns go, its tombstone stays."""
+        t = self.closed[cid]
+        for index in t.kept or ():
+            self.store.delete(turn_key(cid, index), t.partition)
+        t = self.closed[cid] = t._replace(kept=None, prior=None)
+        self.store.put(header_key(cid), t.header(), t.partition)
+        self.reopenable.get(t.partition, OrderedDict()).pop(cid, None)
 
 
 def merged_end(prior: dict[str, Any] | None, end: dict[str, Any] | None) -> dict[str, Any] | None:

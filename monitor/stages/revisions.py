@@ -11,9 +11,11 @@ scores topic but not counted.
 
 Entries live in the counts store beside the dedup marks and totals, so they are logged, restored and committed
 with them: ``#r|<scorer>:<conversation id>`` = ``[partition, revision, counted at, groups]``, where ``groups`` is the
-record's totalled series grouped as the totals group them (``[[family, shared labels, [[item labels, amount],
-...]], ...]``). Bounded like the dedup window: an entry lives ``retention_s`` (the reopen window and the closed
-retention after it: no revision can come later) and a partition keeps at most ``max_keys``.
+record's totalled series grouped as the totals group them, as one JSON string (``[[family, shared labels, [[item
+labels, amount], ...]], ...]``): read only when a later revision retracts it, and a string holds it in a tenth of
+the memory the nested lists took (bench/reopen_state.py). Bounded like the dedup window: an entry lives
+``retention_s`` (the reopen window and the closed retention after it: no revision can come later) and a
+partition keeps at most ``max_keys``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from monitor.contracts.metrics import RETRACTED
 from monitor.contracts.scores import ScoreRecord
@@ -55,7 +59,8 @@ class Revisions:
         key = ledger_key(record)
         previous = self.store.get(key)
         retract: dict[Series, float] = {}
-        for family, shared, rows in previous[3] if previous is not None else ():
+        groups_of = previous[3] if previous is not None else "[]"
+        for family, shared, rows in orjson.loads(groups_of) if isinstance(groups_of, str) else groups_of:
             for item, amount in rows:
                 attr, labels = self.grouping.join((family, tuple(shared)), item)
                 retract[(attr + RETRACTED, labels)] = float(amount)
@@ -66,8 +71,8 @@ class Revisions:
             if series[0] in self.families and amount:
                 group, item = self.grouping.split(series)
                 groups.setdefault(group, []).append([list(item), amount])
-        self.store.put(key, [partition, record.revision, now,
-                             [[family, list(shared), rows] for (family, shared), rows in groups.items()]], partition)
+        rows_of = [[family, list(shared), rows] for (family, shared), rows in groups.items()]
+        self.store.put(key, [partition, record.revision, now, orjson.dumps(rows_of).decode()], partition)
         marks = self._marks.setdefault(partition, OrderedDict())
         marks.pop(key, None)
         marks[key] = now

@@ -52,7 +52,7 @@ import orjson
 from monitor.contracts.events import Conversation, EndEvent, Rejection, TurnEvent
 from monitor.stages.bounds import TRUNCATION_MARK, json_bytes, over_cap, turn_size
 from monitor.stages.bounds import Limits as Limits
-from monitor.stages.reopen import inherited, late_reason, reopened
+from monitor.stages.reopen import Reopening, inherited
 from monitor.stages.session_store import (
     Open,
     Tombstone,
@@ -87,7 +87,9 @@ class Tally:
     reopened: int = 0  # scored conversations a later event reopened (stages/reopen.py)
 
 
-class Sessionizer:
+class Sessionizer(Reopening):
+    tally: Tally
+
     def __init__(self, store: Store, limits: Limits, *, idle_timeout_s: float, closed_retention_s: float,
                  allowed_lateness_s: float, reopen_window_s: float = 0.0, reopen_max: int = 50_000) -> None:
         self.store = store
@@ -107,20 +109,6 @@ class Sessionizer:
     def take_tally(self) -> Tally:
         tally, self.tally = self.tally, Tally()
         return tally
-
-    def take_revisions(self) -> dict[int, int]:
-        """The revisions of the conversations closed since the last call (``id(conversation)`` -> revision, above
-        1 only): a conversation may close, reopen and close again in one batch, so its id does not say which."""
-        revisions, self.revisions = self.revisions, {}
-        return revisions
-
-    def partition_of(self, cid: str) -> int:
-        """The partition of a conversation that closed (or closed and reopened since)."""
-        t = self.closed.get(cid)
-        return t.partition if t is not None else self.open[cid].partition
-
-    def late_reason(self, cid: str, now: float) -> str:
-        return late_reason(self.closed.get(cid), now, self.reopen_window_s)
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -279,18 +267,6 @@ class Sessionizer:
             oldest = next(iter(recent))
             self._finish(oldest, self.open[oldest], "idle", now, self.tally.evicted)
 
-    def _reopen(self, cid: str, t: Tombstone, now: float) -> None:
-        """The conversation's next revision, open from its kept turns (before room is made: making room closes
-        another conversation, which may stop this one being kept)."""
-        o = reopened(self.store, cid, t, now)
-        self.tally.reopened += 1
-        del self.closed[cid]
-        self.reopenable[t.partition].pop(cid, None)
-        self._make_room(t.partition, now)
-        self.open[cid] = o
-        self.recent[t.partition][cid] = None
-        self.store.put(header_key(cid), open_header(o), o.partition)
-
     def _touch(self, cid: str, o: Open, now: float) -> None:
         o.last_seen = now
         self.recent[o.partition].move_to_end(cid)
@@ -327,16 +303,6 @@ class Sessionizer:
             o.meta[k], o.meta_bytes, kept[k] = v, grown, v
         return kept
 
-    def _after_close(self, cid: str, turn_index: int | None, now: float) -> Outcome | None:
-        """``redelivered``, ``late``, or None when the event reopened the conversation (it is open now)."""
-        t = self.closed[cid]
-        if t.holds(turn_index):
-            return "redelivered"
-        if t.kept is None or now - t.closed_at > self.reopen_window_s:
-            return "late"
-        self._reopen(cid, t, now)
-        return None
-
     def _close_if_complete(self, cid: str, o: Open, now: float) -> list[Conversation]:
         return [self._close(cid, o, "end", now)] if o.complete() else []
 
@@ -364,16 +330,4 @@ class Sessionizer:
         del self.open[cid]
         self.recent[o.partition].pop(cid, None)
         if tombstone.kept is not None:
-            kept = self.reopenable.setdefault(o.partition, OrderedDict())
-            kept[cid] = None
-            while len(kept) > self.reopen_max:
-                self._unkeep(next(iter(kept)))
-
-    def _unkeep(self, cid: str) -> None:
-        """No longer reopenable (its window passed, or the partition's cap): its turns go, its tombstone stays."""
-        t = self.closed[cid]
-        for index in t.kept or ():
-            self.store.delete(turn_key(cid, index), t.partition)
-        t = self.closed[cid] = t._replace(kept=None, prior=None)
-        self.store.put(header_key(cid), t.header(), t.partition)
-        self.reopenable.get(t.partition, OrderedDict()).pop(cid, None)
+            self._keep(cid, o.partition)
