@@ -28,8 +28,8 @@ from tests.support.readback import read_to_end
 from tests.support.topic_io import Record
 
 Revisions = dict[tuple[str, str], dict[int, int]]  # (scorer, id) -> revision -> copies on the scores topic
-NET_SCORED = ('sum by (scorer) (partition:convmon_partition_conversations_scored_total:max) - sum by (scorer) '
-              '(partition:convmon_partition_conversations_scored_retracted_total:max)')
+NET_SCORED = ('sum(partition:convmon_partition_conversations_scored_total:max{{scorer="{0}"}}) - '
+              'sum(partition:convmon_partition_conversations_scored_retracted_total:max{{scorer="{0}"}})')
 
 
 def come_back(conv: SimConversation, times: int, truth: list[str]) -> list[Record]:
@@ -147,7 +147,8 @@ class ReopenRun:
                               and dict(labels).get("scorer") == sc) for sc in ("distilled", "llm")}
         if live:
             run.prometheus.wait_scraped_after(time.time(), [w.target for w in live])
-            run.prometheus.wait_stable(NET_SCORED)
+            for scorer in ("distilled", "llm"):
+                run.prometheus.wait_stable(NET_SCORED.format(scorer))
         prometheus = {}
         for scorer in ("distilled", "llm"):
             counted = {}
