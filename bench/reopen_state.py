@@ -50,13 +50,14 @@ class _Store:
         return sum(len(k) + len(orjson.dumps(v)) for k, v in self.data.items() if k.startswith(prefix))
 
 
-def _sessions(n: int, turns: int, chars: int, *, window_s: float, end: bool) -> dict[str, float]:
+def _sessions(n: int, turns: int, chars: int, *, window_s: float, end: bool, trace: bool) -> dict[str, float]:
     store = _Store()
     s = Sessionizer(store, Limits(), idle_timeout_s=1e9, closed_retention_s=3600.0, allowed_lateness_s=5.0,
                     reopen_window_s=window_s, reopen_max=n)
     text = ("I need help with my order, it has not arrived yet. " * (chars // 50 + 1))[:chars]
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
+    if trace:
+        tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0] if trace else 0
     cpu = time.process_time()
     for i in range(n):
         cid = f"conversation-{i:07d}"
@@ -66,14 +67,15 @@ def _sessions(n: int, turns: int, chars: int, *, window_s: float, end: bool) -> 
         if end:
             s.end(EndEvent(type="end", conversation_id=cid, timestamp=9.0, turn_count=turns), 0, 1.0, rekeyed=False)
     cpu = time.process_time() - cpu
+    if not trace:
+        return {"cpu_us_per_conversation": round(cpu / n * 1e6, 1)}
     heap = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     return {"state_bytes": round(store.bytes() / n, 1), "heap_bytes": round(heap / n, 1),
-            "cpu_us_per_conversation": round(cpu / n * 1e6, 1), "open": len(s.open), "closed": len(s.closed),
-            "reopenable": sum(map(len, s.reopenable.values()))}
+            "open": len(s.open), "closed": len(s.closed), "reopenable": sum(map(len, s.reopenable.values()))}
 
 
-def _ledger(n: int) -> dict[str, float]:
+def _ledger(n: int, *, trace: bool) -> dict[str, float]:
     settings = Settings()
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     metrics = Metrics(CollectorRegistry())
@@ -85,25 +87,33 @@ def _ledger(n: int) -> dict[str, float]:
                            rubric_set=rubric.id, rubric_version=rubric.version, model_version="v1", R=0.0,
                            items=[ItemResult(item_id=item.id, polarity=item.polarity, probability=(i % 97) / 97,
                                              verdict=i % 97 >= 48) for item in rubric.items]) for i in range(n)]
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
+    if trace:
+        tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0] if trace else 0
     cpu = time.process_time()
     for record in records:
         each: list[dict[tuple[str, tuple[str, ...]], float]] = []
         exporter.observe_batch([record], each=each)
         ledger.supersede(record, 0, each[0], 1.0)
     cpu = time.process_time() - cpu
+    if not trace:
+        return {"cpu_us_per_record": round(cpu / n * 1e6, 1)}
     heap = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     return {"state_bytes": round(store.bytes("#r|") / n, 1), "heap_bytes": round(heap / n, 1),
-            "cpu_us_per_record": round(cpu / n * 1e6, 1), "rubric_items": len(rubric.items)}
+            "rubric_items": len(rubric.items)}
 
 
 def measure_reopen_state(conversations: int = 5000, turns: int = 6, chars: int = 200) -> dict[str, Any]:
     """Per conversation of ``turns`` turns of ``chars`` characters: open, closed and kept reopenable, closed with
-    reopening off; and the revision ledger's entry per scored conversation and scorer."""
-    return {"conversations": conversations, "turns": turns, "turn_chars": chars,
-            "open": _sessions(conversations, turns, chars, window_s=86_400.0, end=False),
-            "closed_reopenable": _sessions(conversations, turns, chars, window_s=86_400.0, end=True),
-            "closed_reopen_off": _sessions(conversations, turns, chars, window_s=0.0, end=True),
-            "revision_ledger_per_scorer": _ledger(conversations)}
+    reopening off; and the revision ledger's entry per scored conversation and scorer. Heap under tracemalloc,
+    CPU in a second pass without it (tracing slows every allocation)."""
+    def both(measure: Any) -> dict[str, float]:
+        return {**measure(trace=True), **measure(trace=False)}
+
+    n, t, c = conversations, turns, chars
+    return {"conversations": n, "turns": t, "turn_chars": c,
+            "open": both(lambda trace: _sessions(n, t, c, window_s=86_400.0, end=False, trace=trace)),
+            "closed_reopenable": both(lambda trace: _sessions(n, t, c, window_s=86_400.0, end=True, trace=trace)),
+            "closed_reopen_off": both(lambda trace: _sessions(n, t, c, window_s=0.0, end=True, trace=trace)),
+            "revision_ledger_per_scorer": both(lambda trace: _ledger(n, trace=trace))}
