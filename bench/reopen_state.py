@@ -82,7 +82,7 @@ def _ledger(n: int, *, trace: bool) -> dict[str, float]:
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=rubric)
     store = _Store()
     totals = PartitionTotals(store, metrics.partition_families)
-    ledger = Revisions(store, totals.grouping, totals.families, retention_s=1e9, max_keys=n, enabled=True)
+    ledger = Revisions(store, totals.families, retention_s=1e9, max_keys=n, enabled=True)
     records = [ScoreRecord(conversation_id=f"conversation-{i:07d}", scorer="distilled", judge="hashing",
                            rubric_set=rubric.id, rubric_version=rubric.version, model_version="v1", R=0.0,
                            items=[ItemResult(item_id=item.id, polarity=item.polarity, probability=(i % 97) / 97,

@@ -138,7 +138,7 @@ class StreamSettings(BaseModel):
         description="Scored conversations kept for reopening per input partition (their redacted turns, as an "
                     "open conversation keeps them, and a revision-ledger entry per scorer). At the cap the oldest "
                     "closed one is no longer reopenable: its later events are dead-lettered late_event. Bounds "
-                    "memory and the state changelog: about 7 KB each for 6-turn conversations (docs/operations.md, "
+                    "memory and the state changelog: about 8 KB each for 6-turn conversations (docs/operations.md, "
                     "bench open-conversations).")
     event_batch: int = Field(default=1000, ge=1)  # records per hot-path batch (runtime/hotbatches.py)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition

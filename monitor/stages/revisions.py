@@ -10,10 +10,10 @@ below the one counted (a verdict that arrives after a later revision's verdict w
 scores topic but not counted.
 
 Entries live in the counts store beside the dedup marks and totals, so they are logged, restored and committed
-with them: ``#r|<scorer>:<conversation id>`` = ``[partition, revision, counted at, groups]``, where ``groups`` is the
-record's totalled series grouped as the totals group them, as one JSON string (``[[family, shared labels, [[item
-labels, amount], ...]], ...]``): read only when a later revision retracts it, and a string holds it in a tenth of
-the memory the nested lists took (bench/reopen_state.py). Bounded like the dedup window: an entry lives
+with them: ``#r|<scorer>:<conversation id>`` = ``[partition, revision, counted at, series]``, where ``series`` is
+the record's totalled series as one JSON string (``[[family, labels, amount], ...]``): read only when a later
+revision retracts it, a string holds it in a fifth of the memory nested lists take, and one ``orjson.dumps`` of
+the record's increments writes it (bench/reopen_state.py measures both). Bounded like the dedup window: an entry lives
 ``retention_s`` (the reopen window and the closed retention after it: no revision can come later) and a
 partition keeps at most ``max_keys``.
 """
@@ -22,14 +22,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
 
 import orjson
 
 from monitor.contracts.metrics import RETRACTED
 from monitor.contracts.scores import ScoreRecord
 from monitor.stages.session_store import Store
-from monitor.stages.totals import Grouping, Series
+from monitor.stages.totals import Series
 
 LEDGER_PREFIX = "#r|"
 
@@ -39,9 +38,9 @@ def ledger_key(record: ScoreRecord) -> str:
 
 
 class Revisions:
-    def __init__(self, store: Store, grouping: Grouping, families: frozenset[str], *, retention_s: float,
-                 max_keys: int, enabled: bool) -> None:
-        self.store, self.grouping = store, grouping
+    def __init__(self, store: Store, families: frozenset[str], *, retention_s: float, max_keys: int,
+                 enabled: bool) -> None:
+        self.store = store
         self.families = frozenset(f for f in families if not f.endswith(RETRACTED))  # what a record adds
         self.retention_s, self.max_keys = retention_s, max_keys
         self.enabled = enabled  # reopening on: every counted record is kept, its conversation may come back
@@ -59,20 +58,13 @@ class Revisions:
         key = ledger_key(record)
         previous = self.store.get(key)
         retract: dict[Series, float] = {}
-        groups_of = previous[3] if previous is not None else "[]"
-        for family, shared, rows in orjson.loads(groups_of) if isinstance(groups_of, str) else groups_of:
-            for item, amount in rows:
-                attr, labels = self.grouping.join((family, tuple(shared)), item)
-                retract[(attr + RETRACTED, labels)] = float(amount)
+        for family, labels, amount in orjson.loads(previous[3]) if previous is not None else ():
+            retract[(family + RETRACTED, tuple(labels))] = float(amount)
         if not self.enabled:
             return retract
-        groups: dict[tuple[str, tuple[str, ...]], list[list[Any]]] = {}
-        for series, amount in tally.items():
-            if series[0] in self.families and amount:
-                group, item = self.grouping.split(series)
-                groups.setdefault(group, []).append([list(item), amount])
-        rows_of = [[family, list(shared), rows] for (family, shared), rows in groups.items()]
-        self.store.put(key, [partition, record.revision, now, orjson.dumps(rows_of).decode()], partition)
+        families = self.families
+        rows = [series + (amount,) for series, amount in tally.items() if series[0] in families and amount]
+        self.store.put(key, [partition, record.revision, now, orjson.dumps(rows).decode()], partition)
         marks = self._marks.setdefault(partition, OrderedDict())
         marks.pop(key, None)
         marks[key] = now

@@ -47,7 +47,7 @@ class World:
         exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
         self.totals = totals = PartitionTotals(self.counts, metrics.partition_families)
         dedup = DedupWindow(self.counts, window_s=1e6, max_keys=10_000, sequence=totals.sequence)
-        revisions = Revisions(self.counts, totals.grouping, totals.families, retention_s=1e6, max_keys=10_000,
+        revisions = Revisions(self.counts, totals.families, retention_s=1e6, max_keys=10_000,
                               enabled=True)
         sessionizer = Sessionizer(self.sessions, Limits(), idle_timeout_s=10.0, closed_retention_s=60.0,
                                   allowed_lateness_s=2.0, reopen_window_s=3600.0, reopen_max=1000)
