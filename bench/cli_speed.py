@@ -119,10 +119,12 @@ def open_conversations(
     partitions: Annotated[int, typer.Option(min=1, help="Topic partitions.")] = 4,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
-    """Memory of N open conversations on one worker, /metrics latency while it ingests, restore time."""
+    """Memory of N open conversations on one worker, /metrics latency while it ingests, restore time; and the state
+    kept per open and per closed (reopenable) conversation and per revision-ledger entry (bench/reopen_state.py)."""
     from rich.table import Table
 
     from bench.open_conversations import run_open_conversations
+    from bench.reopen_state import measure_reopen_state
 
     def table(result: dict[str, Any]) -> Table:
         t = Table("measure", "value", title="open conversations on one worker")
@@ -130,9 +132,12 @@ def open_conversations(
             t.add_row(key, str(value))
         return t
 
-    emit(run_bench(lambda: run_open_conversations(conversations, max_open, partitions,
-                                                  progress=progress_lines(quiet))),
-         as_json, out, table)
+    def run() -> dict[str, Any]:
+        result = run_open_conversations(conversations, max_open, partitions, progress=progress_lines(quiet))
+        result["reopen_state"] = measure_reopen_state()  # per open and per closed (reopenable) conversation
+        return result
+
+    emit(run_bench(run), as_json, out, table)
 
 
 @app.command("otlp-throughput")

@@ -12,7 +12,9 @@ and a row from the scores topic keeps the reason a label gave it. Judge rows kee
 as the endpoint reported it, endpoint, prompt hash, rubric, mode, convmon version) in ``evaluator``. Metadata
 values are redacted like the labels'; each row keeps the conversation's opaque reference (the exemplars'
 ``conversation_ref``) so a reference resolves to its id; rows older than ``score_retention_days`` are purged
-with the labels.
+with the labels. A conversation re-scored after its user came back (docs/metrics.md, "Revisions") keeps the rows of
+its latest revision (``revision``): a later revision replaces the earlier one's rows, an earlier one arriving late
+changes nothing; every revision stays on the scores topic.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ KEY = ("conversation_id", "scorer", "item_id")
 def _added_columns() -> list[sa.Column[Any]]:
     """Columns added after the table's first release: added to an existing table on first use."""
     return [sa.Column("conversation_ref", sa.String(32), index=False), sa.Column("explanation", sa.Text),
-            sa.Column("evaluator", sa.JSON)]  # the judge's provenance (judge rows); NULL on older rows
+            sa.Column("evaluator", sa.JSON),  # the judge's provenance (judge rows); NULL on older rows
+            sa.Column("revision", sa.Integer)]  # the conversation's revision the row is of; NULL (1) on older rows
 
 
 def score_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
@@ -82,7 +85,7 @@ def rows(record: ScoreRecord, now: float, *, ref: ConversationRef | None = None,
             "span_id": span_id or None, "response_id": record.response_id, "metadata": metadata,
             "scored_at": record.scored_at, "updated_at": now, "conversation_ref": reference,
             "evaluator": record.evaluator.model_dump() if record.evaluator is not None else None,
-            "explanation": redact(item.explanation) if item.explanation else None,
+            "explanation": redact(item.explanation) if item.explanation else None, "revision": record.revision,
         })
     return out
 
@@ -115,7 +118,7 @@ class ScoreStore:
         self.ensure_table()
         now = time.time()
         keyed: dict[tuple[str, ...], dict[str, Any]] = {}
-        for record in records:
+        for record in self._latest(list(records)):
             for row in rows(record, now, ref=self.reference, redact=self.redact):
                 keyed[tuple(row[k] for k in KEY)] = row
         if not keyed:
@@ -126,9 +129,40 @@ class ScoreStore:
         values = {c: insert.excluded[c] for c in updated}
         values["explanation"] = sa.func.coalesce(insert.excluded.explanation, self.table.c.explanation)
         values["evaluator"] = sa.func.coalesce(insert.excluded.evaluator, self.table.c.evaluator)
-        stmt = insert.on_conflict_do_update(index_elements=list(KEY), set_=values)
+        newer = insert.excluded.revision >= sa.func.coalesce(self.table.c.revision, 1)
+        stmt = insert.on_conflict_do_update(index_elements=list(KEY), set_=values, where=newer)
         self.labels.transact(lambda conn: conn.execute(stmt, list(keyed.values())), "upsert score items")
         return len(keyed)
+
+    def _latest(self, records: list[ScoreRecord]) -> list[ScoreRecord]:
+        """``records`` less those of a revision below one stored (or in the batch) for their conversation and
+        scorer; the stored rows of an earlier revision than a record's are deleted (its "yes" rows the later
+        revision may not repeat)."""
+        t = self.table.c
+        ids = sorted({r.conversation_id for r in records})
+        if not ids or (all(r.revision == 1 for r in records) and not self._revised(ids)):
+            return records
+        query = (sa.select(t.conversation_id, t.scorer, sa.func.max(sa.func.coalesce(t.revision, 1)))
+                 .where(t.conversation_id.in_(ids)).group_by(t.conversation_id, t.scorer))
+        stored = {(cid, scorer): int(n) for cid, scorer, n in
+                  self.labels.transact(lambda conn: conn.execute(query).all(), "read score revisions")}
+        best = dict(stored)
+        for r in records:
+            key = (r.conversation_id, r.scorer)
+            best[key] = max(best.get(key, 1), r.revision)
+        kept = [r for r in records if r.revision >= best[(r.conversation_id, r.scorer)]]
+        stale = [sa.and_(t.conversation_id == cid, t.scorer == scorer, sa.func.coalesce(t.revision, 1) < revision)
+                 for (cid, scorer), revision in best.items() if stored.get((cid, scorer), revision) < revision]
+        if stale:
+            delete = sa.delete(self.table).where(sa.or_(*stale))
+            self.labels.transact(lambda conn: conn.execute(delete), "delete superseded score items")
+        return kept
+
+    def _revised(self, ids: list[str]) -> bool:
+        """Whether any stored row of these conversations is of a revision above 1 (first scorings need no more)."""
+        t = self.table.c
+        query = sa.select(sa.func.count()).where(t.conversation_id.in_(ids), t.revision > 1)
+        return bool(self.labels.transact(lambda conn: conn.execute(query).scalar(), "read score revisions"))
 
     def upsert_labels(self, items: Iterable[dict[str, Any]]) -> int:
         """The judge's verdicts with their reasons, from labels-topic messages ``{"conversation", "score"}``.

@@ -50,7 +50,7 @@ def partition_families(dimensions: tuple[str, ...]) -> dict[str, PartitionFamily
     The per-worker counters stay as they were; these are their partition-owned, crash-safe twins.
     Each multiplies its series by the partition count (``topic_partitions``)."""
     dims = tuple(dimensions)
-    return {
+    base = {
         "scored": PartitionFamily(
             "convmon_partition_conversations_scored",
             "Score records counted in an input partition, since the partition's first count (kept in the scored "
@@ -68,6 +68,21 @@ def partition_families(dimensions: tuple[str, ...]) -> dict[str, PartitionFamily
             ("rubric", "polarity", "scorer", *dims)),
         **residual_families(dims),
     }
+    return {**base, **retraction_families(base)}
+
+
+RETRACTED = "_retracted"  # suffix of a family's retraction twin (attribute and metric name)
+
+
+def retraction_families(families: dict[str, PartitionFamily]) -> dict[str, PartitionFamily]:
+    """Beside every per-partition total, what revisions of re-scored conversations took back from it: a
+    conversation the user came back to is scored again, and its new revision retracts the previous one's counts.
+    Counters only go up, so the recording rules subtract these (docs/metrics.md, Revisions)."""
+    return {attribute + RETRACTED: PartitionFamily(
+        family.name + RETRACTED,
+        f"What re-scored conversations' later revisions retracted from {family.name}_total (the recording rules "
+        "subtract it; exported by the partition's current owner).", family.labels)
+        for attribute, family in families.items()}
 
 
 # The judged slice's terms of the corrected rate (docs/metrics.md, "Corrected rates"): the judge's yes y (1/0) and

@@ -141,6 +141,25 @@ class StreamMetrics:
             ["scorer"],
             registry=r,
         )
+        self.superseded = Counter(
+            "convmon_superseded_scores",
+            "Score records of a conversation revision at or below the one already counted (a verdict that came after "
+            "a later revision's): on the scores topic, not counted.",
+            ["scorer"],
+            registry=r,
+        )
+        self.reopened = Counter(
+            "convmon_conversations_reopened",
+            "Scored conversations reopened by a later turn or end within the reopen window (CONVMON_REOPEN_WINDOW_S): "
+            "each opens a new revision that is scored again.",
+            registry=r,
+        )
+        self.reopenable = Gauge(
+            "convmon_reopenable_conversations",
+            "Closed conversations this worker keeps reopenable (their turns kept, at most "
+            "CONVMON_REOPEN_MAX_CONVERSATIONS per partition).",
+            registry=r,
+        )
         self.score_delay = Histogram(
             "convmon_score_delay_seconds",
             "End-to-end latency: from a conversation's end (its end event's timestamp, or its last event when it "

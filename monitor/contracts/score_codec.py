@@ -11,6 +11,8 @@ conversation: hash, uncertainty or feedback) on judge records. Only records that
 as version 3, so distilled records stay version 2 and readers from before version 3 keep reading them.
 Version 4 is version 3 plus ``ev``, the judge's provenance (:class:`monitor.contracts.evaluator.Evaluator`),
 written only on judge records that carry it.
+Version 5 is version 4 plus ``rv``, the conversation's revision (a conversation re-scored after its user came
+back), written only on records of a revision above 1: first scorings keep the version they had.
 """
 
 from __future__ import annotations
@@ -22,18 +24,24 @@ import orjson
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ScoreRecord
 
-SCHEMA_VERSION = 4  # the newest version written; decode_score reads 2 to 4
-READABLE = (2, 3, 4)
+SCHEMA_VERSION = 5  # the newest version written; decode_score reads 2 to 5
+READABLE = (2, 3, 4, 5)
 # Header on every record of the scores topic: its stable identity, the same on every copy of it. The topic is at
 # least once (a batch re-processed after a crash or a rebalance sends its records again, and the embedded broker
 # has no usable Kafka transactions), so a consumer that needs each score once keeps the first record per id.
 SCORE_ID_HEADER = "convmon-score-id"
 
 
+REVISION_MARK = "#r"  # between a conversation id and its revision number (2 and up)
+
+
 def score_id(record: ScoreRecord) -> str:
-    """``<scorer>:<conversation_id>``: one score per conversation and scorer, whatever the record's schema version
-    (a copy re-sent across an upgrade is the same score); also the key of the worker's own dedup window."""
-    return f"{record.scorer}:{record.conversation_id}"
+    """``<scorer>:<conversation_id>`` for a conversation's first scoring, ``<scorer>:<conversation_id>#r<n>`` for
+    revision n > 1: one score per conversation, revision and scorer, whatever the record's schema version (a copy
+    re-sent across an upgrade is the same score); also the key of the worker's own dedup window. The first
+    revision keeps the id it had before revisions existed, so marks and consumers from then still match."""
+    base = f"{record.scorer}:{record.conversation_id}"
+    return base if record.revision == 1 else f"{base}{REVISION_MARK}{record.revision}"
 
 
 def score_headers(record: ScoreRecord) -> list[tuple[str, bytes]]:
@@ -104,6 +112,9 @@ def encode_score(record: ScoreRecord, rubric: RubricSet) -> bytes:
     if record.evaluator is not None:
         out["schema_version"] = 4
         out["ev"] = record.evaluator.model_dump()
+    if record.revision != 1:
+        out["schema_version"] = 5
+        out["rv"] = record.revision
     return orjson.dumps(out)
 
 
@@ -120,6 +131,9 @@ def decode_score(raw: bytes, rubric: RubricSet) -> ScoreRecord:
         raise ValueError(f"unknown schema_version {version!r}")
     sampling = {"inclusion_probability": obj.pop("pi", None), "sampled_by": obj.pop("by", None),
                 "evaluator": obj.pop("ev", None)}
+    revision = obj.pop("rv", 1)
+    if version != 5 and revision != 1:
+        raise ValueError("rv appears only in schema_version 5 records")
     if version == 2 and any(v is not None for v in sampling.values()):
         raise ValueError("pi, by and ev appear only in schema_version 3 and 4 records")
     if version == 3 and sampling["evaluator"] is not None:
@@ -144,4 +158,4 @@ def decode_score(raw: bytes, rubric: RubricSet) -> ScoreRecord:
                       "verdict": bool(masks["y"] >> j & 1) if known else None,
                       "probability": lists["p"][j], "score": lists["s"][j], "mass": lists["ms"][j],
                       "uncertain": bool(masks["u"] >> j & 1)})
-    return ScoreRecord.model_validate({**obj, **sampling, "items": items})
+    return ScoreRecord.model_validate({**obj, **sampling, "items": items, "revision": revision})

@@ -71,6 +71,9 @@ class ScoreRecord(BaseModel):
     # llm records: which judge made the verdict (model as the endpoint reported it, endpoint, prompt hash, rubric,
     # mode, convmon version). None on distilled records and on judge records written before it existed.
     evaluator: Evaluator | None = None
+    # Which scoring of the conversation this is: 1 when it first closed, one more each time the user came back and
+    # it closed again (CONVMON_REOPEN_WINDOW_S). The latest revision counts; it retracts what the previous counted.
+    revision: int = Field(default=1, ge=1)
 
 
 def judge_record(conversation: Conversation, items: list[ItemResult], *, judge: str, rubric: RubricSet,

@@ -111,14 +111,29 @@ class StreamSettings(BaseModel):
         description="Open conversations kept per input partition. At the cap, a new conversation first finishes "
                     "the partition's least recently active one early (end_reason idle, counted in "
                     "convmon_conversations_evicted_total{reason=\"max_open_conversations\"}); its later turns "
-                    "are then late events. Bounds worker memory whatever the input (about 2.5 KB each, "
-                    "docs/deployment.md).")
+                    "reopen it as a new revision within the reopen window, else are late events. Bounds worker "
+                    "memory whatever the input (about 2.5 KB each, docs/deployment.md).")
     incomplete_conversations: Literal["dead_letter", "score"] = Field(
         default="dead_letter",
         description="A conversation with a rejected turn: 'dead_letter' sends it whole to the dead-letter topic "
                     "(reason conversation_incomplete, naming the turn and field); 'score' scores the turns that "
                     "remain, its score records and evaluation events marked incomplete. Counted either way in "
                     "convmon_conversations_incomplete_total{action}.")
+    reopen_window_s: float = Field(
+        default=86_400.0, ge=0,
+        description="How long a scored conversation can be continued: a turn (or end) for it within this window "
+                    "opens a new revision holding the whole conversation so far, which closes like any conversation "
+                    "and is scored again (the distilled models always, the judge if the conversation is in its "
+                    "slice); the new revision's counts replace the previous one's (docs/metrics.md, Revisions). "
+                    "Past the window (and for closed_retention_s more) such an event is dead-lettered late_event. "
+                    "0 turns reopening off: a closed conversation's turns are deleted at once, as before.")
+    reopen_max_conversations: int = Field(
+        default=10_000, ge=1,
+        description="Scored conversations kept for reopening per input partition (their redacted turns, as an "
+                    "open conversation keeps them, and a revision-ledger entry per scorer). At the cap the oldest "
+                    "closed one is no longer reopenable: its later events are dead-lettered late_event. Bounds "
+                    "memory and the state changelog: about 8 KB each for 6-turn conversations (docs/operations.md, "
+                    "bench open-conversations).")
     event_batch: int = Field(default=1000, ge=1)  # records per hot-path batch (runtime/hotbatches.py)
     dedup_max_keys: int = Field(default=200_000, ge=1000)  # dedup marks kept per partition
     # The judge slice's inclusion probability pi(x) (monitor/stages/sampler.py): at least sample_rate,

@@ -13,6 +13,7 @@ from monitor.stages.dedup import DedupWindow
 from monitor.stages.hotpath import HotPath
 from monitor.stages.inputs import build_input
 from monitor.stages.judging import JudgeStage
+from monitor.stages.revisions import Revisions
 from monitor.stages.scoring import Scoring
 from monitor.stages.session_store import Store
 from monitor.stages.sessionize import Limits, Sessionizer
@@ -34,9 +35,14 @@ def build_stages(pipeline: Pipeline, layout: BrokerLayout, sessions: Store, coun
     limits = Limits(max_turns=s.max_turns, max_chars=s.max_chars, max_bytes=s.max_conversation_bytes,
                     max_metadata_bytes=s.max_metadata_bytes, max_open=s.max_open_conversations)
     sessionizer = Sessionizer(sessions, limits, idle_timeout_s=s.idle_timeout_s,
-                              closed_retention_s=s.closed_retention_s, allowed_lateness_s=s.allowed_lateness_s)
+                              closed_retention_s=s.closed_retention_s, allowed_lateness_s=s.allowed_lateness_s,
+                              reopen_window_s=s.reopen_window_s, reopen_max=s.reopen_max_conversations)
     totals = PartitionTotals(counts, pipeline.metrics.partition_families)
-    pipeline.metrics.registry.register(TotalsCollector(totals, pipeline.metrics))
+    reopening = s.reopen_window_s > 0
+    pipeline.metrics.registry.register(TotalsCollector(totals, pipeline.metrics, retracting=reopening))
+    # a scorer's entry outlives every revision that can follow it; both scorers' entries of the kept conversations
+    revisions = Revisions(counts, totals.families, enabled=reopening,
+                          retention_s=s.reopen_window_s + s.closed_retention_s, max_keys=2 * s.reopen_max_conversations)
     dedup = DedupWindow(counts, window_s=s.dedup_window_s, max_keys=s.dedup_max_keys, sequence=totals.sequence)
     redaction = InputRedaction(pipeline.redactor or Redactor.from_settings(s.judge), text=not s.pii_raw_internal_topics)
     hot = HotPath(sessionizer, dedup, totals, pipeline.exporter, pipeline.metrics, pipeline.rubric,
@@ -45,10 +51,10 @@ def build_stages(pipeline: Pipeline, layout: BrokerLayout, sessions: Store, coun
                   decoder=RedactingInput(build_input(s.otel, s.metrics, pipeline.metrics,
                                                      max_event_bytes=s.max_event_bytes), redaction),
                   forward_input=layout.forward, judge_configured=s.judge_configured,
-                  incomplete=s.incomplete_conversations)  # stages/incomplete.py
+                  incomplete=s.incomplete_conversations, revisions=revisions)  # stages/incomplete.py
     judge = JudgeStage(pipeline.judge, pipeline.calibrate, dedup, totals, pipeline.exporter, pipeline.metrics,
                        pipeline.rubric, sample_rate=s.sample_rate, max_request_bytes=s.max_request_bytes,
-                       clock=time.time)
+                       clock=time.time, revisions=revisions)
     scoring = Scoring(hot, pipeline.classify, pipeline.judge, chunk=s.classify_batch,
                       budget_pacing=s.active_budget_pacing)
     return Stages(hot=hot, scoring=scoring, judge=judge, totals=totals)

@@ -229,24 +229,30 @@ class Exporter:
         """Count one score record (the caller drops duplicates before this)."""
         self.observe_batch([score])
 
-    def observe_batch(self, scores: Sequence[ScoreRecord],
-                      shadows: Mapping[str, Mapping[str, float]] | None = None) -> dict[Series, float]:
+    def observe_batch(self, scores: Sequence[ScoreRecord], shadows: Mapping[str, Mapping[str, float]] | None = None,
+                      each: list[dict[Series, float]] | None = None) -> dict[Series, float]:
         """Count a batch of score records (duplicates already dropped): each counter series is incremented
         once with the batch's sum. Returns every increment, for the per-partition totals.
 
         ``shadows`` maps a judged conversation's id to the distilled probabilities the hot path scored it with
         (judge-topic header ``convmon-distilled``): its judge record then adds the residual terms of the
-        corrected rate (:func:`residual_terms`), which only the partition totals count."""
+        corrected rate (:func:`residual_terms`), which only the partition totals count. ``each``, when given, gets
+        every record's own increments, in order (what a later revision of its conversation retracts)."""
         m = self.metrics
         tally: dict[Series, float] = {}
         exemplars: dict[Series, dict[str, str]] = {}  # the drill-down: the last "yes" of each verdict series
 
-        get = tally.get
+        # where a record's increments go: the batch's tally, or (with ``each``) the record's own
+        t: dict[Series, float] = tally
+        get = t.get
 
         def add(series: Series, amount: float = 1.0) -> None:
-            tally[series] = get(series, 0.0) + amount
+            t[series] = t.get(series, 0.0) + amount
 
         for score in scores:
+            if each is not None:
+                t = {}
+                get = t.get
             scorer = score.scorer
             exemplar: dict[str, str] | None = None  # one keyed hash per record, not one per "yes" verdict
             dims, overflowed = self.labels.values(score.metadata)
@@ -269,14 +275,14 @@ class Exporter:
                 p = item_probability(item)
                 verdict = verdict_label(scorer, item)
                 series: Series = ("verdicts", (item.item_id, polarity, scorer, verdict, *dims))
-                tally[series] = get(series, 0.0) + 1.0  # add() inlined here: 20 items a record, 3 series each
+                t[series] = get(series, 0.0) + 1.0  # add() inlined here: 20 items a record, 3 series each
                 if verdict == "yes":
                     exemplar = exemplar or conversation_exemplar(score, self.reference)
                     exemplars[series] = exemplar
                 series = ("probability_sum", (item.item_id, polarity, scorer, *dims))
-                tally[series] = get(series, 0.0) + p
+                t[series] = get(series, 0.0) + p
                 series = ("weighted_probability_sum", (item.item_id, polarity, scorer))
-                tally[series] = get(series, 0.0) + p * score.sample_weight
+                t[series] = get(series, 0.0) + p * score.sample_weight
             shadow = shadows.get(score.conversation_id) if shadows and scorer == "llm" else None
             if shadow:
                 residual_terms(score, shadow, self._polarity, dims, add)
@@ -290,6 +296,10 @@ class Exporter:
                 self.drift.observe(score)
             if self.evaluations is not None:
                 self.evaluations(score)
+            if each is not None:
+                each.append(t)
+                for series, amount in t.items():
+                    tally[series] = tally.get(series, 0.0) + amount
         for series, amount in tally.items():
             if series[0] not in RESIDUAL_TERMS:  # partition totals only
                 self._child(series).inc(amount, exemplar=exemplars.get(series))

@@ -34,6 +34,7 @@ from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.incomplete import IncompleteConversations, Policy, marker, rejection_of
 from monitor.stages.inputs import InputDecoder, JsonInput, UnknownFields
+from monitor.stages.revisions import Revisions
 from monitor.stages.sampler import InclusionPolicy
 from monitor.stages.sessionize import Closed, Sessionizer
 from monitor.stages.totals import PartitionTotals
@@ -46,6 +47,8 @@ SOURCE_PARTITION = "convmon-source-partition"
 # header on a judge-topic record: the distilled probabilities ({item id: p}) the conversation was scored with, so
 # its verdict adds the residuals of the corrected rate (stages/corrected.py)
 DISTILLED = "convmon-distilled"
+# header on a judge-topic record: the conversation's revision (above 1 when it was reopened), its verdict's too
+REVISION = "convmon-revision"
 
 
 class Input(NamedTuple):  # a tuple: one per record, built in the hot loop (a frozen dataclass costs 5x)
@@ -71,6 +74,7 @@ class Outputs:
     rekey: list[Send] = field(default_factory=list)  # for the re-keyed topic (``rekeyed_record``)
     dead: list[DeadLetter] = field(default_factory=list)
     closed: list[tuple[Conversation, int]] = field(default_factory=list)  # (conversation, partition)
+    revisions: dict[int, int] = field(default_factory=dict)  # id(conversation) -> revision, those above 1
 
 
 def rekeyed_record(event: Event, raw: bytes | None, timestamp: float | None) -> Send:
@@ -85,8 +89,9 @@ class HotPath:
                  sample_rate: float, policy: InclusionPolicy | None = None,
                  decoder: InputDecoder | None = None, clock: PartitionClock | None = None,
                  forward_input: bool = False, judge_configured: bool = True,
-                 incomplete: Policy = "dead_letter") -> None:
+                 incomplete: Policy = "dead_letter", revisions: Revisions | None = None) -> None:
         self.sessions = sessions
+        self.revisions = revisions  # the latest revision of a re-scored conversation counts (stages/revisions.py)
         self.clock = clock or PartitionClock()  # idle expiry and lateness in each partition's time (stages/clock.py)
         self.dedup = dedup
         self.totals = totals
@@ -107,6 +112,9 @@ class HotPath:
                 metrics.turns_truncated.labels(reason)
         metrics.evicted.labels("max_open_conversations")
         metrics.open_conversations.set_function(lambda: float(len(sessions.open)))  # read on scrape
+        metrics.reopenable.set_function(lambda: float(sum(map(len, sessions.reopenable.values()))))
+        for scorer in ("llm", "distilled"):
+            metrics.superseded.labels(scorer)
         self.decoder = decoder or JsonInput(max_event_bytes)
         self.unknown_fields = UnknownFields(metrics)
         # Without a judge endpoint only `convmon simulate`'s conversations can be judged (their simulated truth):
@@ -123,6 +131,8 @@ class HotPath:
         """Rebuild the in-memory indexes from the restored tables (after a restart or rebalance)."""
         self.sessions.rebuild(owned, now)
         self.dedup.rebuild(owned, self.totals.rebuild(owned))
+        if self.revisions is not None:
+            self.revisions.rebuild(owned)
 
     def restored(self, seconds: float) -> None:
         """How long the last assignment took to restore this worker's state (runtime/ownership.py measures it)."""
@@ -190,11 +200,13 @@ class HotPath:
                     kind = "turn" if isinstance(event, TurnEvent) else "end"
                     self.metrics.late_events.labels(kind).inc()
                     reason = "late_event" if outcome == "late" else outcome
+                    why = f" ({self.sessions.late_reason(cid, at)})" if outcome == "late" else ""
                     out.dead.append(self.dead(raw if raw is not None else encode(event), item.key, reason,
-                                              f"{kind} event: {outcome}", "sessionize"))
+                                              f"{kind} event: {outcome}{why}", "sessionize"))
         for kind, n in kinds.items():
             self.metrics.events.labels(kind).inc(n)
         self._take_tally(out)
+        out.revisions = self.sessions.take_revisions()
         out.closed = self.incomplete.settle(out.closed, out.dead)
         self._count_finished(out.closed)
         return out
@@ -231,6 +243,8 @@ class HotPath:
     def _take_tally(self, out: Outputs) -> None:
         """The sessionizer's cuts and evictions of this batch: counted; evicted conversations go out."""
         tally = self.sessions.take_tally()
+        if tally.reopened:
+            self.metrics.reopened.inc(tally.reopened)
         for reason, n in tally.truncated.items():
             self.metrics.truncated.labels(reason).inc(n)
         for reason, n in tally.turns.items():
@@ -248,7 +262,8 @@ class HotPath:
 
     def sweep(self, now: float, owned: set[int]) -> Outputs:
         closed: Closed = self.sessions.sweep(now, owned, clock=lambda p: self.clock.now(p, now))
-        out = Outputs(closed=[(c, self.sessions_partition(c)) for c in closed.conversations])
+        out = Outputs(closed=[(c, self.sessions_partition(c)) for c in closed.conversations],
+                      revisions=self.sessions.take_revisions())
         for cid, raw in closed.unknown:
             self.metrics.late_events.labels("end").inc()
             out.dead.append(self.dead(raw, cid.encode(), "unknown_conversation",
@@ -258,7 +273,7 @@ class HotPath:
         return out
 
     def sessions_partition(self, conversation: Conversation) -> int:
-        return self.sessions.closed[conversation.conversation_id].partition
+        return self.sessions.partition_of(conversation.conversation_id)
 
     def _count_finished(self, closed: list[tuple[Conversation, int]]) -> None:
         reasons = Counter(c.end_reason for c, _ in closed)
@@ -266,7 +281,7 @@ class HotPath:
             self.metrics.conversations.labels(reason).inc(n)
 
     def judge_slice(self, closed: Sequence[tuple[Conversation, int]], *, judge_accepting: bool, boost: bool = True,
-                    records: Sequence[ScoreRecord] = ()) -> list[Send]:
+                    records: Sequence[ScoreRecord] = (), revisions: Mapping[int, int] | None = None) -> list[Send]:
         """The conversations whose draw falls under their pi(x), as judge-topic records carrying pi and 1/pi.
 
         With no judge endpoint configured, a sampled conversation without simulated truth is counted as
@@ -304,6 +319,9 @@ class HotPath:
             if record is not None:
                 headers.append((DISTILLED, orjson.dumps({i.item_id: i.probability for i in record.items
                                                          if i.probability is not None})))
+            revision = (revisions or {}).get(id(conversation), 1)
+            if revision != 1:
+                headers.append((REVISION, str(revision).encode()))
             sends.append(Send(cid.encode(), raw, headers, partition=partition))
         for reason, n in decisions.items():
             self.metrics.routed.labels(reason).inc(n)
@@ -327,14 +345,32 @@ class HotPath:
             cid, partition = record.conversation_id, partitions[record.conversation_id]
             if not self.totals.owns(partition):  # not (or no longer) this worker's: its owner counts it
                 self.metrics.unscored.labels("partition_revoked").inc()
-            elif self.dedup.first(score_id(record), partition, now):
-                fresh.setdefault(partition, []).append(record)
-            else:
+            elif not self.dedup.first(score_id(record), partition, now):
                 duplicates[record.scorer] += 1
+            elif self.revisions is not None and self.revisions.stale(record):
+                self.metrics.superseded.labels(record.scorer).inc()
+            else:
+                fresh.setdefault(partition, []).append(record)
             sends.append(Send(cid.encode(), encode_score(record, self.rubric), score_headers(record)))
         for scorer, n in duplicates.items():
             self.metrics.duplicates.labels(scorer).inc(n)
         for partition, batch in fresh.items():
-            self.totals.add(partition, self.exporter.observe_batch(batch))
+            self.totals.add(partition, counted(self.exporter, self.revisions, batch, partition, now))
             self.totals.commit(partition)
         return sends
+
+
+def counted(exporter: Exporter, revisions: Revisions | None, batch: Sequence[ScoreRecord], partition: int,
+            now: float, shadows: Mapping[str, Mapping[str, float]] | None = None) -> dict[tuple[str, tuple[str, ...]],
+                                                                                       float]:
+    """A batch's increments for its partition's totals: the records' own, and (reopening on) the retraction of
+    what the revisions they replace had added, so both commit in one batch."""
+    if revisions is None or not revisions.enabled:
+        return exporter.observe_batch(batch, shadows)
+    each: list[dict[tuple[str, tuple[str, ...]], float]] = []
+    tally = exporter.observe_batch(batch, shadows, each=each)
+    for record, own in zip(batch, each, strict=True):
+        for series, amount in revisions.supersede(record, partition, own, now).items():
+            tally[series] = tally.get(series, 0.0) + amount
+    return tally
+

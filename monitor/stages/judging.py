@@ -29,7 +29,8 @@ from monitor.judge.base import Judge
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import DISTILLED, PI, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, Send
+from monitor.stages.hotpath import DISTILLED, PI, REVISION, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, Send, counted
+from monitor.stages.revisions import Revisions
 from monitor.stages.route import route
 from monitor.stages.scoring import Delivery
 from monitor.stages.totals import PartitionTotals
@@ -92,6 +93,12 @@ def distilled_probabilities(headers: Sequence[tuple[str, bytes]]) -> dict[str, f
             if isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0}
 
 
+def revision_of(headers: Sequence[tuple[str, bytes]]) -> int:
+    """The conversation's revision (header ``REVISION``; 1 without it: a first scoring, or routed before)."""
+    raw = dict(headers).get(REVISION)
+    return int(raw) if raw is not None and raw.isdigit() and int(raw) >= 1 else 1
+
+
 def _positive(raw: bytes | None) -> float | None:
     try:
         value = float(raw) if raw is not None else None
@@ -113,8 +120,10 @@ class Verdict:
 class JudgeStage:
     def __init__(self, judge: Judge, calibrate: Callable[[ScoreRecord], ScoreRecord], dedup: DedupWindow,
                  totals: PartitionTotals, exporter: Exporter, metrics: Metrics, rubric: RubricSet, *,
-                 sample_rate: float, max_request_bytes: int, clock: Callable[[], float]) -> None:
+                 sample_rate: float, max_request_bytes: int, clock: Callable[[], float],
+                 revisions: Revisions | None = None) -> None:
         self.judge = judge
+        self.revisions = revisions  # the latest revision of a re-scored conversation counts (stages/revisions.py)
         self.calibrate = calibrate
         self.dedup = dedup
         self.totals = totals
@@ -141,23 +150,29 @@ class JudgeStage:
             return None, self._nonresponse(out, raw, key, "invalid_schema", str(exc), headers)
         drawn = sampling(headers, self.sample_rate)
         score = self.calibrate(score).model_copy(update={
-            "sample_weight": drawn.weight, "inclusion_probability": drawn.pi, "sampled_by": drawn.sampled_by})
+            "sample_weight": drawn.weight, "inclusion_probability": drawn.pi, "sampled_by": drawn.sampled_by,
+            "revision": revision_of(headers)})
         cid = conversation.conversation_id
         label = {"conversation": conversation.model_dump(mode="json"), "score": score.model_dump(mode="json")}
         out.labels.append(Send(cid.encode(), orjson.dumps(label), []))
         return Verdict(score, source_partition(headers, partition), distilled_probabilities(headers)), out
 
     def count(self, score: ScoreRecord, partition: int, shadow: Mapping[str, float]) -> bool:
-        """Count a verdict once (dedup window, then its partition's totals); False for a duplicate or a partition
-        this worker does not own."""
+        """Count a verdict once (dedup window, then its partition's totals); whether it goes on the scores topic:
+        False for a duplicate or a partition this worker does not own; True, uncounted, for a verdict of a revision
+        at or below the one counted (a later revision's verdict came first)."""
         if not self.totals.owns(partition):  # revoked while judging: its next owner re-reads and counts it
             self.metrics.unscored.labels("partition_revoked").inc()
             return False
         if not self.dedup.first(score_id(score), partition, self.clock()):
             self.metrics.duplicates.labels("llm").inc()
             return False
+        if self.revisions is not None and self.revisions.stale(score):
+            self.metrics.superseded.labels("llm").inc()
+            return True
         cid = score.conversation_id
-        self.totals.add(partition, self.exporter.observe_batch([score], {cid: dict(shadow)} if shadow else None))
+        self.totals.add(partition, counted(self.exporter, self.revisions, [score], partition, self.clock(),
+                                           {cid: dict(shadow)} if shadow else None))
         self.totals.commit(partition)
         return True
 

@@ -46,7 +46,11 @@ class Scoring:
         for start in range(0, len(out.closed), self.chunk):
             chunk = out.closed[start:start + self.chunk]
             records = await asyncio.get_running_loop().run_in_executor(None, self.classify, [cv for cv, _ in chunk])
-            judged = hot.judge_slice(chunk, judge_accepting=accepting, boost=boost, records=records)
+            if out.revisions and len(records) == len(chunk):  # one record per conversation, in order
+                records = [r if (n := out.revisions.get(id(cv), 1)) == 1 else r.model_copy(update={"revision": n})
+                           for r, (cv, _) in zip(records, chunk, strict=True)]
+            judged = hot.judge_slice(chunk, judge_accepting=accepting, boost=boost, records=records,
+                                     revisions=out.revisions)
             delivery.judge += judged
             delivery.scores += hot.count(hot.mark_shadows(records, judged), {cv.conversation_id: p for cv, p in chunk},
                                          time.time())

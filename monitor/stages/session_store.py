@@ -75,6 +75,8 @@ class Open:
     incomplete: Rejection | None = None  # its first rejected turn (stored in the header's "inc")
     end: dict[str, Any] | None = None
     end_seen: float = 0.0
+    revision: int = 1  # one more each time the conversation was reopened after it was scored (stages/reopen.py)
+    prior_end: dict[str, Any] | None = None  # a reopened conversation's earlier ends: metadata, feedback, truth
 
     def set_size(self, index: int, size: tuple[int, int]) -> None:
         old = self.sizes.get(index, (0, 0))
@@ -99,13 +101,25 @@ class Tombstone(NamedTuple):
     partition: int
     turns: int = 0
     ended: bool = False
+    revision: int = 1
+    kept: tuple[int, ...] | None = None  # the turn indices kept in the store for reopening (None: not reopenable)
+    prior: dict[str, Any] | None = None  # what a reopened revision inherits besides turns (stages/reopen.py)
 
     def holds(self, turn_index: int | None) -> bool:
         """Whether the event (a turn's index, or None for an end) was part of the conversation when it closed."""
         return self.ended if turn_index is None else turn_index < self.turns
 
     def header(self) -> dict[str, Any]:
-        return {"p": self.partition, "c": self.closed_at, "n": self.turns, **({"e": 1} if self.ended else {})}
+        header: dict[str, Any] = {"p": self.partition, "c": self.closed_at, "n": self.turns}
+        if self.ended:
+            header["e"] = 1
+        if self.revision != 1:
+            header["v"] = self.revision
+        if self.kept is not None:
+            header["k"] = list(self.kept)
+        if self.prior:
+            header["x"] = self.prior
+        return header
 
 
 def held_turns(o: Open) -> int:
@@ -128,13 +142,17 @@ def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Ope
         kind, _, rest = key.partition("|")
         if kind == "s" and isinstance(value, dict) and value.get("p") in owned:
             if "c" in value:
+                kept = value.get("k")
                 closed[rest] = Tombstone(float(value["c"]), int(value["p"]), int(value.get("n", 0)),
-                                         bool(value.get("e")))
+                                         bool(value.get("e")), int(value.get("v", 1)),
+                                         tuple(int(i) for i in kept) if isinstance(kept, list) else None,
+                                         value.get("x"))
             else:
                 cut = value.get("tr")  # a list of reasons; 1 from releases before reasons were kept
                 open_[rest] = Open(partition=int(value["p"]), last_seen=now, truncated=bool(cut),
                                    reasons=set(cut) if isinstance(cut, list) else set(),
-                                   incomplete=Rejection.model_validate(value["inc"]) if "inc" in value else None)
+                                   incomplete=Rejection.model_validate(value["inc"]) if "inc" in value else None,
+                                   revision=int(value.get("v", 1)), prior_end=value.get("pe"))
         elif kind == "t":
             cid, _, index = rest.rpartition("|")
             turns.setdefault(cid, []).append((int(index), value))
@@ -144,6 +162,7 @@ def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Ope
         for i, entry in sorted(turns.get(cid, [])):
             o.set_size(i, turn_size(entry["x"], entry.get("sp"), entry.get("ri")))
             o.meta.update(entry.get("m", {}))
+        o.meta.update((o.prior_end or {}).get("m", {}))
         o.meta_bytes = json_bytes(o.meta)
         if cid in ends:
             o.end, o.end_seen = ends[cid], now
@@ -169,14 +188,16 @@ def assemble(store: Store, cid: str, o: Open, reason: Literal["end", "idle"]) ->
         feedback.update(entry.get("f", {}))
         first = ts if first is None else min(first, ts)
         last = ts if last is None else max(last, ts)
-    end = o.end or {}
-    metadata.update(end.get("m", {}))
-    feedback.update(end.get("f", {}))
+    end, prior = o.end or {}, o.prior_end or {}
+    truth = end.get("st") if end.get("st") is not None else prior.get("st")
+    for earlier in (prior, end):  # a reopened conversation's earlier ends, then its own
+        metadata.update(earlier.get("m", {}))
+        feedback.update(earlier.get("f", {}))
     return trusted(Conversation, {
         "type": "conversation", "conversation_id": cid, "turns": turns,
         "feedback": Feedback.model_construct(**feedback) if feedback else None, "metadata": metadata,
         "started_at": first, "ended_at": end.get("ts", last), "end_reason": reason, "truncated": o.truncated,
-        "simulated_truth": end.get("st"), "incomplete": o.incomplete}, _CONVERSATION_FIELDS)
+        "simulated_truth": truth, "incomplete": o.incomplete}, _CONVERSATION_FIELDS)
 
 
 def open_header(o: Open) -> dict[str, Any]:
@@ -186,6 +207,10 @@ def open_header(o: Open) -> dict[str, Any]:
         header["tr"] = sorted(o.reasons)
     if o.incomplete is not None:
         header["inc"] = o.incomplete.model_dump(exclude_none=True)
+    if o.revision != 1:
+        header["v"] = o.revision
+    if o.prior_end:
+        header["pe"] = o.prior_end
     return header
 
 

@@ -18,10 +18,11 @@ wall time since that record was consumed. A worker that lags reads a conversatio
 they were written with, so it does not close conversations whose next turns are still queued (and then
 dead-letter those as ``late_event``), nor while it stalls behind its log; a quiet, caught-up partition's clock
 runs with wall time, so its last conversations still close.
-A tombstone lives ``closed_retention_s``. It records the turns the conversation closed with (every index
+A tombstone lives ``reopen_window_s + closed_retention_s``; within ``reopen_window_s`` an event the conversation
+did not have reopens it (stages/reopen.py). It records the turns the conversation closed with (every index
 below ``n``) and whether its end closed it, so an event of a closed conversation that it already had is
 ``redelivered`` (a batch delivered again because its offsets were not committed, e.g. across a broker
-restart): counted, not dead-lettered. Any other event for a closed conversation is ``late``.
+restart): counted, not dead-lettered. Any other event for a closed conversation that cannot reopen is ``late``.
 
 Bounded: at most ``max_turns`` turns, ``max_chars`` characters and ``max_bytes`` JSON bytes of
 turns, ``max_metadata_bytes`` of merged metadata (plus simulated truth) per conversation. The
@@ -51,6 +52,7 @@ import orjson
 from monitor.contracts.events import Conversation, EndEvent, Rejection, TurnEvent
 from monitor.stages.bounds import TRUNCATION_MARK, json_bytes, over_cap, turn_size
 from monitor.stages.bounds import Limits as Limits
+from monitor.stages.reopen import Reopening, inherited
 from monitor.stages.session_store import (
     Open,
     Tombstone,
@@ -82,12 +84,19 @@ class Tally:
     truncated: Counter[str] = field(default_factory=Counter)  # conversations newly cut, by cap
     turns: Counter[str] = field(default_factory=Counter)  # turns dropped or cut, by cap
     evicted: Closed = field(default_factory=Closed)  # finished early by max_open
+    reopened: int = 0  # scored conversations a later event reopened (stages/reopen.py)
 
 
-class Sessionizer:
+class Sessionizer(Reopening):
+    tally: Tally
+
     def __init__(self, store: Store, limits: Limits, *, idle_timeout_s: float, closed_retention_s: float,
-                 allowed_lateness_s: float) -> None:
+                 allowed_lateness_s: float, reopen_window_s: float = 0.0, reopen_max: int = 50_000) -> None:
         self.store = store
+        self.reopen_window_s = reopen_window_s  # 0: a closed conversation's turns go at once, nothing reopens
+        self.reopen_max = reopen_max  # reopenable conversations kept per partition
+        self.reopenable: dict[int, OrderedDict[str, None]] = {}  # per partition, oldest close first
+        self.revisions: dict[int, int] = {}  # id(conversation) -> its revision, for those above 1: take_revisions
         self.limits = limits
         self.idle_timeout_s = idle_timeout_s
         self.closed_retention_s = closed_retention_s
@@ -105,8 +114,8 @@ class Sessionizer:
 
     def turn(self, ev: TurnEvent, partition: int, now: float) -> tuple[Outcome, list[Conversation]]:
         cid = ev.conversation_id
-        if cid in self.closed:
-            return self._after_close(cid, ev.turn_index), []
+        if cid in self.closed and (after := self._after_close(cid, ev.turn_index, now)) is not None:
+            return after, []
         o = self.open.get(cid) or self._create(cid, partition, now)
         self._touch(cid, o, now)
         outcome: Outcome = "ok"
@@ -168,8 +177,8 @@ class Sessionizer:
             raw: bytes | None = None) -> tuple[Outcome, list[Conversation]]:
         """Record the end; close now if complete (or keyed without a count), else wait for the turns."""
         cid = ev.conversation_id
-        if cid in self.closed:
-            return self._after_close(cid, None), []
+        if cid in self.closed and (after := self._after_close(cid, None, now)) is not None:
+            return after, []
         o = self.open.get(cid)
         if o is None and not rekeyed and ev.turn_count is None:
             return "unknown_conversation", []
@@ -216,9 +225,14 @@ class Sessionizer:
             grace_over = o.end is not None and not o.end.get("n") and now - o.end_seen > self.allowed_lateness_s
             if grace_over or now - o.last_seen > self.idle_timeout_s:
                 self._finish(cid, o, "end" if o.end else "idle", now, out)
-        for cid, (closed_at, partition, *_) in list(self.closed.items()):
-            if partition in owned and times[partition] - closed_at > self.closed_retention_s:
-                self.store.delete(header_key(cid), partition)
+        for cid, t in list(self.closed.items()):
+            if t.partition not in owned:
+                continue
+            age = times[t.partition] - t.closed_at
+            if t.kept is not None and age > self.reopen_window_s:
+                self._unkeep(cid)
+            if age > self.reopen_window_s + self.closed_retention_s:
+                self.store.delete(header_key(cid), t.partition)
                 del self.closed[cid]
         return out
 
@@ -234,18 +248,24 @@ class Sessionizer:
         self.recent.clear()
         for cid, o in open_.items():
             self.recent.setdefault(o.partition, OrderedDict())[cid] = None
+        self.reopenable.clear()
+        for _, cid in sorted((t.closed_at, cid) for cid, t in closed.items() if t.kept is not None):
+            self.reopenable.setdefault(closed[cid].partition, OrderedDict())[cid] = None
 
     # --- internals -------------------------------------------------------------------------------
 
     def _create(self, cid: str, partition: int, now: float) -> Open:
-        recent = self.recent.setdefault(partition, OrderedDict())
-        while len(recent) >= self.limits.max_open:  # make room: the least recently active finishes now
-            oldest = next(iter(recent))
-            self._finish(oldest, self.open[oldest], "idle", now, self.tally.evicted)
+        self._make_room(partition, now)
         o = self.open[cid] = Open(partition=partition, last_seen=now)
-        recent[cid] = None
+        self.recent[partition][cid] = None
         self.store.put(header_key(cid), {"p": partition}, partition)
         return o
+
+    def _make_room(self, partition: int, now: float) -> None:
+        recent = self.recent.setdefault(partition, OrderedDict())
+        while len(recent) >= self.limits.max_open:  # the least recently active finishes now
+            oldest = next(iter(recent))
+            self._finish(oldest, self.open[oldest], "idle", now, self.tally.evicted)
 
     def _touch(self, cid: str, o: Open, now: float) -> None:
         o.last_seen = now
@@ -283,21 +303,25 @@ class Sessionizer:
             o.meta[k], o.meta_bytes, kept[k] = v, grown, v
         return kept
 
-    def _after_close(self, cid: str, turn_index: int | None) -> Outcome:
-        return "redelivered" if self.closed[cid].holds(turn_index) else "late"
-
     def _close_if_complete(self, cid: str, o: Open, now: float) -> list[Conversation]:
         return [self._close(cid, o, "end", now)] if o.complete() else []
 
     def _close(self, cid: str, o: Open, reason: Literal["end", "idle"], now: float) -> Conversation:
         conversation = assemble(self.store, cid, o, reason)
-        self._drop(cid, o, now, Tombstone(now, o.partition, held_turns(o), reason == "end"))
+        if o.revision != 1:
+            self.revisions[id(conversation)] = o.revision
+        tombstone = Tombstone(now, o.partition, held_turns(o), reason == "end", o.revision)
+        if self.reopen_window_s > 0:
+            tombstone = tombstone._replace(kept=tuple(sorted(o.sizes)), prior=inherited(o))
+        self._drop(cid, o, now, tombstone)
         return conversation
 
     def _drop(self, cid: str, o: Open, now: float, tombstone: Tombstone | None = None) -> None:
-        """Delete the turn keys and leave the tombstone (one that held nothing when nothing was emitted)."""
-        for index in o.sizes:
-            self.store.delete(turn_key(cid, index), o.partition)
+        """Delete the turn keys (unless kept for reopening) and leave the tombstone (one that held nothing when
+        nothing was emitted)."""
+        if tombstone is None or tombstone.kept is None:
+            for index in o.sizes:
+                self.store.delete(turn_key(cid, index), o.partition)
         if o.end is not None and self.store.get(end_key(cid)) is not None:
             self.store.delete(end_key(cid), o.partition)
         tombstone = tombstone or Tombstone(now, o.partition)
@@ -305,3 +329,5 @@ class Sessionizer:
         self.closed[cid] = tombstone
         del self.open[cid]
         self.recent[o.partition].pop(cid, None)
+        if tombstone.kept is not None:
+            self._keep(cid, o.partition)

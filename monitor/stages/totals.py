@@ -37,7 +37,7 @@ import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from monitor.contracts.metrics import RESIDUAL_TERMS, Metrics, PartitionFamily, verdict_siblings
+from monitor.contracts.metrics import RESIDUAL_TERMS, RETRACTED, Metrics, PartitionFamily, verdict_siblings
 from monitor.stages.sessionize import Store
 
 Series = tuple[str, tuple[str, ...]]  # (Metrics attribute name, label values)
@@ -193,12 +193,30 @@ class PartitionTotals:
             return {p: dict(values) for p, values in self._exported.items()}
 
 
+def with_retraction_twins(values: dict[Series, float]) -> dict[Series, float]:
+    """``values`` and, at 0, the retraction twin of every series (and of the verdict siblings and residual terms
+    the collector creates at 0) that has none yet."""
+    out = dict(values)
+    for (name, labels) in values:
+        if name.endswith(RETRACTED):
+            continue
+        twins = [labels] + (verdict_siblings(labels) if name == "verdicts" else [])
+        names = [name] + ([t for t in RESIDUAL_TERMS if t != name] if name == "residual_weight" else [])
+        for n in names:
+            for twin in twins:
+                out.setdefault((n + RETRACTED, twin), 0.0)
+    return out
+
+
 class TotalsCollector(Collector):
     """Exports the owned partitions' acknowledged totals, with a ``partition`` label, at scrape time."""
 
-    def __init__(self, totals: PartitionTotals, metrics: Metrics) -> None:
+    def __init__(self, totals: PartitionTotals, metrics: Metrics, *, retracting: bool = False) -> None:
         self.totals = totals
         self.families = metrics.partition_families
+        # reopening on: every series' retraction twin is exported from 0 beside it, so increase() sees its first
+        # retraction (a series born at 1 hides it)
+        self.retracting = retracting
 
     def describe(self) -> Iterable[Metric]:
         return []  # no fixed samples: the owned partitions change with rebalances
@@ -209,6 +227,8 @@ class TotalsCollector(Collector):
                    for attribute, family in self.families.items()}
         for partition, values in self.totals.exported().items():  # one pass: this runs on every scrape
             label = str(partition)
+            if self.retracting:
+                values = with_retraction_twins(values)
             for (name, labels), value in values.items():
                 metric = metrics.get(name)
                 if metric is not None:

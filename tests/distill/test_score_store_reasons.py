@@ -60,3 +60,23 @@ def test_reasons_and_the_score_store_are_on_by_default(monkeypatch: pytest.Monke
     monkeypatch.setenv("CONVMON_JUDGE_EXPLANATIONS", "true")
     with pytest.raises(ConfigError, match="judge_explanations needs judge_mode=spur"):
         load_settings()
+
+
+def test_the_latest_revision_keeps_its_rows_and_a_late_earlier_one_changes_nothing(tmp_path: Path) -> None:
+    labels = LabelStore(f"sqlite:///{tmp_path / 'l.db'}")
+    scores = ScoreStore(labels, RUBRIC)
+    _, first = judged(None)  # revision 1 said "yes" for DSAT
+    other = next(i for i in RUBRIC.items if i.polarity == "dsat" and i.id != DSAT.id)
+    second = first.model_copy(update={"revision": 2, "model_version": "m2", "items": [
+        i.model_copy(update={"verdict": i.item_id == other.id, "score": 7.0 if i.item_id == other.id else 0.0})
+        for i in first.items]})
+    scores.upsert([first])
+    assert [r["revision"] for r in scores.latest(DSAT.id, since=0, limit=5)] == [1]
+    scores.upsert_raw([orjson.loads(encode_score(second, RUBRIC))])
+    assert scores.latest(DSAT.id, since=0, limit=5) == []  # revision 2 no longer says yes for it
+    [row] = scores.latest(other.id, since=0, limit=5)
+    assert (row["revision"], row["model_version"]) == (2, "m2")
+    scores.upsert([first])  # revision 1 again (a late verdict): stored on the topic, not over revision 2
+    assert scores.latest(DSAT.id, since=0, limit=5) == []
+    assert [r["revision"] for r in scores.latest(other.id, since=0, limit=5)] == [2]
+    labels.close()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from monitor.contracts.evaluator import PROVENANCE_FIELDS
 from monitor.contracts.rubric_set import load_rubric_set
-from monitor.contracts.score_codec import SCHEMA_VERSION, decode_score, encode_score
+from monitor.contracts.score_codec import SCHEMA_VERSION, decode_score, encode_score, score_id
 from monitor.contracts.scores import ScoreRecord
 from monitor.contracts.settings import REPO_ROOT, Settings
 
@@ -50,7 +50,8 @@ def records(draw: st.DrawFn) -> ScoreRecord:
         "tokens": st.dictionaries(text, st.integers(0, 10**6), max_size=2), "cost_usd": st.floats(0.0, 1.0),
         "span": st.from_regex(r"\A[0-9a-f]{32}-[0-9a-f]{16}\Z"), "response_id": st.text(min_size=1, max_size=16),
         "latency_s": st.floats(0.0, 100.0), "incomplete": st.booleans(),
-        "evaluator": st.fixed_dictionaries({name: text for name in PROVENANCE_FIELDS})})
+        "evaluator": st.fixed_dictionaries({name: text for name in PROVENANCE_FIELDS}),
+        "revision": st.integers(1, 5)})
     return ScoreRecord.model_validate({
         "conversation_id": draw(text), "scorer": draw(st.sampled_from(["llm", "distilled"])), "judge": draw(text),
         "rubric_set": RUBRIC.id, "rubric_version": RUBRIC.version, "model_version": draw(text), "items": draw(items()),
@@ -81,5 +82,18 @@ def _at_wire_precision(record: ScoreRecord) -> dict[str, Any]:
 def test_any_record_reads_back_at_the_wire_precision(record: ScoreRecord) -> None:
     raw = encode_score(record, RUBRIC)
     sampled = record.inclusion_probability is not None or record.sampled_by is not None
-    assert orjson.loads(raw)["schema_version"] == (SCHEMA_VERSION if record.evaluator else 3 if sampled else 2)
+    version = 5 if record.revision > 1 else 4 if record.evaluator else 3 if sampled else 2
+    assert orjson.loads(raw)["schema_version"] == version
     assert decode_score(raw, RUBRIC).model_dump() == _at_wire_precision(record)
+
+
+def test_a_revision_is_in_the_score_id_and_written_only_as_version_5() -> None:
+    case = next(c for c in GOLDEN if c["case"] == "distilled_revision_3")
+    record = ScoreRecord.model_validate(case["record"])
+    assert SCHEMA_VERSION == 5 and orjson.loads(case["bytes"])["rv"] == 3
+    assert score_id(record) == "distilled:c-1#r3"
+    assert score_id(record.model_copy(update={"revision": 1})) == "distilled:c-1"  # the id of before revisions
+    assert decode_score(case["bytes"].encode(), RUBRIC).revision == 3
+    v4 = orjson.loads(case["bytes"]) | {"schema_version": 4}
+    with pytest.raises(ValueError, match="rv appears only"):
+        decode_score(orjson.dumps(v4), RUBRIC)

@@ -1,0 +1,156 @@
+"""Reopening a scored conversation: what is kept of it after it closed, and the revision that continues it.
+
+A conversation that closed (and was scored) keeps its turns in the sessions store, as they were kept while it was
+open (redacted at the input boundary when redaction is on), for ``reopen_window_s``; its tombstone lists the kept
+turn indices and what a later revision inherits besides turns (the caps that cut it, its first rejected turn, its
+ends' metadata, feedback and simulated truth). A turn or end for it within the window reopens it: a new revision
+(one more than the last) holding the whole conversation so far, which closes as any conversation does and is
+scored again. At most ``reopen_max_conversations`` closed conversations per partition are kept reopenable (the
+oldest stops being reopenable first: its turns are deleted, its tombstone stays), so memory and the changelog stay
+bounded whatever the traffic: each kept conversation holds what it held open, within the session caps.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Literal
+
+from monitor.contracts.events import Rejection
+from monitor.stages.bounds import json_bytes, turn_size
+from monitor.stages.session_store import Open, Store, Tombstone, header_key, open_header, turn_key
+
+
+class Reopening:
+    """The sessionizer's part that keeps closed conversations reopenable and reopens them (a mixin of
+    :class:`monitor.stages.sessionize.Sessionizer`, whose state it shares)."""
+
+    store: Store
+    open: dict[str, Open]
+    closed: dict[str, Tombstone]
+    recent: dict[int, OrderedDict[str, None]]
+    reopenable: dict[int, OrderedDict[str, None]]  # per partition, oldest close first
+    reopen_window_s: float
+    reopen_max: int
+    revisions: dict[int, int]
+    tally: Any  # sessionize.Tally: its ``reopened`` count
+
+    def _make_room(self, partition: int, now: float) -> None:
+        raise NotImplementedError
+
+    def take_revisions(self) -> dict[int, int]:
+        """The revisions of the conversations closed since the last call (``id(conversation)`` -> revision, above
+        1 only): a conversation may close, reopen and close again in one batch, so its id does not say which."""
+        revisions, self.revisions = self.revisions, {}
+        return revisions
+
+    def partition_of(self, cid: str) -> int:
+        """The partition of a conversation that closed (or closed and reopened since)."""
+        t = self.closed.get(cid)
+        return t.partition if t is not None else self.open[cid].partition
+
+    def late_reason(self, cid: str, now: float) -> str:
+        return late_reason(self.closed.get(cid), now, self.reopen_window_s)
+
+    def _after_close(self, cid: str, turn_index: int | None, now: float) -> Literal["redelivered", "late"] | None:
+        """``redelivered``, ``late``, or None when the event reopened the conversation (it is open now)."""
+        t = self.closed[cid]
+        if t.holds(turn_index):
+            return "redelivered"
+        if t.kept is None or now - t.closed_at > self.reopen_window_s:
+            return "late"
+        self._reopen(cid, t, now)
+        return None
+
+    def _reopen(self, cid: str, t: Tombstone, now: float) -> None:
+        """The conversation's next revision, open from its kept turns (before room is made: making room closes
+        another conversation, which may stop this one being kept)."""
+        o = reopened(self.store, cid, t, now)
+        self.tally.reopened += 1
+        del self.closed[cid]
+        self.reopenable[t.partition].pop(cid, None)
+        self._make_room(t.partition, now)
+        self.open[cid] = o
+        self.recent[t.partition][cid] = None
+        self.store.put(header_key(cid), open_header(o), o.partition)
+
+    def _keep(self, cid: str, partition: int) -> None:
+        """A closed conversation kept reopenable; past the partition's cap the oldest stops being."""
+        kept = self.reopenable.setdefault(partition, OrderedDict())
+        kept[cid] = None
+        while len(kept) > self.reopen_max:
+            self._unkeep(next(iter(kept)))
+
+    def _unkeep(self, cid: str) -> None:
+        """No longer reopenable (its window passed, or the partition's cap): its turns go, its tombstone stays."""
+        t = self.closed[cid]
+        for index in t.kept or ():
+            self.store.delete(turn_key(cid, index), t.partition)
+        t = self.closed[cid] = t._replace(kept=None, prior=None)
+        self.store.put(header_key(cid), t.header(), t.partition)
+        self.reopenable.get(t.partition, OrderedDict()).pop(cid, None)
+
+
+def merged_end(prior: dict[str, Any] | None, end: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An earlier revision's ends and this revision's end, merged (this one's values win): metadata, feedback and
+    simulated truth, what the next revision keeps of them."""
+    if not prior and not end:
+        return None
+    prior, end = prior or {}, end or {}
+    out: dict[str, Any] = {}
+    metadata = {**prior.get("m", {}), **end.get("m", {})}
+    feedback = {**prior.get("f", {}), **end.get("f", {})}
+    truth = end.get("st") if end.get("st") is not None else prior.get("st")
+    if metadata:
+        out["m"] = metadata
+    if feedback:
+        out["f"] = feedback
+    if truth is not None:
+        out["st"] = truth
+    return out or None
+
+
+def inherited(o: Open) -> dict[str, Any] | None:
+    """What the next revision of a closing conversation inherits besides its turns."""
+    prior: dict[str, Any] = {}
+    if o.reasons:
+        prior["tr"] = sorted(o.reasons)
+    if o.incomplete is not None:
+        prior["inc"] = o.incomplete.model_dump(exclude_none=True)
+    end = merged_end(o.prior_end, o.end)
+    if end:
+        prior["pe"] = end
+    return prior or None
+
+
+def reopened(store: Store, cid: str, t: Tombstone, now: float) -> Open:
+    """The next revision of a closed conversation, rebuilt from its kept turns (the store's entries are kept)."""
+    prior = t.prior or {}
+    cut = prior.get("tr")
+    o = Open(partition=t.partition, last_seen=now, revision=t.revision + 1, truncated=bool(cut),
+             reasons=set(cut or ()), prior_end=prior.get("pe"),
+             incomplete=Rejection.model_validate(prior["inc"]) if "inc" in prior else None)
+    for index in t.kept or ():
+        entry = store.get(turn_key(cid, index))
+        if entry is not None:
+            o.set_size(index, turn_size(entry["x"], entry.get("sp"), entry.get("ri")))
+            o.meta.update(entry.get("m", {}))
+    o.dropped = {i for i in range(t.turns) if i not in o.sizes}  # dropped by the caps: they stay dropped
+    o.meta.update((o.prior_end or {}).get("m", {}))
+    o.meta_bytes = json_bytes(o.meta)
+    return o
+
+
+def late_reason(t: Tombstone | None, now: float, window_s: float) -> str:
+    """Why an event of a closed conversation was not taken: one line for its dead letter (no conversation data)."""
+    if t is None:
+        return "its conversation closed"
+    if window_s <= 0:
+        return "its conversation closed and reopening is off (CONVMON_REOPEN_WINDOW_S=0)"
+    age = now - t.closed_at
+    if age > window_s:
+        return f"its conversation closed {_duration(age)} ago, past the {_duration(window_s)} reopen window"
+    return "its conversation closed and is no longer kept for reopening (CONVMON_REOPEN_MAX_CONVERSATIONS)"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.3g} h" if seconds >= 3600 else f"{seconds:.0f} s"
