@@ -58,6 +58,7 @@ RETRAIN_INTERVAL_S = 8
 RETRAIN_MIN_LABELS = 40
 MIN_POSITIVES = 5
 RETRAIN_NICENESS = 10
+REGISTRY_POLL_S = 2
 SCRAPE_S = 2.0  # the demo Prometheus's scrape interval and timeout (see _start_prometheus)
 
 
@@ -92,7 +93,7 @@ def _worker_env(broker_url: str, workdir: Path, metrics_port: int) -> dict[str, 
         "CONVMON_DISTILL_REPORT_DIR": str(workdir / "reports"),
         "CONVMON_RETRAIN_MIN_LABELS": str(RETRAIN_MIN_LABELS),
         "CONVMON_DISTILL_MIN_POSITIVES": str(MIN_POSITIVES),
-        "CONVMON_REGISTRY_POLL_S": "2",
+        "CONVMON_REGISTRY_POLL_S": str(REGISTRY_POLL_S),
         "CONVMON_IDLE_TIMEOUT_S": "10",
         # One dimension, app, with the simulator's values (an allow-list), so the per-app panels fill. Each dimension
         # multiplies the per-item series: all three (27 combinations, 4 partitions, the corrected rate's seven
@@ -298,8 +299,8 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
             view = View(rubric=rubric, judge_name=judge_name, window_s=window_s, spike_at_s=plan.dsat_spike_at_s,
                         spike_factor=plan.spike_factor, min_positives=MIN_POSITIVES, alert_name=ALERT_NAMES,
                         alert_where=where, log_dir=workdir,
-                        retrain_note=f"no distilled model yet: the retrainer trains one from the judge's labels "
-                                     f"every {RETRAIN_INTERVAL_S}s once {RETRAIN_MIN_LABELS} exist")
+                        retrain_note=f"the worker loads the first within {REGISTRY_POLL_S}s of its training; the "
+                                     f"retrainer trains new ones from the judge's labels every {RETRAIN_INTERVAL_S}s")
             started = time.monotonic()
 
             async def main() -> None:
