@@ -1,4 +1,4 @@
-"""`convmon demo`: the whole monitor on one machine in about two minutes.
+"""`convmon demo`: the whole monitor on one machine in two to three minutes.
 
 It starts the embedded broker, a worker process and the simulator (with a DSAT spike half-way), and
 shows per-rubric rates over a recent window beside the run's baseline, read from the worker's own
