@@ -27,7 +27,8 @@ def _spans(timeline: list[tuple[float, str]], end: float) -> list[tuple[float, f
 def alert_caption(alert_timeline: list[tuple[float, AlertState]], alert_name: str, shaded: bool) -> str:
     """What the plot says about the alert: shading is promised only when some is drawn."""
     if shaded:
-        return f"shaded: {alert_name} pending (yellow) / firing (red) in Prometheus, on that panel's scorer's series"
+        return (f"shaded: {alert_name} pending (yellow) / firing (red) in Prometheus, on that panel's scorer's "
+                "series (the distilled panel: the corrected rate's)")
     if not alert_timeline:
         return f"{alert_name} not evaluated (no Prometheus ran): no alert shading"
     return f"{alert_name} was evaluated by Prometheus and never pending or firing"
