@@ -19,7 +19,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 # Budget: 10 minutes from a fresh machine (downloads torch CPU and the dev extra).
 install: $(STAMP)
 
-# Budget: 3 minutes (the demo ends by itself after about two).
+# Budget: 3 minutes (the demo ends by itself after 2-3: 131-197 s on a shared 2-core machine at load 7-16, docs/demo.md).
 demo: $(STAMP)
 	$(BIN)/convmon demo
 

@@ -285,10 +285,11 @@ def demo(
     alert_scale: Annotated[float, typer.Option(help="Divide every duration of the shipped alert rules by this "
                                                     "(30m -> 15s at 120).", min=1)] = 120.0,
     spike: Annotated[bool, typer.Option(help="Simulate the DSAT spike half-way; --no-spike is the control run, "
-                                             "where the alert should never fire.")] = True,
+                                             "where no alert should fire.")] = True,
 ) -> None:
-    """Broker + worker + simulator on one machine: per-rubric rates over a recent window beside the run's
-    baseline, the shipped DSAT-spike alert evaluated by Prometheus (when installed), and a PNG plot at the end."""
+    """Broker + worker + retrainer + simulator on one machine, a quarter of the traffic judged: per-rubric rates
+    over a recent window beside the run's baseline, the shipped DSAT-spike alerts (on the corrected distilled rate
+    and on the judged slice) evaluated by Prometheus (when installed), and a PNG plot at the end."""
     from monitor.tools.demo import run_demo
 
     run_demo(load_settings(), duration_s=duration, rate=rate, metrics_port=port, window_s=window,

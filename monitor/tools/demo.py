@@ -1,11 +1,14 @@
-"""`convmon demo`: the whole monitor on one machine in about two minutes.
+"""`convmon demo`: the whole monitor on one machine in two to three minutes.
 
 It starts the embedded broker, a worker process and the simulator (with a DSAT spike half-way), and
 shows per-rubric rates over a recent window beside the run's baseline, read from the worker's own
-/metrics, i.e. exactly what Prometheus would scrape. When the ``prometheus`` binary is installed, a
-real Prometheus scrapes the worker with the shipped rule files (durations compressed, expressions as
-shipped) and the screen shows the DSAT-spike alert's state. At the end it writes a PNG of the rates.
-Without OPENAI_API_KEY / OPENAI_BASE_URL the judge is the simulator's ground truth, labelled
+/metrics, i.e. exactly what Prometheus would scrape. As in production the judge sees a slice (a quarter)
+and the distilled classifiers score every conversation: the first model is trained before the traffic
+starts (production has yesterday's), the retrainer trains new ones from the judge's labels during the run.
+When the ``prometheus`` binary is installed, a real Prometheus scrapes the worker with the shipped rule
+files (durations compressed, expressions as shipped) and the screen shows the two DSAT-spike alerts' state:
+on the corrected distilled rate (the headline) and on the judged slice alone. At the end it writes a PNG of
+the rates. Without OPENAI_API_KEY / OPENAI_BASE_URL the judge is the simulator's ground truth, labelled
 "simulated" everywhere.
 """
 
@@ -28,6 +31,7 @@ import httpx
 from rich.console import Console
 from rich.live import Live
 
+from distill.registry import ModelRegistry
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import RubricSet, load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
@@ -38,15 +42,23 @@ from monitor.tools.demo_rates import Counts, RateHistory, scrape_counts
 from monitor.tools.demo_view import LAG_WARN, TREND_STEP_S, Health, View, render
 from monitor.tools.local_prometheus import LocalPrometheus, prometheus_binary
 from monitor.tools.shipped_alerts import AlertState, alert_state, firing_episodes, rule_file_of
-from monitor.tools.simulator.generate import APPS, LOCALES, MODEL_VERSIONS
+from monitor.tools.simulator.generate import APPS
 from monitor.tools.simulator.run import SimulationPlan, SimulationStats, simulate
+from monitor.tools.simulator.training import publish_simulated_model
 
 console = Console()
-ALERT = "ConvmonDsatSpike"
+# scorer label of the alert's series -> the shipped alert: the headline first
+ALERTS = {"corrected": "ConvmonDsatSpikeCorrected", "llm": "ConvmonDsatSpike"}
+ALERT = ALERTS["corrected"]
+ALERT_NAMES = " / ".join(ALERTS.values())
+RATE_NAMES = {"corrected": "corrected distilled", "llm": "judge"}
+SAMPLE_RATE = 0.25  # the judged slice; the distilled path scores every conversation
+FIRST_MODEL_CONVERSATIONS = 400  # the simulated judge-labelled conversations the first model is trained on
 RETRAIN_INTERVAL_S = 8
 RETRAIN_MIN_LABELS = 40
 MIN_POSITIVES = 5
 RETRAIN_NICENESS = 10
+REGISTRY_POLL_S = 2
 SCRAPE_S = 2.0  # the demo Prometheus's scrape interval and timeout (see _start_prometheus)
 
 
@@ -58,7 +70,7 @@ class DemoResult:
 
     def fired(self) -> dict[str, list[tuple[float, tuple[str, ...]]]]:
         """Per scorer with any, the starts of the alert's firing runs and their series."""
-        runs = {scorer: firing_episodes(self.alert_timeline, scorer) for scorer in ("llm", "distilled")}
+        runs = {scorer: firing_episodes(self.alert_timeline, scorer) for scorer in ALERTS}
         return {scorer: episodes for scorer, episodes in runs.items() if episodes}
     plot: Path | None = None
     simulated: SimulationStats | None = None
@@ -74,18 +86,20 @@ def _worker_env(broker_url: str, workdir: Path, metrics_port: int) -> dict[str, 
         "CONVMON_MODEL_REGISTRY": str(workdir / "models"),
         "CONVMON_LABEL_STORE_URL": f"sqlite:///{workdir / 'labels.db'}",
         "CONVMON_METRICS_PORT": str(metrics_port),
-        "CONVMON_SAMPLE_RATE": os.environ.get("CONVMON_SAMPLE_RATE", "0.5"),
+        "CONVMON_SAMPLE_RATE": os.environ.get("CONVMON_SAMPLE_RATE", str(SAMPLE_RATE)),
         "CONVMON_RETRAIN_CRON": f"* * * * * */{RETRAIN_INTERVAL_S}",  # the retrainer: every 8 s (6th field: seconds)
         "CONVMON_RETRAIN_METRICS_PORT": str(free_port()),
         "CONVMON_CALIBRATION_MIN_LABELS": "0",  # a calibration round takes minutes on a laptop
         "CONVMON_DISTILL_REPORT_DIR": str(workdir / "reports"),
         "CONVMON_RETRAIN_MIN_LABELS": str(RETRAIN_MIN_LABELS),
         "CONVMON_DISTILL_MIN_POSITIVES": str(MIN_POSITIVES),
-        "CONVMON_REGISTRY_POLL_S": "2",
+        "CONVMON_REGISTRY_POLL_S": str(REGISTRY_POLL_S),
         "CONVMON_IDLE_TIMEOUT_S": "10",
-        # metric labels are an allow-list: the simulator's values, so the per-app panels fill
-        "CONVMON_DIMENSION_VALUES": json.dumps({"app": list(APPS), "locale": list(LOCALES),
-                                                "model_version": list(MODEL_VERSIONS)}),
+        # One dimension, app, with the simulator's values (an allow-list), so the per-app panels fill. Each dimension
+        # multiplies the per-item series: all three (27 combinations, 4 partitions, the corrected rate's seven
+        # series per item) made /metrics too big to render within the 2 s scrape on a busy 2-core machine.
+        "CONVMON_METRIC_DIMENSIONS": json.dumps(["app"]),
+        "CONVMON_DIMENSION_VALUES": json.dumps({"app": list(APPS)}),
     }
 
 
@@ -108,7 +122,8 @@ def start_processes(broker_url: str, workdir: Path, metrics_port: int) -> list[s
 
 
 def _how_to_see_alert(rule: str, reason: str) -> str:
-    return (f"{reason}, so {ALERT} ({rule}) is not evaluated here. To see it: install Prometheus (Debian/Ubuntu: "
+    return (f"{reason}, so {' and '.join(ALERTS.values())} ({rule}) are not evaluated here. To see them: install "
+            f"Prometheus (Debian/Ubuntu: "
             f"apt-get install prometheus) and rerun, or `docker compose up -d` and open http://localhost:9090/alerts; "
             f"`promtool test rules deploy/prometheus/tests/*.yml` runs the rules' unit tests")
 
@@ -122,15 +137,17 @@ def _start_prometheus(workdir: Path, target: str, scale: float) -> tuple[LocalPr
     exe = prometheus_binary()
     if exe is None:
         return None, _how_to_see_alert(rule, "prometheus is not installed")
-    # every 2 s, not every second: the worker renders its whole /metrics (over 10,000 series) for each scrape,
+    # every 2 s, not every second: the worker renders its whole /metrics (about 4,300 series) for each scrape,
     # and at 1 s a busy 2-core machine failed a third of them; the 30-minute windows are 15 s, still 7 scrapes
     prom = LocalPrometheus(exe, workdir / "prometheus", [target], scale, scrape_s=SCRAPE_S).start()
-    if ALERT not in prom.rule_names():
+    missing = [name for name in ALERTS.values() if name not in prom.rule_names()]
+    if missing:
         prom.stop()
-        return None, _how_to_see_alert(rule, f"Prometheus did not load {ALERT} (see {prom.log_path})")
+        return None, _how_to_see_alert(rule, f"Prometheus did not load {', '.join(missing)} (see {prom.log_path})")
     window = 1800 / scale
     return prom, (f"{rule} as shipped, evaluated by Prometheus ({prom.url}/alerts) with every duration divided "
-                  f"by {scale:g} (30m -> {window:.3g}s)")
+                  f"by {scale:g} (30m -> {window:.3g}s); {ALERTS['llm']} also wants 100 judged conversations "
+                  f"in that window")
 
 
 MAX_TAIL_S = 30.0
@@ -187,7 +204,7 @@ async def _watch(result: DemoResult, view: View, url: str, prom: LocalPrometheus
                 failed += 1  # shown: a worker too busy to answer its /metrics in 5 s hides the headline
             if prom is not None:
                 with contextlib.suppress(httpx.HTTPError, KeyError, ValueError, ConfigError):
-                    alert = alert_state(await asyncio.to_thread(prom.alerts), ALERT)
+                    alert = alert_state(await asyncio.to_thread(prom.alerts), *ALERTS.values())
                     result.alert_timeline.append((t, alert))
                     if int(t) % 5 == 0:
                         prom_failed = await asyncio.to_thread(prom.failed_scrapes)
@@ -215,17 +232,17 @@ def _summary(result: DemoResult, rubric: RubricSet, view: View, workdir: Path) -
         if before and recent:
             console.print(f"judge DSAT share per item (mean of {len(dsat)} items): {sum(before) / len(before):.1%} "
                           f"before the spike, {sum(recent) / len(recent):.1%} in the last {view.window_s:.0f}s")
+    fired = result.fired()
     if result.alert is None:
-        console.print(f"alert {ALERT}: {view.alert_where}")
-    elif not result.fired():
-        console.print(f"alert {ALERT} did not fire (last state: {result.alert.state})")
-    for scorer, episodes in sorted(result.fired().items(), reverse=True):
-        who = "judge" if scorer == "llm" else "distilled"
-        for t, series in episodes:
+        console.print(f"alerts {ALERT_NAMES}: {view.alert_where}")
+    for scorer, name in ALERTS.items():
+        if result.alert is not None and scorer not in fired:
+            console.print(f"alert {name} did not fire (last state: {result.alert.for_scorer(scorer).state})")
+        for t, series in fired.get(scorer, []):
             items = ", ".join(x.rpartition(" (")[0] for x in series)
             early = (" (a control run without a spike: a false alarm of the rule)" if spike is None else
                      " (before the spike: a false alarm of the rule)" if t < spike else "")
-            console.print(f"alert {ALERT} fired at t={t:.0f}s on the {who} rates{early} ({items})")
+            console.print(f"alert {name} fired at t={t:.0f}s on the {RATE_NAMES[scorer]} rates{early} ({items})")
     health = result.health
     if result.max_lag >= LAG_WARN:
         console.print(f"the worker fell behind (up to {result.max_lag:.0f} messages): the rates on screen trailed the "
@@ -271,14 +288,19 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
         procs = start_processes(broker.url, workdir, metrics_port)
         prom: LocalPrometheus | None = None
         try:
-            console.print(f"broker {broker.url} · worker metrics {url} · logs in {workdir}; starting the worker ...")
+            console.print(f"broker {broker.url} · worker metrics {url} · logs in {workdir}; starting the worker and "
+                          f"training the first distilled model on {FIRST_MODEL_CONVERSATIONS} simulated "
+                          "judge-labelled conversations ...")
+            # while the worker starts: it loads the live model at start, or within CONVMON_REGISTRY_POLL_S
+            publish_simulated_model(ModelRegistry(workdir / "models"), rubric, n=FIRST_MODEL_CONVERSATIONS,
+                                    dsat_factor=1.0, min_positives=MIN_POSITIVES)
             wait_for_metrics(url, procs[0], log_path=workdir / "worker.log")
             prom, where = _start_prometheus(workdir, f"127.0.0.1:{metrics_port}", alert_scale)
             view = View(rubric=rubric, judge_name=judge_name, window_s=window_s, spike_at_s=plan.dsat_spike_at_s,
-                        spike_factor=plan.spike_factor, min_positives=MIN_POSITIVES, alert_name=ALERT,
+                        spike_factor=plan.spike_factor, min_positives=MIN_POSITIVES, alert_name=ALERT_NAMES,
                         alert_where=where, log_dir=workdir,
-                        retrain_note=f"no distilled model yet: the retrainer trains one from the judge's labels "
-                                     f"every {RETRAIN_INTERVAL_S}s once {RETRAIN_MIN_LABELS} exist")
+                        retrain_note=f"the worker loads the first within {REGISTRY_POLL_S}s of its training; the "
+                                     f"retrainer trains new ones from the judge's labels every {RETRAIN_INTERVAL_S}s")
             started = time.monotonic()
 
             async def main() -> None:
@@ -293,8 +315,8 @@ def run_demo(settings: Settings, *, duration_s: float, rate: float, metrics_port
             for proc in reversed(procs):
                 stop_process(proc)
     result.plot = plot_rates(workdir / "rates.png", result.history, rubric, window_s=window_s, step_s=TREND_STEP_S,
-                             spike_at_s=plan.dsat_spike_at_s, alert_name=ALERT, alert_timeline=result.alert_timeline,
-                             judge_name=judge_name)
+                             spike_at_s=plan.dsat_spike_at_s, alert_name=ALERT_NAMES,
+                             alert_timeline=result.alert_timeline, judge_name=judge_name)
     _summary(result, rubric, view, workdir)
     return result
 

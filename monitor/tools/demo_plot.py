@@ -27,7 +27,8 @@ def _spans(timeline: list[tuple[float, str]], end: float) -> list[tuple[float, f
 def alert_caption(alert_timeline: list[tuple[float, AlertState]], alert_name: str, shaded: bool) -> str:
     """What the plot says about the alert: shading is promised only when some is drawn."""
     if shaded:
-        return f"shaded: {alert_name} pending (yellow) / firing (red) in Prometheus, on that panel's scorer's series"
+        return (f"shaded: {alert_name} pending (yellow) / firing (red) in Prometheus, on that panel's scorer's "
+                "series (the distilled panel: the corrected rate's)")
     if not alert_timeline:
         return f"{alert_name} not evaluated (no Prometheus ran): no alert shading"
     return f"{alert_name} was evaluated by Prometheus and never pending or firing"
@@ -42,14 +43,16 @@ def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("dsat", "llm", f"DSAT items, judge ({judge_name})"),
-              ("dsat", "distilled", "DSAT items, distilled classifiers (expected rate)"),
-              ("sat", "llm", f"SAT items, judge ({judge_name})")]
+    # (polarity, scorer of the rates, scorer of the alert series shaded, title): the distilled panel shades the
+    # alert on the corrected rate, the distilled mean corrected by the judged slice
+    panels = [("dsat", "llm", "llm", f"DSAT items, judge ({judge_name})"),
+              ("dsat", "distilled", "corrected", "DSAT items, distilled classifiers (expected rate)"),
+              ("sat", "llm", "llm", f"SAT items, judge ({judge_name})")]
     fig, axes = plt.subplots(len(panels), 1, figsize=(12, 11), sharex=True)
     shaded = False
     end = history.latest.t if history.latest else 0.0
     cmap = plt.get_cmap("tab10")
-    for ax, (polarity, scorer, title) in zip(axes, panels, strict=True):
+    for ax, (polarity, scorer, alert_scorer, title) in zip(axes, panels, strict=True):
         items = [i for i in rubric.items if i.polarity == polarity]
         by_time: dict[float, list[float]] = {}
         for n, item in enumerate(items):
@@ -63,7 +66,7 @@ def plot_rates(path: Path, history: RateHistory, rubric: RubricSet, *, window_s:
             times = sorted(by_time)
             ax.plot(times, [100 * sum(by_time[t]) / len(by_time[t]) for t in times], color="black", linewidth=2.6,
                     label=f"mean of {polarity.upper()} items")
-        states = [(t, alert.for_scorer(scorer).state) for t, alert in alert_timeline]
+        states = [(t, alert.for_scorer(alert_scorer).state) for t, alert in alert_timeline]
         for start, stop, state in _spans(states, end):
             ax.axvspan(start, stop, color=STATE_COLOURS[state], alpha=0.18, linewidth=0)
             shaded = True

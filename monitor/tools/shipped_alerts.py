@@ -90,7 +90,8 @@ class AlertState:
     values: dict[str, float] = field(default_factory=dict)
 
     def for_scorer(self, scorer: str) -> AlertState:
-        """Only the series of one scorer (``llm`` or ``distilled``): the judge's view and the classifiers'."""
+        """Only the series of one scorer (``llm``, ``distilled``, ``corrected``): the judge's view, the classifiers'
+        and the corrected rate's."""
         suffix = f" ({scorer})"
         firing = tuple(x for x in self.firing if x.endswith(suffix))
         pending = tuple(x for x in self.pending if x.endswith(suffix))
@@ -105,14 +106,15 @@ def _series_name(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k not in skip) or "-"
 
 
-def alert_state(alerts: list[dict[str, Any]], name: str) -> AlertState:
-    """Read ``name``'s state from the body of Prometheus's ``/api/v1/alerts`` (``data.alerts``)."""
+def alert_state(alerts: list[dict[str, Any]], *names: str) -> AlertState:
+    """Read the state of the alerts ``names`` from the body of Prometheus's ``/api/v1/alerts`` (``data.alerts``):
+    their series together, told apart by their ``scorer`` label."""
     firing: list[str] = []
     pending: list[str] = []
     values: dict[str, float] = {}
     for alert in alerts:
         labels = alert.get("labels", {})
-        if labels.get("alertname") != name:
+        if labels.get("alertname") not in names:
             continue
         series = _series_name(labels)
         (firing if alert.get("state") == "firing" else pending).append(series)

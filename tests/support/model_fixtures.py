@@ -3,44 +3,20 @@ labelled by the simulator's ground truth (the simulated judge)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import numpy as np
 
 from distill.registry import ModelRegistry
-from distill.train import TrainingSet, train_items
-from monitor.contracts.events import EndEvent, TurnEvent
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.settings import Settings
-from monitor.judge.simulated import SimulatedJudge
-from monitor.stages.session_store import DictStore
-from monitor.stages.sessionize import Limits, Sessionizer
-from monitor.tools.simulator.generate import ConversationGenerator
+from monitor.tools.simulator.training import publish_simulated_model, simulated_training_set
 
-
-def simulated_training_set(rubric: RubricSet, n: int = 400, seed: int = 99) -> TrainingSet:
-    generator = ConversationGenerator(rubric, seed=seed)
-    judge = SimulatedJudge(rubric)
-    conversations, labels = [], []
-    for i in range(n):
-        sim = generator.generate(f"train-{seed}-{i}", 1.7e9 + i, dsat_factor=2.0)
-        sessions = Sessionizer(DictStore(), Limits(), idle_timeout_s=1e9, closed_retention_s=1e9,
-                               allowed_lateness_s=0.0)
-        for event in sim.events[:-1]:
-            sessions.turn(TurnEvent(**event), 0, now=0.0)
-        _, [conversation] = sessions.end(EndEvent(**sim.events[-1]), 0, now=0.0, rekeyed=False)
-        score = asyncio.run(judge.score(conversation))
-        conversations.append(conversation)
-        labels.append([float(item.verdict) for item in score.items])
-    return TrainingSet(conversations=conversations, labels=np.array(labels), item_ids=rubric.item_ids,
-                       groups=np.arange(n))
+__all__ = ["publish_distilled_model", "simulated_training_set"]
 
 
 def publish_distilled_model(settings: Settings, rubric: RubricSet, *, featurizer: str = "hashing") -> str:
-    trained = train_items(simulated_training_set(rubric), featurizer, rubric=rubric, min_positives=5)
-    registry = ModelRegistry(settings.model_registry)
-    return registry.publish("distilled", trained.model.to_arrays(), trained.model.manifest(), promote=True)
+    return publish_simulated_model(ModelRegistry(settings.model_registry), rubric, featurizer=featurizer)
 
 
 # --- calibration --------------------------------------------------------------------------------

@@ -176,6 +176,20 @@ def test_alert_spans_merge_consecutive_states() -> None:
 
 def test_alert_series_are_grouped_by_scorer_for_the_screen() -> None:
     assert _grouped(("dsat.a (llm)", "dsat.b (distilled)", "dsat.c (llm)")) == "judge: a, c · distilled: b"
+    assert _grouped(("dsat.a (llm)", "dsat.b (corrected)")) == "judge: a · corrected: b"
+
+
+def test_two_alerts_read_together_are_told_apart_by_their_scorer() -> None:
+    """The demo watches ConvmonDsatSpikeCorrected (scorer="corrected") and ConvmonDsatSpike as one state."""
+    corrected = {"labels": {"alertname": "ConvmonDsatSpikeCorrected", "rubric": "dsat.topic_switch",
+                            "scorer": "corrected", "polarity": "dsat"}, "state": "firing", "value": "0.2"}
+    both = alert_state([*ALERTS, corrected], "ConvmonDsatSpikeCorrected", "ConvmonDsatSpike")
+    assert both.firing == ("dsat.repetition (llm)", "dsat.topic_switch (corrected)")
+    assert both.for_scorer("corrected").firing == ("dsat.topic_switch (corrected)",)
+    assert both.for_scorer("llm").pending == ("dsat.irrelevance (llm)",)
+    assert alert_state([corrected], "ConvmonDsatSpike").state == "inactive"
+    assert firing_episodes([(0.0, alert_state([], "x")), (7.0, both)], "corrected") == [
+        (7.0, ("dsat.topic_switch (corrected)",))]
 
 
 def test_the_plot_is_a_png_with_the_rates(tmp_path: Path) -> None:
@@ -228,3 +242,20 @@ def test_the_demo_waits_for_a_judge_still_behind_the_simulator() -> None:
 
     assert [at(t, lag) for t, lag in ((3.0, 40.0), (5.0, 0.0), (7.0, 0.0), (8.0, 0.0))] == [False] * 3 + [True]
     assert _finished(DemoResult(RateHistory()), stats, MAX_TAIL_S)  # bounded
+
+
+def test_the_demo_judges_a_quarter_and_watches_shipped_alerts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The distilled path carries most of the traffic, as in production, and the alerts on screen are shipped ones."""
+    from monitor.contracts.settings import Settings
+    from monitor.tools.demo import ALERTS, _worker_env
+
+    monkeypatch.delenv("CONVMON_SAMPLE_RATE", raising=False)
+    env = _worker_env("kafka://127.0.0.1:1", tmp_path, 9100)
+    for key, value in env.items():
+        if key.startswith("CONVMON_"):
+            monkeypatch.setenv(key, value)
+    settings = Settings()
+    assert settings.sample_rate <= 0.25 and settings.active_learning_rate == 0.0
+    assert settings.metric_dimensions == ["app"]
+    for alert in ALERTS.values():
+        assert rule_file_of(alert).parent == RULES_DIR
