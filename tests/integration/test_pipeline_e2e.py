@@ -68,8 +68,9 @@ def collect_dead_letters(bootstrap: str, topic: str, expected: int, timeout: flo
 
 
 def test_events_to_scores_exactly_once_with_dead_letters(broker: str, make_settings, tmp_path) -> None:
+    # reopening off: the late turn is dead-lettered (tests/integration/test_reopen_e2e.py: reopening on)
     settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=0.5, idle_timeout_s=3.0,
-                             max_event_bytes=200_000, registry_poll_s=1.0)
+                             max_event_bytes=200_000, registry_poll_s=1.0, reopen_window_s=0)
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     version = publish_distilled_model(settings, rubric)
     calibration_version = publish_calibration_model(settings, rubric)
