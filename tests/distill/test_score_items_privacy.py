@@ -18,6 +18,7 @@ from distill.reference_key import conversation_ref, stored_key
 from distill.score_store import ScoreStore
 from distill.store import DAY_S, LabelStore
 from monitor.contracts.rubric_set import load_rubric_set
+from monitor.contracts.score_codec import encode_score
 from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import Settings
 from monitor.judge.redact import Redactor
@@ -59,7 +60,7 @@ def test_score_items_hold_no_raw_metadata_and_resolve_their_reference(labels: La
     ref = conversation_ref(None, labels)
     scores = ScoreStore(labels, RUBRIC, table_prefix=labels.table.name.removesuffix("labels"), reference=ref,
                         redact=Redactor().redact, retention_days=30)
-    scores.upsert_raw([orjson.loads(orjson.dumps(record("c-1", time.time()).model_dump(mode="json")))])
+    scores.upsert_raw([orjson.loads(encode_score(record("c-1", time.time()), RUBRIC))])  # as the scores topic holds it
     dump = all_bytes(labels)
     assert all(value not in dump for value in PLANTED.values()) and "[EMAIL]" in dump
     assert scores.resolve([ref("c-1"), ref("c-unknown")]) == {ref("c-1"): "c-1"}
