@@ -2,7 +2,7 @@
 conversations as ``messages`` lists, or one message per event, beside convmon's own events) or OTLP GenAI telemetry.
 
 Either way the hot path gets convmon events. Events re-produced under their conversation id
-(header ``convmon-rekeyed``) are always convmon JSON: for OTLP input that hop is where one
+(to ``<prefix>rekeyed``) are always convmon JSON: for OTLP input that hop is where one
 message of many conversations' spans becomes one keyed event per turn. The OTLP decoder (and
 protobuf) is imported only when the setting selects it.
 """
