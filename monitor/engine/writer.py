@@ -72,6 +72,8 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         self.last_sweep = self.last_lag = time.monotonic()
         self.assignment: list[TopicPartition] | None = None  # assigned, paused, not restored yet
         self._reported: set[tuple[str, int]] = set()  # partitions whose progress gauges exist
+        self.input_owned = 0  # input partitions restored and read here: /readyz says it (read from the HTTP thread)
+        health.assigned = lambda: self.input_owned
 
     # -- the group's callbacks -------------------------------------------------------------------------------------
     # aiokafka stops heartbeating while a callback runs and starts fetching before on_partitions_assigned returns:
@@ -81,6 +83,7 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         async with self.lock:  # the batch in progress has committed when this returns
             self.epoch += 1
             self.tps -= set(revoked)
+            self.input_owned = sum(1 for tp in self.tps if tp.topic == self.names.input)
             self.assignment = None
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
@@ -111,6 +114,7 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
                 await self.consumer.seek_to_beginning(tp)
         self.consumer.resume(*assigned)
         self.hot.restored(time.monotonic() - started)
+        self.input_owned = sum(1 for tp in self.tps if tp.topic == self.names.input)
         self.health.joined = True
         log.info("assigned state partitions %s, restored in %.1fs", sorted(state), time.monotonic() - started)
 
