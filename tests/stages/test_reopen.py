@@ -3,39 +3,16 @@ the whole conversation so far; past the window it is a late event; the state is 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
-import orjson
-
 from monitor.contracts.events import EndEvent, Feedback, TurnEvent
 from monitor.stages import sessionize as ses
+from tests.support.memstore import MemStore  # values through JSON, as the changelog carries them
 
 LIMITS = ses.Limits(max_turns=10, max_chars=1000, max_bytes=4096, max_metadata_bytes=300)
 HOUR = 3600.0
 
 
-class JsonStore:
-    """Values through JSON, as the changelog carries them (tuples come back as lists)."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-
-    def get(self, key: str) -> Any:
-        return self.data.get(key)
-
-    def put(self, key: str, value: Any, partition: int) -> None:
-        self.data[key] = orjson.loads(orjson.dumps(value))
-
-    def delete(self, key: str, partition: int) -> None:
-        self.data.pop(key, None)
-
-    def items(self) -> Iterable[tuple[str, Any]]:
-        return list(self.data.items())
-
-
-def make(store: JsonStore | None = None, window: float = 24 * HOUR, cap: int = 100) -> ses.Sessionizer:
-    return ses.Sessionizer(store or JsonStore(), LIMITS, idle_timeout_s=10.0, closed_retention_s=HOUR,
+def make(store: MemStore | None = None, window: float = 24 * HOUR, cap: int = 100) -> ses.Sessionizer:
+    return ses.Sessionizer(store or MemStore(), LIMITS, idle_timeout_s=10.0, closed_retention_s=HOUR,
                            allowed_lateness_s=5.0, reopen_window_s=window, reopen_max=cap)
 
 
@@ -122,7 +99,7 @@ def test_at_most_the_cap_stay_reopenable_per_partition() -> None:
 
 
 def test_the_reopen_state_and_revisions_survive_a_restore() -> None:
-    store = JsonStore()
+    store = MemStore()
     s = make(store)
     scored(s)
     s.turn(t(2), 0, now=10.0)
