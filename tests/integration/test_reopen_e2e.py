@@ -16,8 +16,8 @@ import pytest
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import SCORE_ID_HEADER, decode_score
 from monitor.contracts.settings import Settings
-from monitor.runtime.app import topic_names
 from monitor.runtime.broker import ensure_topics
+from monitor.runtime.clients import topic_names
 from monitor.runtime.produce import produce_events
 from monitor.runtime.scrape import total
 from monitor.tools.simulator.generate import SimConversation

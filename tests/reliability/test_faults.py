@@ -17,10 +17,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from monitor.contracts.rubric_set import load_rubric_set
+from monitor.engine.changelog import FENCE, STORES
+from monitor.engine.worker import changelog_topic
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
 from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import by_label, total
-from monitor.stages.totals import is_count_state
 from monitor.tools.openai_server import OpenAIServer
 from tests.support.model_fixtures import publish_distilled_model
 from tests.support.topic_io import list_topics
@@ -34,19 +35,23 @@ pytestmark = pytest.mark.integration
 
 
 def dedup_marks(bootstrap: str, changelog: str) -> tuple[dict[str, list[float]], list[str]]:
-    """The live dedup marks of the ``scored`` changelog (not the partition totals it also holds), and the keys
-    written twice without a deletion in between (counted twice). A mark of a batch whose commit record was lost
-    is deleted on restore and written again when the re-delivered input is counted: that is one count."""
+    """The live dedup marks of the state changelog's counts store (not its totals, ledger or sessions), and the keys
+    written again with another mark while live (counted twice). A mark of a batch whose offsets never committed is
+    skipped by the next owner's restore and rewritten as a deletion before it counts the re-read input again: that
+    is one count; a restore's rewrite of a committed mark repeats its value."""
     live: dict[str, list[float]] = {}
     counted_twice = []
     for record in read_topic(bootstrap, changelog):
-        key = orjson.loads(record.key)
-        if is_count_state(key):
+        if record.key.startswith(FENCE) or not record.key.startswith(STORES[1]):
             continue
-        if record.value and key in live:
+        key = record.key[len(STORES[1]):].decode()
+        if key.startswith("#"):  # totals, commit records, the revision ledger
+            continue
+        value = orjson.loads(record.value) if record.value else None
+        if value is not None and key in live and live[key] != value:
             counted_twice.append(key)
-        if record.value:
-            live[key] = orjson.loads(record.value)
+        if value is not None:
+            live[key] = value
         else:
             live.pop(key, None)
     return live, counted_twice
@@ -60,7 +65,7 @@ def test_kill_9_mid_stream_then_restart_scores_everything_and_counts_nothing_twi
     """SIGKILL a worker while events are still arriving, restart it (same consumer group).
 
     Let A_last be the killed worker's last scrape before the kill and B the restarted worker's
-    final scrape; the ``scored`` dedup table's changelog records (value: [time counted, partition, batch])
+    final scrape; the dedup marks in the state changelog (value: [time counted, partition, batch])
     tell which lifetime counted each (scorer, conversation). Asserted per scorer:
     1. at least once: every conversation has a score record on the scores topic, and a dedup entry;
     2. never counted twice: each dedup key was written once (a second write means a second count);
@@ -96,7 +101,7 @@ def test_kill_9_mid_stream_then_restart_scores_everything_and_counts_nothing_twi
         feeder.join()
     assert scored(a_last).get("distilled", 0) < n, "the kill came too late to be mid-stream"
 
-    changelog = f"{settings.app_id}-scored-changelog"
+    changelog = changelog_topic(settings.app_id)
     with WorkerProcess(settings, tmp_path / "b.log") as b:
         def all_counted() -> bool:
             return len(dedup_marks(broker, changelog)[0]) >= 2 * n
@@ -142,8 +147,7 @@ def test_broker_restart_workers_reconnect_recreate_topics_and_resume(make_settin
     try:
         settings = make_settings(broker_url=own.url, sample_rate=1.0, idle_timeout_s=3.0, registry_poll_s=1.0)
         publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
-        expected_topics = {*topic_names(settings), f"{settings.app_id}-scored-changelog",
-                           f"{settings.app_id}-sessions-changelog"}
+        expected_topics = {*topic_names(settings), changelog_topic(settings.app_id)}
         with WorkerProcess(settings, tmp_path / "worker.log") as worker:
             produce(settings, conversations(settings, "before", 10, seed=1))
             wait_until(lambda: scored(worker.samples()) == {"llm": 10, "distilled": 10}, 60, message="batch 1 scored")
