@@ -1,4 +1,4 @@
-"""A conversation the user comes back to, on the real broker with a checkpoint-engine worker: the come-back
+"""A conversation the user comes back to, on the real broker with a worker: the come-back
 turn reopens it, the new revision is scored again by both scorers (revision on the scores topic), the exported
 totals count every conversation once by its latest revision, and a turn past the reopen window is dead-lettered
 ``late_event`` with its reason."""
@@ -52,7 +52,7 @@ def revisions(broker: str, settings: Settings) -> dict[tuple[str, str], set[int]
 
 
 def test_a_returning_user_is_scored_again_and_counted_once(broker: str, make_settings, tmp_path: Path) -> None:
-    settings = make_settings(broker_url=f"kafka://{broker}", engine="checkpoint", sample_rate=1.0,
+    settings = make_settings(broker_url=f"kafka://{broker}", sample_rate=1.0,
                              idle_timeout_s=30.0, registry_poll_s=1.0, reopen_window_s=WINDOW_S)
     publish_distilled_model(settings, load_rubric_set(settings.rubric_set, settings.prompts_dir))
     asyncio.run(ensure_topics(broker, topic_names(settings), settings.topic_partitions))

@@ -29,7 +29,7 @@ def reopen_kill_9_run(broker: str, workdir: Path) -> dict[str, Any]:
     convs = simulated(N, "reopen", seed=54)
     once, twice = convs[: N // 6], convs[N // 6: N // 3]
     back = {c.conversation_id: 1 for c in once} | {c.conversation_id: 2 for c in twice}
-    with FaultRun("checkpoint_reopen_kill_9", workdir, broker, engine="checkpoint") as run:
+    with FaultRun("reopen_kill_9", workdir, broker) as run:
         run.expect([c.conversation_id for c in convs], SCORED)
         r = ReopenRun(run, convs, back)
         run.supervisor.start("a")
