@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from monitor.contracts.rubric_set import load_rubric_set
@@ -25,7 +26,7 @@ from tests.support.accounting import SCORED, Ledger
 from tests.support.model_fixtures import publish_distilled_model
 from tests.support.readback import read_to_end
 from tests.support.topic_io import produce
-from tests.support.workers import WorkerProcess
+from tests.support.workers import WorkerProcess, wait_until
 
 N = 2000
 FIRST, BACKLOG, CHUNK = 400, 400, 60
@@ -36,6 +37,12 @@ def caught_up(worker: WorkerProcess, topic: str) -> bool:
     """The worker reports its lag on ``topic`` and it is 0 (read to the end; processing may still be going on)."""
     lags = [v for n, labels, v in worker.samples() if n == "convmon_consumer_lag_messages" and labels["topic"] == topic]
     return lags == [0.0]
+
+
+def ready(worker: WorkerProcess) -> None:
+    """The worker restored its partitions and reads them (/readyz): the scores' quiet period starts after that."""
+    wait_until(lambda: httpx.get(worker.url.replace("/metrics", "/readyz"), timeout=5).status_code == 200, 120,
+               message=f"the worker to be ready ({worker.log_path})")
 
 
 def scored_when_settled(ledger: Ledger, broker: str, topic: str, quiet_s: float = 15.0) -> dict[str, Any]:
@@ -66,7 +73,8 @@ def prepared(broker: str, make_settings: Any, prefix: str, seed: int) -> tuple[A
 
 def test_a_backlog_delivered_during_a_slow_seek_is_scored(broker: str, make_settings, tmp_path: Path) -> None:
     settings, records, ledger, first = prepared(broker, make_settings, "seek", seed=31)
-    with WorkerProcess(settings, tmp_path / "first.log"):  # commits offsets: the seek has somewhere to go back to
+    with WorkerProcess(settings, tmp_path / "first.log") as w0:  # commits offsets: the seek has somewhere to go back to
+        ready(w0)
         produce(broker, settings.topic("events"), records[:FIRST])
         assert scored_when_settled(first, broker, settings.topic("scores"))["lost"] == 0
     produce(broker, settings.topic("events"), records[FIRST:FIRST + BACKLOG])  # what the next assignment finds
@@ -93,7 +101,8 @@ def test_a_backlog_fetched_during_the_seek_with_nothing_committed_is_scored(brok
     Every id must be scored and the worker must read to the end, with no input after the backlog."""
     settings, records, ledger, first = prepared(broker, make_settings, "fresh", seed=32)
     with WorkerProcess(settings, tmp_path / "first.log", module="tests.reliability.slow_seek_worker",
-                       extra_env={"SEEK_DELAY_S": "0", "NO_OFFSET_COMMITS": "1"}):  # tables, no offsets
+                       extra_env={"SEEK_DELAY_S": "0", "NO_OFFSET_COMMITS": "1"}) as w0:  # a changelog, no offsets
+        ready(w0)
         produce(broker, settings.topic("events"), records[:FIRST])
         assert scored_when_settled(first, broker, settings.topic("scores"))["lost"] == 0
     produce(broker, settings.topic("events"), records[FIRST:])
