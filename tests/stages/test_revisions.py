@@ -22,8 +22,8 @@ from monitor.stages.revisions import Revisions
 from monitor.stages.scoring import Delivery, Scoring
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals, Series, TotalsCollector
-from tests.stages.test_reopen import JsonStore
 from tests.support.hot_path import RUBRIC
+from tests.support.memstore import MemStore
 
 DSAT = "dsat.negative_feedback"
 
@@ -41,9 +41,9 @@ def classify(conversations: list[Conversation]) -> list[ScoreRecord]:
 
 
 class World:
-    def __init__(self, counts: JsonStore | None = None, sessions: JsonStore | None = None) -> None:
+    def __init__(self, counts: MemStore | None = None, sessions: MemStore | None = None) -> None:
         self.metrics = metrics = Metrics(CollectorRegistry())
-        self.counts, self.sessions = counts or JsonStore(), sessions or JsonStore()
+        self.counts, self.sessions = counts or MemStore(), sessions or MemStore()
         exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
         self.totals = totals = PartitionTotals(self.counts, metrics.partition_families)
         dedup = DedupWindow(self.counts, window_s=1e6, max_keys=10_000, sequence=totals.sequence)
