@@ -21,9 +21,11 @@ from aiokafka.structs import ConsumerRecord
 
 from monitor.engine.checkpoint import DeliveryFailed, send_records
 from monitor.stages.deadletter import DeadLetter, dead_letter
+from monitor.stages.export import update_consumer_lag
 from monitor.stages.hotpath import Send
 from monitor.stages.judging import JudgeStage
 from monitor.stages.labels import LabelSink
+from monitor.stages.lag import lag_by_topic
 from monitor.stages.verdicts import verdict_record
 
 log = logging.getLogger(__name__)
@@ -129,16 +131,16 @@ class JudgeLoop(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's 
     async def _lag(self) -> None:
         """Judge records not judged yet on this worker's partitions (from the first unfinished one to the end)."""
         self.lag_at = time.monotonic()
-        lag = dict.fromkeys(self.consumer.subscription(), 0)  # 0 too where this worker owns none of it now
-        for tp in self.consumer.assignment():
-            high = self.consumer.highwater(tp)
-            if high is None:
-                continue
+        owned = list(self.consumer.assignment())
+        high = {(tp.topic, tp.partition): self.consumer.highwater(tp) for tp in owned}
+        processed = {}  # the offset before the first one not judged yet
+        for tp in owned:
             taken = self.offsets.taken.get(tp)
-            start = taken[0] if taken else await self.consumer.position(tp)
-            lag[tp.topic] = lag.get(tp.topic, 0) + max(0, high - start)
-        for topic, behind in lag.items():
-            self.stage.metrics.consumer_lag.labels(topic).set(behind)
+            processed[(tp.topic, tp.partition)] = (taken[0] if taken else await self.consumer.position(tp)) - 1
+        # every subscribed topic, at 0 too where this worker owns none of it now
+        for topic, lag in lag_by_topic(high.keys(), self.consumer.subscription(), highwater=high,
+                                       processed=processed).items():
+            update_consumer_lag(self.stage.metrics, topic, lag)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.calls.pop(task, None)

@@ -28,7 +28,7 @@ from monitor.engine.checkpoint import Checkpoint
 from monitor.engine.upgrade import faust_state
 from monitor.runtime.health import Health
 from monitor.stages.deadletter import dead_letter
-from monitor.stages.export import update_partition_progress
+from monitor.stages.export import update_consumer_lag, update_partition_progress
 from monitor.stages.hotpath import HotPath, Input
 from monitor.stages.judging import JudgeStage
 from monitor.stages.lag import lag_by_topic, partition_progress
@@ -83,7 +83,7 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         async with self.lock:  # the batch in progress has committed when this returns
             self.epoch += 1
             self.tps -= set(revoked)
-            self.input_owned = sum(1 for tp in self.tps if tp.topic == self.names.input)
+            self._count_input()
             self.assignment = None
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
@@ -114,9 +114,12 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
                 await self.consumer.seek_to_beginning(tp)
         self.consumer.resume(*assigned)
         self.hot.restored(time.monotonic() - started)
-        self.input_owned = sum(1 for tp in self.tps if tp.topic == self.names.input)
+        self._count_input()
         self.health.joined = True
         log.info("assigned state partitions %s, restored in %.1fs", sorted(state), time.monotonic() - started)
+
+    def _count_input(self) -> None:
+        self.input_owned = sum(1 for tp in self.tps if tp.topic == self.names.input)
 
     def _state_partitions(self, tps: Iterable[TopicPartition]) -> set[int]:
         """The state partitions of an assignment, checked: each one's re-keyed, verdicts (and direct input)
@@ -263,7 +266,7 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         metrics = self.hot.metrics
         topics = [self.names.input, self.names.rekeyed, self.names.verdicts]
         for topic, lag in lag_by_topic(owned, topics, highwater=high, processed=processed).items():
-            metrics.consumer_lag.labels(topic).set(lag)
+            update_consumer_lag(metrics, topic, lag)
         self._reported = update_partition_progress(
             metrics, partition_progress(owned, topics, highwater=high, processed=processed), self._reported)
 

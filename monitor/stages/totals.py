@@ -51,11 +51,6 @@ def group_key(partition: int, group: Group) -> str:
     return GROUP_PREFIX + orjson.dumps([partition, group[0], list(group[1])]).decode()
 
 
-def is_count_state(key: str) -> bool:
-    """Totals and commit records share the dedup table; dedup keys are ``scorer:conversation_id``."""
-    return key.startswith((GROUP_PREFIX, COMMIT_PREFIX))
-
-
 class Grouping:
     """Splits a series' labels into its group's and its item's (by the family's label names)."""
 
