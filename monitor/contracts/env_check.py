@@ -13,6 +13,10 @@ from collections.abc import Iterable, Mapping
 TOOL_VARIABLES = frozenset({"CONVMON_SOAK_MINUTES", "CONVMON_SOAK_RATE", "CONVMON_SOAK_RETENTION_S",
                             "CONVMON_SOAK_OUT"})
 
+# Settings a release removed: what a user who still sets one should know.
+RETIRED = {"CONVMON_ENGINE": "the checkpoint engine is the only engine (CHANGELOG.md, 'Upgrading to this release': "
+                             "stop every worker of the old release before starting this one)"}
+
 
 def known_variables(fields: Iterable[str]) -> set[str]:
     """``CONVMON_<FIELD>`` for each settings field, the OpenAI aliases and the tools' own variables."""
@@ -24,6 +28,9 @@ def unknown_variables(environ: Mapping[str, str], known: set[str]) -> list[str]:
     lines = []
     for name in sorted(environ):
         if not name.startswith("CONVMON_") or name in known:
+            continue
+        if name in RETIRED:
+            lines.append(f"warning: {name} is no longer read: {RETIRED[name]}")
             continue
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]}?" if close else "; see docs/settings.md"

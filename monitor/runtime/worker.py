@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import sys
 
 from prometheus_client import disable_created_metrics
@@ -28,16 +27,13 @@ NO_JUDGE = ("no judge endpoint (OPENAI_API_KEY / OPENAI_BASE_URL unset): only `c
             "judged; the judge slice of other traffic is counted as "
             "convmon_conversations_routed_total{route=\"unjudged\"} (convmon_judge_configured 0), so no labels "
             "and no new distilled models come from it")
-ENGINE_GONE = ("CONVMON_ENGINE is no longer read: the checkpoint engine is the only engine (CHANGELOG.md, "
-               "'Upgrading': stop every worker of the old version before starting this one)")
 
 
 def start_lines(settings: Settings) -> list[str]:
     """What a worker says at start whatever the log level: configuration that changes what it will do."""
     dimensions = dimension_notice(settings.metric_dimensions, allowed=settings.dimension_values,
                                   pattern=settings.dimension_value_pattern, cap=settings.dimension_cap)
-    lines = [dimensions] if settings.judge_configured else [dimensions, NO_JUDGE]
-    return [*lines, ENGINE_GONE] if "CONVMON_ENGINE" in os.environ else lines
+    return [dimensions] if settings.judge_configured else [dimensions, NO_JUDGE]
 
 
 def run_worker(settings: Settings, *, loglevel: str = "warn") -> None:

@@ -31,6 +31,11 @@ def test_a_misspelt_setting_is_reported_with_the_closest_name() -> None:
     assert unknown_variables({"CONVMON_BROKER_URL": "x"}, known_variables(Settings.model_fields)) == []
 
 
+def test_a_removed_setting_says_why_it_is_no_longer_read() -> None:
+    [line] = check_environment({"CONVMON_ENGINE": "checkpoint"})
+    assert line.startswith("warning: CONVMON_ENGINE is no longer read: the checkpoint engine is the only engine")
+
+
 def test_a_worker_says_at_start_which_dimensions_it_exports_and_where_other_comes_from() -> None:
     [line] = start_lines(Settings(openai_base_url="http://127.0.0.1:1/v1", dimension_values={"app": ["web"]}))
     assert line.startswith("metric dimensions: app (web), locale, model_version; only values listed in "
