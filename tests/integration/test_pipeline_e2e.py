@@ -106,12 +106,17 @@ def test_events_to_scores_exactly_once_with_dead_letters(broker: str, make_setti
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
         asyncio.run(produce())
 
+        # The end event for a conversation never seen waits allowed_lateness_s (5 s) for its turns, longer than
+        # the idle close (3 s): wait for its dead letter too, not only for the scores.
+        n_dead = len(MALFORMED) + 1  # the late turn
+
         def all_scored() -> bool:
             s = worker.samples()
             scored = by_label(s, "convmon_conversations_scored_total", "scorer")
-            return scored.get("distilled", 0) >= N_CONVERSATIONS and scored.get("llm", 0) >= judged_ok
+            return (scored.get("distilled", 0) >= N_CONVERSATIONS and scored.get("llm", 0) >= judged_ok
+                    and total(s, "convmon_dead_letters_total") >= n_dead)
 
-        wait_until(all_scored, timeout=120, message="every conversation scored")
+        wait_until(all_scored, timeout=120, message="every conversation scored and every bad event dead-lettered")
         asyncio.run(asyncio.sleep(2))  # let anything extra (a double count) arrive before asserting
         samples = worker.samples()
         assert worker.alive(), worker.log()
