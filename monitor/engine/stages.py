@@ -43,7 +43,7 @@ def build_stages(pipeline: Pipeline, layout: BrokerLayout, sessions: Store, coun
     # a scorer's entry outlives every revision that can follow it; both scorers' entries of the kept conversations
     revisions = Revisions(counts, totals.families, enabled=reopening,
                           retention_s=s.reopen_window_s + s.closed_retention_s, max_keys=2 * s.reopen_max_conversations)
-    dedup = DedupWindow(counts, window_s=s.dedup_window_s, max_keys=s.dedup_max_keys, sequence=totals.sequence)
+    dedup = DedupWindow(counts, window_s=s.dedup_window_s, max_keys=s.dedup_max_keys)
     redaction = InputRedaction(pipeline.redactor or Redactor.from_settings(s.judge), text=not s.pii_raw_internal_topics)
     hot = HotPath(sessionizer, dedup, totals, pipeline.exporter, pipeline.metrics, pipeline.rubric,
                   max_event_bytes=s.max_event_bytes, max_request_bytes=s.max_request_bytes,

@@ -7,7 +7,8 @@ development broker never forgets a group's protocol, so the faust group cannot b
 
 - the first restore of a partition that this engine never wrote takes that partition's faust changelogs (open
   sessions, dedup marks, totals) and logs them again in its own changelog, so conversations open at the switch
-  go on and the exported totals continue;
+  go on and the exported totals continue. faust logged the totals as a transaction (a commit record per batch,
+  each total with its value before the batch): :func:`settled` keeps what committed, in this engine's format;
 - every group starts a partition it has no offset for where the faust group committed it: the input is not read
   again and retained judge records are not judged again;
 - a worker refuses to start while the faust group has members (a deployment with both engines would count
@@ -27,6 +28,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from monitor.contracts.errors import ConfigError
 from monitor.engine.changelog import STORES
+from monitor.stages.totals import COMMIT_PREFIX, GROUP_PREFIX
 
 log = logging.getLogger(__name__)
 FAUST_TABLES = {"sessions": STORES[0], "scored": STORES[1]}  # faust table -> this engine's store prefix
@@ -61,13 +63,42 @@ async def faust_state(consumer: AIOKafkaConsumer, app_id: str, partition: int, *
         tp = TopicPartition(f"{app_id}-{table}-changelog", partition)
         if tp.topic not in existing:
             continue
+        values: dict[str, Any] = {}
         for record in await read_to_end(consumer, tp, timeout_s=timeout_s):
-            key = prefix + str(orjson.loads(record.key)).encode()
+            key = str(orjson.loads(record.key))
             if record.value is None:
-                state.pop(key, None)
+                values.pop(key, None)
             else:
-                state[key] = orjson.loads(record.value)
+                values[key] = orjson.loads(record.value)
+        if table == "scored":
+            values = settled(values)
+        state.update((prefix + key.encode(), value) for key, value in values.items())
     return state
+
+
+def settled(scored: dict[str, Any]) -> dict[str, Any]:
+    """faust's ``scored`` table (key -> value) as this engine writes it, keeping only committed batches.
+
+    faust's worker wrote a batch's dedup marks (``[time, partition, batch]``), its totals (each row ``[item, value,
+    value before the batch]``, the group stamped with the batch), then the commit record ``#c|<partition>``. A
+    crash could leave a batch without its commit record: its totals count with their value before it and its
+    marks go, so the re-delivered input (faust committed no offset past that batch) is counted once, here."""
+    committed = {int(v["partition"]): int(v["seq"]) for k, v in scored.items()
+                 if k.startswith(COMMIT_PREFIX) and isinstance(v, dict)}
+    out: dict[str, Any] = {}
+    for key, value in scored.items():
+        if key.startswith(COMMIT_PREFIX):
+            continue
+        if key.startswith(GROUP_PREFIX) and isinstance(value, list) and len(value) == 5:
+            partition, family, shared, rows, batch = value
+            kept = batch <= committed.get(partition, 0)
+            out[key] = [partition, family, shared, [[item, now if kept else before] for item, now, before in rows]]
+        elif ":" in key and isinstance(value, list) and len(value) == 3:  # a dedup mark
+            if value[2] <= committed.get(value[1], 0):
+                out[key] = value[:2]
+        else:
+            out[key] = value
+    return out
 
 
 class StartWhereFaustWas(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's listener is an untyped ABC

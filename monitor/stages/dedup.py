@@ -5,23 +5,20 @@ among the newest ``max_keys`` marks of its partition; older marks are forgotten 
 the store, so the changelog and memory stay bounded: at most ``max_keys`` marks per owned
 partition). A re-delivery older than both bounds would be counted again; with the defaults (2 days,
 200,000 conversations per partition) that is far beyond Kafka's re-delivery after a crash.
-Store values are ``[time counted, partition, batch sequence]`` (``stages/totals.py``: a mark whose
-batch never committed is dropped on rebuild, so its conversation is counted again when re-delivered).
+Store values are ``[time counted, partition]``, logged and committed with the batch that counted
+(engine/checkpoint.py), so a restored mark always belongs to a count that is in the restored totals.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
 
 from monitor.stages.sessionize import Store
 
 
 class DedupWindow:
-    def __init__(self, store: Store, *, window_s: float, max_keys: int,
-                 sequence: Callable[[int], int] = lambda partition: 0) -> None:
+    def __init__(self, store: Store, *, window_s: float, max_keys: int) -> None:
         self.store = store
-        self.sequence = sequence
         self.window_s = window_s
         self.max_keys = max_keys
         self._marks: dict[int, OrderedDict[str, float]] = {}
@@ -32,7 +29,7 @@ class DedupWindow:
         if key in marks:
             return False
         marks[key] = now
-        self.store.put(key, [now, partition, self.sequence(partition)], partition)
+        self.store.put(key, [now, partition], partition)
         while marks and (len(marks) > self.max_keys or now - next(iter(marks.values())) > self.window_s):
             old, _ = marks.popitem(last=False)
             self.store.delete(old, partition)
@@ -41,17 +38,14 @@ class DedupWindow:
     def size(self, partition: int) -> int:
         return len(self._marks.get(partition, ()))
 
-    def rebuild(self, owned: set[int], committed: Mapping[int, int] | None = None) -> None:
-        """The window from the store after a restart or rebalance, oldest first; marks of batches past
-        ``committed`` (partition -> last committed sequence) are deleted: they were never counted."""
+    def rebuild(self, owned: set[int]) -> None:
+        """The window from the store after a restart or rebalance, oldest first. A mark of the releases that
+        numbered batches has a third field, the batch's sequence: replay keeps only committed marks, so it is
+        ignored."""
         entries = []
         for key, v in list(self.store.items()):
-            if not (isinstance(v, list) and len(v) == 3 and v[1] in owned and ":" in key):
-                continue
-            if committed is not None and v[2] > committed.get(v[1], 0):
-                self.store.delete(key, v[1])
-                continue
-            entries.append((float(v[0]), int(v[1]), key))
+            if isinstance(v, list) and len(v) in (2, 3) and v[1] in owned and ":" in key:
+                entries.append((float(v[0]), int(v[1]), key))
         self._marks = {}
         for t, partition, key in sorted(entries):
             self._marks.setdefault(partition, OrderedDict())[key] = t

@@ -130,7 +130,8 @@ class HotPath:
     def assign(self, owned: set[int], now: float) -> None:
         """Rebuild the in-memory indexes from the restored tables (after a restart or rebalance)."""
         self.sessions.rebuild(owned, now)
-        self.dedup.rebuild(owned, self.totals.rebuild(owned))
+        self.totals.rebuild(owned)
+        self.dedup.rebuild(owned)
         if self.revisions is not None:
             self.revisions.rebuild(owned)
 

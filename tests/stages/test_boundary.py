@@ -32,7 +32,7 @@ def hot_path(*, text: bool) -> tuple[HotPath, MemStore]:
     counts = MemStore()
     totals = PartitionTotals(counts, metrics.partition_families)
     decoder = RedactingInput(JsonInput(10_000), InputRedaction(Redactor(), text=text))
-    hot = HotPath(sessions, DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence), totals,
+    hot = HotPath(sessions, DedupWindow(counts, window_s=100.0, max_keys=1000), totals,
                   Exporter(metrics, dimensions=["app"], cap=5, rubric=RUBRIC), metrics, RUBRIC,
                   max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=1.0, decoder=decoder)
     hot.assign({0, 1}, now=0.0)

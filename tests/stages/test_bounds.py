@@ -28,7 +28,7 @@ def hot_path(limits: Limits, store: MemStore | None = None) -> tuple[HotPath, Me
                            allowed_lateness_s=2.0)
     counts = MemStore()
     totals = PartitionTotals(counts, metrics.partition_families)
-    hot = HotPath(sessions, DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence), totals,
+    hot = HotPath(sessions, DedupWindow(counts, window_s=100.0, max_keys=1000), totals,
                   Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC), metrics, RUBRIC,
                   max_event_bytes=EVENT_BYTES, max_request_bytes=1 << 20, sample_rate=0.0)
     hot.assign({0, 1}, now=0.0)

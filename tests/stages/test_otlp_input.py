@@ -163,7 +163,7 @@ def hot(decoder_: OtlpInput) -> tuple[HotPath, Metrics]:
     exporter = Exporter(metrics, dimensions=list(metrics.dimensions), cap=5, rubric=RUBRIC)
     counts = MemStore()
     totals = PartitionTotals(counts, metrics.partition_families)
-    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
+    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000)
     return HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
                    max_event_bytes=1 << 22, max_request_bytes=1 << 20, sample_rate=0.0, decoder=decoder_), metrics
 

@@ -46,7 +46,7 @@ class World:
         self.counts, self.sessions = counts or MemStore(), sessions or MemStore()
         exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
         self.totals = totals = PartitionTotals(self.counts, metrics.partition_families)
-        dedup = DedupWindow(self.counts, window_s=1e6, max_keys=10_000, sequence=totals.sequence)
+        dedup = DedupWindow(self.counts, window_s=1e6, max_keys=10_000)
         revisions = Revisions(self.counts, totals.families, retention_s=1e6, max_keys=10_000,
                               enabled=True)
         sessionizer = Sessionizer(self.sessions, Limits(), idle_timeout_s=10.0, closed_retention_s=60.0,

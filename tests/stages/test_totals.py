@@ -1,5 +1,5 @@
-"""Per-partition running totals (#18 item 6): committed with the dedup marks, exported once acknowledged,
-restored exactly after a crash that kept any prefix of the changelog, exported by the owner only."""
+"""Per-partition running totals: logged with the dedup marks, exported once checkpointed, restored exactly from
+the committed changelog (the engine replays only committed records: tests/engine), exported by the owner only."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ VERDICTS = "convmon_partition_rubric_verdicts_total"
 
 class LogStore:
     """A changelog: every write in order, through orjson (the changelog codec); ``prefix(n)`` is what a broker kept
-    when a crash lost every write after the n-th. ``ack_all()``: every write so far is on the broker, as the
-    checkpoint finds it before it exports the totals of the workers over this store (runtime/checkpoint.py)."""
+    when a crash lost every write after the n-th. ``ack_all()``: a checkpoint committed every write so far, and
+    exports the totals of the workers over this store (engine/checkpoint.py)."""
 
     def __init__(self, log: list[tuple[str, Any]] | None = None) -> None:
         self.log: list[tuple[str, Any]] = []
@@ -77,7 +77,7 @@ def worker(store: Any, owned: set[int]) -> tuple[HotPath, Metrics]:
     totals = PartitionTotals(store, metrics.partition_families)
     store.totals.append(totals)
     metrics.registry.register(TotalsCollector(totals, metrics))
-    dedup = DedupWindow(store, window_s=1e6, max_keys=10_000, sequence=totals.sequence)
+    dedup = DedupWindow(store, window_s=1e6, max_keys=10_000)
     sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
     hot = HotPath(sessions, dedup, totals, Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC), metrics, RUBRIC,
                   max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=0.0)
@@ -120,59 +120,49 @@ def test_a_revoked_partition_disappears_and_its_new_owner_exports_the_restored_t
 
 
 @pytest.mark.parametrize("scorer", ["distilled", "llm"])
-def test_any_crash_point_restores_totals_that_recount_to_the_truth(scorer: str) -> None:
-    """Two committed batches, then a third cut after every possible write: the restarted worker's totals are
-    what was acknowledged, and re-delivering the lost batch counts each conversation exactly once."""
+def test_a_crash_after_any_checkpoint_restores_totals_that_recount_to_the_truth(scorer: str) -> None:
+    """Three batches, a checkpoint after each; a crash loses what followed a checkpoint (the engine's restore skips
+    records past the committed offsets): the restarted worker's totals are at least what Prometheus scraped, and
+    re-delivering the lost batches counts each conversation exactly once."""
     ids = [f"{scorer}-{i}" for i in range(12)]
     partitions = {c: i % 3 for i, c in enumerate(ids)}
     batches = [ids[:4], ids[4:8], ids[8:]]
     store = LogStore()
     hot, metrics = worker(store, {0, 1, 2})
-    for batch in batches[:2]:
+    checkpoints = [(len(store.log), {p: partition_value(metrics, p, scorer=scorer) for p in range(3)})]
+    for batch in batches:
         hot.count([record(c, scorer) for c in batch], partitions, now=1.0)
-    store.ack_all()
-    scraped = {p: partition_value(metrics, p, scorer=scorer) for p in range(3)}
-    committed_len = len(store.log)
-    hot.count([record(c, scorer) for c in batches[2]], partitions, now=2.0)
-    for cut in range(committed_len, len(store.log) + 1):
+        store.ack_all()
+        checkpoints.append((len(store.log), {p: partition_value(metrics, p, scorer=scorer) for p in range(3)}))
+    truth = {p: sum(1 for c in ids if partitions[c] == p) for p in range(3)}
+    for done, (cut, scraped) in enumerate(checkpoints):
         kept = store.prefix(cut)
         restarted, m = worker(kept, {0, 1, 2})
         for p in range(3):  # never below what Prometheus scraped from the killed worker
             assert (partition_value(m, p, scorer=scorer) or 0) >= (scraped[p] or 0)
-        restarted.count([record(c, scorer) for c in batches[2]], partitions, now=3.0)  # the re-delivery
+        for batch in batches:  # the input after the committed offsets is read again; earlier ids are duplicates
+            restarted.count([record(c, scorer) for c in batch], partitions, now=3.0)
         kept.ack_all()
-        truth = {p: sum(1 for c in ids if partitions[c] == p) for p in range(3)}
-        assert {p: partition_value(m, p, scorer=scorer) for p in range(3)} == truth, f"cut after write {cut}"
-        # and once more from this worker's changelog: a later restart agrees
-        _, again = worker(kept.prefix(len(kept.log)), {0, 1, 2})
+        assert {p: partition_value(m, p, scorer=scorer) or 0 for p in range(3)} == truth, f"after checkpoint {done}"
+        _, again = worker(kept.prefix(len(kept.log)), {0, 1, 2})  # and a later restart agrees
         assert {p: partition_value(again, p, scorer=scorer) for p in range(3)} == truth
 
 
-def test_a_repaired_total_stays_repaired_after_later_commits() -> None:
-    """A total written by a batch that never committed must not count once a later batch commits."""
-    store = LogStore()
-    hot, _ = worker(store, {0})
-    hot.count([record("x")], {"x": 0}, now=1.0)
-    store.ack_all()
-    hot.count([record("y", p=0.1)], {"y": 0}, now=1.0)  # writes totals, then its commit record
-    kept = store.prefix(len(store.log) - 1)  # the commit record was lost
-    restarted, m = worker(kept, {0})
-    restarted.count([record("z")], {"z": 0}, now=2.0)  # a later batch commits; y is not re-delivered here
-    kept.ack_all()
-    _, again = worker(kept.prefix(len(kept.log)), {0})
-    item = RUBRIC.items[0]
-    labels = {"partition": "0", "rubric": item.id, "polarity": item.polarity, "scorer": "distilled"}
-    assert partition_value(again, 0) == 2
-    assert again.registry.get_sample_value(VERDICTS, {**labels, "verdict": "no"}) == 0  # y's verdict: repaired to 0
-    assert again.registry.get_sample_value(VERDICTS, {**labels, "verdict": "yes"}) == 2
-
-
-def test_marks_without_a_sequence_of_releases_before_the_totals_are_no_longer_read() -> None:
-    store = LogStore()
-    store.put("distilled:old", [1.0, 0], 0)  # a mark written before the totals existed
+def test_marks_and_totals_of_the_release_that_numbered_batches_are_read() -> None:
+    """That release's marks had a third field (the batch), its group rows the value before the batch, and a commit
+    record closed each batch: replay keeps only committed records, so values are read and the rest dropped."""
+    rows = [[[], 3.0, 2.0]]
+    store = LogStore([("distilled:old", [1.0, 0, 4]), ('#g|[0,"scored",["distilled"]]', [0, "scored", ["distilled"],
+                                                                                         rows, 4]),
+                      ("#c|0", {"partition": 0, "seq": 4})])
     hot, metrics = worker(store, {0})
-    hot.count([record("old")], {"old": 0}, now=2.0)
-    assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) is None
+    assert partition_value(metrics, 0) == 3
+    assert "#c|0" not in store.data  # deleted: this release writes none
+    hot.count([record("old"), record("new")], {"old": 0, "new": 0}, now=2.0)
+    store.ack_all()
+    assert metrics.registry.get_sample_value("convmon_duplicate_scores_total", {"scorer": "distilled"}) == 1
+    assert partition_value(metrics, 0) == 4
+    assert store.data["distilled:new"] == [2.0, 0]
 
 
 def test_the_collector_declares_partition_first_then_the_mirrored_labels() -> None:
@@ -197,7 +187,7 @@ def test_the_collector_declares_partition_first_then_the_mirrored_labels() -> No
 
 
 def test_a_scored_conversation_writes_one_total_record_per_family_not_one_per_item() -> None:
-    """#18: per-item records made the totals most of the worker's changelog traffic (21 per judged conversation)."""
+    """Per-item records made the totals most of the worker's changelog traffic (21 per judged conversation)."""
     store = LogStore()
     hot, metrics = worker(store, {0})
     before = len(store.log)
@@ -206,7 +196,7 @@ def test_a_scored_conversation_writes_one_total_record_per_family_not_one_per_it
     distilled_families = {f for f in metrics.partition_families  # residuals: judge records only; retractions:
                           if f not in RESIDUAL_TERMS and not f.endswith(RETRACTED)}  # a revision's only
     assert sum(key.startswith("#g|") for key in written) == len(distilled_families) == 3
-    assert not any(key.startswith("#t|") for key in written)
+    assert not any(key.startswith(("#t|", "#c|")) for key in written)
     store.ack_all()
     item = RUBRIC.items[-1]
     labels = {"partition": "0", "rubric": item.id, "polarity": item.polarity, "scorer": "distilled", "verdict": "yes"}
@@ -218,23 +208,6 @@ def test_per_series_records_of_releases_before_groups_are_no_longer_read() -> No
                       ("#c|0", {"partition": 0, "seq": 1})])
     _, metrics = worker(store, {0})
     assert partition_value(metrics, 0) is None
-
-
-def test_a_later_batch_acknowledged_first_still_exports_the_earlier_batch() -> None:
-    """#31: the judge's one-record commit (later in the log) was acknowledged before the hot path's batch, and
-    that batch's series were never exported; a judge record's checkpoint can likewise finish before the hot
-    path's. The log keeps a partition's writes in order: an acknowledged batch means every earlier one is
-    durable, and exporting it exports them."""
-    store = LogStore()
-    hot, metrics = worker(store, {0})
-    hot.count([record(f"d{i}") for i in range(5)], dict.fromkeys((f"d{i}" for i in range(5)), 0), now=1.0)
-    first = hot.totals.written()
-    hot.count([record("j", scorer="llm")], {"j": 0}, now=1.0)
-    later = hot.totals.written()
-    later()  # the later (llm) batch's check finishes first
-    first()
-    assert partition_value(metrics, 0, scorer="llm") == 1
-    assert partition_value(metrics, 0, scorer="distilled") == 5
 
 
 def test_an_acknowledgement_from_before_a_revocation_exports_nothing_of_the_new_ownership() -> None:
@@ -259,7 +232,7 @@ def test_a_dimensioned_verdict_series_appears_with_its_yes_and_no_siblings_at_ze
     totals = PartitionTotals(store, metrics.partition_families)
     store.totals.append(totals)
     metrics.registry.register(TotalsCollector(totals, metrics))
-    dedup = DedupWindow(store, window_s=1e6, max_keys=10_000, sequence=totals.sequence)
+    dedup = DedupWindow(store, window_s=1e6, max_keys=10_000)
     sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
     exporter = Exporter(metrics, dimensions=["app"], cap=5, rubric=RUBRIC, allowed_values={"app": ["web"]})
     hot = HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,

@@ -56,7 +56,8 @@ def worker(sessions: MemStore, counts: MemStore) -> tuple[HotPath, Metrics]:
     sessionizer = Sessionizer(sessions, Limits(max_turns=3), idle_timeout_s=1e6, closed_retention_s=1e6,
                               allowed_lateness_s=2.0)
     totals = PartitionTotals(counts, metrics.partition_families)
-    dedup = DedupWindow(counts, window_s=1e6, max_keys=1000, sequence=totals.sequence)
+    sequence = getattr(totals, "sequence", None)  # the releases that numbered batches stamped each mark with one
+    dedup = DedupWindow(counts, window_s=1e6, max_keys=1000, **({"sequence": sequence} if sequence else {}))
     hot = HotPath(sessionizer, dedup, totals, Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC), metrics,
                   RUBRIC, max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=0.0)
     hot.assign(OWNED, now=T0 + 40)

@@ -32,7 +32,7 @@ def hot_path(sample_rate: float = 0.5, *, forward_input: bool = False,
     exporter = Exporter(metrics, dimensions=[], cap=5, rubric=RUBRIC)
     counts = MemStore()
     totals = PartitionTotals(counts, metrics.partition_families)
-    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
+    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000)
     hot = HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
                   max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=sample_rate,
                   forward_input=forward_input, judge_configured=judge_configured)
@@ -54,7 +54,7 @@ def routed_hot_path(policy: InclusionPolicy) -> tuple[HotPath, Metrics]:
     sessions = Sessionizer(MemStore(), Limits(), idle_timeout_s=10.0, closed_retention_s=60.0, allowed_lateness_s=2.0)
     counts = MemStore()
     totals = PartitionTotals(counts, metrics.partition_families)
-    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
+    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000)
     return HotPath(sessions, dedup, totals, exporter, metrics, RUBRIC,
                    max_event_bytes=10_000, max_request_bytes=1 << 20, sample_rate=policy.base_rate,
                    policy=policy), metrics
@@ -93,9 +93,9 @@ def judge_stage(judge: object, owned: frozenset[int] = frozenset({0, 1, 2, 3})) 
     counts = MemStore()
     totals = PartitionTotals(counts, metrics.partition_families)
     metrics.registry.register(TotalsCollector(totals, metrics))
-    dedup_marks = totals.rebuild(set(owned))
-    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000, sequence=totals.sequence)
-    dedup.rebuild(set(owned), dedup_marks)
+    totals.rebuild(set(owned))
+    dedup = DedupWindow(counts, window_s=100.0, max_keys=1000)
+    dedup.rebuild(set(owned))
     return JudgeStage(judge, lambda s: s, dedup, totals,  # type: ignore[arg-type]
                       exporter, metrics, RUBRIC, sample_rate=0.05, max_request_bytes=1 << 20,
                       clock=lambda: 1.0), metrics
