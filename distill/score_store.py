@@ -12,9 +12,10 @@ and a row from the scores topic keeps the reason a label gave it. Judge rows kee
 as the endpoint reported it, endpoint, prompt hash, rubric, mode, convmon version) in ``evaluator``. Metadata
 values are redacted like the labels'; each row keeps the conversation's opaque reference (the exemplars'
 ``conversation_ref``) so a reference resolves to its id; rows older than ``score_retention_days`` are purged
-with the labels. A conversation re-scored after its user came back (docs/metrics.md, "Revisions") keeps the rows of
-its latest revision (``revision``): a later revision replaces the earlier one's rows, an earlier one arriving late
-changes nothing; every revision stays on the scores topic.
+with the labels. A conversation re-scored after its user came back (docs/metrics.md, "Revisions") keeps here the rows
+of its latest revision (``revision``) per scorer, what the rates count: a later revision replaces the earlier one's
+rows, an earlier one arriving late changes nothing here. Every revision, with its number, is kept in the history
+beside (``<prefix>score_revisions``, :mod:`distill.score_revisions`) and on the scores topic.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from distill.label_record import Redact, no_redaction
+from distill.score_revisions import history, history_table, record_row, superseded_rows, upsert_history
 from distill.store import DAY_S, LabelStore, add_missing_columns
 from monitor.contracts.errors import LabelRejected
 from monitor.contracts.rubric_set import RubricSet
@@ -103,6 +105,7 @@ class ScoreStore:
         self.retention_days = retention_days
         self.metadata = sa.MetaData()
         self.table = score_table(self.metadata, table_prefix)
+        self.revisions = history_table(self.metadata, table_prefix)
         self._created = False
 
     def ensure_table(self) -> None:
@@ -118,7 +121,7 @@ class ScoreStore:
         self.ensure_table()
         now = time.time()
         keyed: dict[tuple[str, ...], dict[str, Any]] = {}
-        for record in self._latest(list(records)):
+        for record in self._latest(list(records), now):
             for row in rows(record, now, ref=self.reference, redact=self.redact):
                 keyed[tuple(row[k] for k in KEY)] = row
         if not keyed:
@@ -134,35 +137,56 @@ class ScoreStore:
         self.labels.transact(lambda conn: conn.execute(stmt, list(keyed.values())), "upsert score items")
         return len(keyed)
 
-    def _latest(self, records: list[ScoreRecord]) -> list[ScoreRecord]:
-        """``records`` less those of a revision below one stored (or in the batch) for their conversation and
-        scorer; the stored rows of an earlier revision than a record's are deleted (its "yes" rows the later
-        revision may not repeat)."""
-        t = self.table.c
+    def _latest(self, records: list[ScoreRecord], now: float) -> list[ScoreRecord]:
+        """``records`` less those of a revision below one kept (or in the batch) for their conversation and
+        scorer. A conversation with more than one revision has every record, and the score items a later revision
+        supersedes, kept in the history; those items are deleted here (the later revision may not repeat their
+        yes verdicts). First scorings (nothing revised) cost one query."""
         ids = sorted({r.conversation_id for r in records})
         if not ids or (all(r.revision == 1 for r in records) and not self._revised(ids)):
             return records
-        query = (sa.select(t.conversation_id, t.scorer, sa.func.max(sa.func.coalesce(t.revision, 1)))
-                 .where(t.conversation_id.in_(ids)).group_by(t.conversation_id, t.scorer))
-        stored = {(cid, scorer): int(n) for cid, scorer, n in
-                  self.labels.transact(lambda conn: conn.execute(query).all(), "read score revisions")}
-        best = dict(stored)
-        for r in records:
-            key = (r.conversation_id, r.scorer)
-            best[key] = max(best.get(key, 1), r.revision)
-        kept = [r for r in records if r.revision >= best[(r.conversation_id, r.scorer)]]
-        stale = [sa.and_(t.conversation_id == cid, t.scorer == scorer, sa.func.coalesce(t.revision, 1) < revision)
-                 for (cid, scorer), revision in best.items() if stored.get((cid, scorer), revision) < revision]
-        if stale:
-            delete = sa.delete(self.table).where(sa.or_(*stale))
-            self.labels.transact(lambda conn: conn.execute(delete), "delete superseded score items")
+        kept: list[ScoreRecord] = self.labels.transact(lambda conn: self._keep_history(conn, records, ids, now),
+                                                       "keep score revisions")
         return kept
 
+    def _keep_history(self, conn: sa.Connection, records: list[ScoreRecord], ids: list[str],
+                      now: float) -> list[ScoreRecord]:
+        t, h = self.table.c, self.revisions.c
+        query = sa.select(t.conversation_id, t.scorer, t.item_id, t.value, t.scored_at, t.model_version,
+                          t.conversation_ref, t.revision).where(t.conversation_id.in_(ids))
+        items = [dict(r) for r in conn.execute(query).mappings().all()]
+        kept = (sa.select(h.conversation_id, h.scorer, sa.func.max(h.revision)).where(h.conversation_id.in_(ids))
+                .group_by(h.conversation_id, h.scorer))
+        best = {(str(row[0]), str(row[1])): int(row[2]) for row in conn.execute(kept).all()}
+        for key, revision in [((i["conversation_id"], i["scorer"]), int(i["revision"] or 1)) for i in items] + [
+                ((r.conversation_id, r.scorer), r.revision) for r in records]:
+            best[key] = max(best.get(key, 1), revision)
+        superseded = [i for i in items if int(i["revision"] or 1) < best[(i["conversation_id"], i["scorer"])]]
+        upsert_history(conn, self.revisions, superseded_rows(superseded, now), replace=False)
+        reference = self.reference
+        upsert_history(conn, self.revisions, [
+            record_row(r, reference(r.conversation_id) if reference is not None else None, now)
+            for r in records if best[(r.conversation_id, r.scorer)] > 1], replace=True)
+        stale = sorted({(str(i["conversation_id"]), str(i["scorer"])) for i in superseded})
+        if stale:
+            conn.execute(sa.delete(self.table).where(sa.or_(*(
+                sa.and_(t.conversation_id == cid, t.scorer == scorer,
+                        sa.func.coalesce(t.revision, 1) < best[(cid, scorer)]) for cid, scorer in stale))))
+        return [r for r in records if r.revision >= best[(r.conversation_id, r.scorer)]]
+
     def _revised(self, ids: list[str]) -> bool:
-        """Whether any stored row of these conversations is of a revision above 1 (first scorings need no more)."""
-        t = self.table.c
-        query = sa.select(sa.func.count()).where(t.conversation_id.in_(ids), t.revision > 1)
+        """Whether any of these conversations has a revision above 1 kept (first scorings need no more)."""
+        t, h = self.table.c, self.revisions.c
+        later = sa.select(t.conversation_id).where(t.conversation_id.in_(ids), t.revision > 1).exists()
+        query = sa.select(sa.or_(later, sa.select(h.conversation_id).where(h.conversation_id.in_(ids)).exists()))
         return bool(self.labels.transact(lambda conn: conn.execute(query).scalar(), "read score revisions"))
+
+    def history(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's kept revisions, oldest first (empty for one scored once): the review page's history."""
+        self.ensure_table()
+        found: list[dict[str, Any]] = self.labels.transact(
+            lambda conn: history(conn, self.revisions, self.table, conversation_id), "read score revisions")
+        return found
 
     def upsert_labels(self, items: Iterable[dict[str, Any]]) -> int:
         """The judge's verdicts with their reasons, from labels-topic messages ``{"conversation", "score"}``.
@@ -198,24 +222,36 @@ class ScoreStore:
         return [dict(r) for r in self.labels.transact(lambda conn: conn.execute(query).mappings().all(), "read scores")]
 
     def delete_conversations(self, conversation_ids: list[str]) -> int:
+        """Delete the conversations' score items and history; the number of score items deleted."""
         self.ensure_table()
         stmt = sa.delete(self.table).where(self.table.c.conversation_id.in_(conversation_ids))
-        return int(self.labels.transact(lambda conn: conn.execute(stmt).rowcount, "delete score items"))
+        revisions = sa.delete(self.revisions).where(self.revisions.c.conversation_id.in_(conversation_ids))
+
+        def delete(conn: sa.Connection) -> int:
+            conn.execute(revisions)
+            return int(conn.execute(stmt).rowcount)
+
+        return int(self.labels.transact(delete, "delete score items"))
 
     def resolve(self, references: list[str]) -> dict[str, str]:
         """Reference -> conversation id, for the references some stored row carries."""
         self.ensure_table()
         t = self.table.c
-        query = sa.select(t.conversation_ref, t.conversation_id).where(t.conversation_ref.in_(references)).distinct()
+        h = self.revisions.c
+        query = sa.union(sa.select(t.conversation_ref, t.conversation_id).where(t.conversation_ref.in_(references)),
+                         sa.select(h.conversation_ref, h.conversation_id).where(h.conversation_ref.in_(references)))
         found = self.labels.transact(lambda conn: conn.execute(query).all(), "resolve references")
         return {str(ref): str(cid) for ref, cid in found}
 
     def purge(self, *, older_than_days: float | None = None, now: float | None = None) -> int:
-        """Delete score items scored more than N days ago (default: ``score_retention_days``)."""
+        """Delete score items and history rows scored more than N days ago (default: ``score_retention_days``);
+        the number of rows deleted."""
         days = self.retention_days if older_than_days is None else older_than_days
         if days is None:
             raise ValueError("purge needs older_than_days or a store created with retention_days")
         self.ensure_table()
         cutoff = (time.time() if now is None else now) - days * DAY_S
         stmt = sa.delete(self.table).where(self.table.c.scored_at < cutoff)
-        return int(self.labels.transact(lambda conn: conn.execute(stmt).rowcount, "purge score items"))
+        revisions = sa.delete(self.revisions).where(self.revisions.c.scored_at < cutoff)
+        return int(self.labels.transact(lambda conn: conn.execute(stmt).rowcount + conn.execute(revisions).rowcount,
+                                        "purge score items"))

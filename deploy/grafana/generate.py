@@ -230,7 +230,7 @@ def item_detail() -> Board:
         (f"avg(convmon_agreement_auc{{{r}}})", "AUC (window, mean of workers)"),
     ], unit="percentunit")
     b.panel("table", "Shadow pairs, last hour", [
-        (f"sum by (judge, distilled) (increase(convmon_agreement_pairs_total{{{r}}}[1h]))", "")])
+        (f"sum by (judge, distilled) (rubric_pair:convmon_agreement_pairs:increase1h{{{r}}})", "")])
     b.panel(TS, "Pairs in agreement windows", [(f"convmon_agreement_window_size{{{r}}}", "{{instance}}")])
     b.row("Judge drift: the re-judged anchor set")
     b.panel(TS, "Anchors: judge yes share", [

@@ -44,6 +44,12 @@ def verdict_siblings(labels: tuple[str, ...]) -> list[tuple[str, ...]]:
     return [(*labels[:VERDICT_AT], v, *labels[VERDICT_AT + 1:]) for v in ZERO_VERDICTS if v != labels[VERDICT_AT]]
 
 
+def agreement_siblings(labels: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The other (judge, distilled) pairs of an agreement series' item, exported at 0 with it (as
+    :func:`verdict_siblings`)."""
+    return [(labels[0], j, d) for j in ZERO_VERDICTS for d in ZERO_VERDICTS if (j, d) != labels[1:]]
+
+
 def partition_families(dimensions: tuple[str, ...]) -> dict[str, PartitionFamily]:
     """Metrics attribute -> the per-partition total that mirrors it.
 
@@ -67,6 +73,12 @@ def partition_families(dimensions: tuple[str, ...]) -> dict[str, PartitionFamily
             "exported by the partition's current owner.",
             ("rubric", "polarity", "scorer", *dims)),
         **residual_families(dims),
+        "agreement_pairs": PartitionFamily(
+            "convmon_partition_agreement_pairs",
+            "Judged conversations per item by the judge's verdict and the distilled model's (p >= 0.5) on the same "
+            "revision, in an input partition (as convmon_agreement_pairs_total, counted by each conversation's "
+            "latest judged revision; exported by the partition's current owner).",
+            ("rubric", "judge", "distilled")),
     }
     return {**base, **retraction_families(base)}
 
@@ -100,6 +112,9 @@ RESIDUAL_TERMS = {
     "residual_design_probability": ("convmon_partition_rubric_residual_design_probability", "Sum of q f"),
     "residual_design_squares": ("convmon_partition_rubric_residual_design_squares", "Sum of q (y - f)^2"),
 }
+
+
+PARTITION_ONLY = frozenset({*RESIDUAL_TERMS, "agreement_pairs"})  # counted as partition totals only
 
 
 def residual_families(dims: tuple[str, ...]) -> dict[str, PartitionFamily]:

@@ -3,7 +3,8 @@
 The corrected (prediction-powered) rate of an item is the distilled mean over the conversations a model scored
 it on plus the judged slice's mean residual, weighted by w = 1/pi: Prometheus computes it from these sums (group
 ``convmon-corrected-rates``). A judge record adds them for the items the distilled model scored the same
-conversation on (judge-topic header ``convmon-distilled``); the partition totals count them, nothing else.
+conversation on (judge-topic header ``convmon-distilled``); the partition totals count them, nothing else. The
+judge/distilled agreement pairs are counted from the same header the same way.
 """
 
 from __future__ import annotations
@@ -39,3 +40,16 @@ def residual_terms(score: ScoreRecord, shadow: Mapping[str, float], polarity: Ma
         add(("residual_design_yes", labels), q * y)
         add(("residual_design_probability", labels), q * f)
         add(("residual_design_squares", labels), q * (y - f) ** 2)
+
+
+def agreement_pairs(score: ScoreRecord, shadow: Mapping[str, float], polarity: Mapping[str, str],
+                    add: Callable[[Series, float], None]) -> None:
+    """A judge record's judge/distilled pairs, per item the distilled model also scored on the same revision (the
+    judge's yes or no, the distilled p >= 0.5): partition totals, so a later judged revision retracts them like
+    the rates' counts (the totals' collector exports the other combinations at 0: ``agreement_siblings``)."""
+    for item in score.items:
+        f = shadow.get(item.item_id)
+        verdict = verdict_label("llm", item)
+        if f is None or item.item_id not in polarity or verdict == "uncertain":
+            continue
+        add(("agreement_pairs", (item.item_id, verdict, "yes" if f >= 0.5 else "no")), 1.0)

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter
 
 from monitor.contracts.errors import ConfigError
-from monitor.contracts.metrics import RESIDUAL_TERMS, Metrics, verdict_siblings
+from monitor.contracts.metrics import PARTITION_ONLY, Metrics, verdict_siblings
 from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.scores import ItemResult, ScoreRecord, verdict_label
 from monitor.judge.reference import ConversationRef
-from monitor.stages.corrected import Series, residual_terms
+from monitor.stages.corrected import Series, agreement_pairs, residual_terms
 
 if TYPE_CHECKING:
     from monitor.contracts.events import Conversation
@@ -236,8 +236,9 @@ class Exporter:
 
         ``shadows`` maps a judged conversation's id to the distilled probabilities the hot path scored it with
         (judge-topic header ``convmon-distilled``): its judge record then adds the residual terms of the
-        corrected rate (:func:`residual_terms`), which only the partition totals count. ``each``, when given, gets
-        every record's own increments, in order (what a later revision of its conversation retracts)."""
+        corrected rate (:func:`residual_terms`) and the judge/distilled agreement pairs, which only the partition
+        totals count. ``each``, when given, gets every record's own increments, in order (what a later revision of
+        its conversation retracts)."""
         m = self.metrics
         tally: dict[Series, float] = {}
         exemplars: dict[Series, dict[str, str]] = {}  # the drill-down: the last "yes" of each verdict series
@@ -286,6 +287,7 @@ class Exporter:
             shadow = shadows.get(score.conversation_id) if shadows and scorer == "llm" else None
             if shadow:
                 residual_terms(score, shadow, self._polarity, dims, add)
+                agreement_pairs(score, shadow, self._polarity, add)
             if score.satisfaction is not None:
                 add(("satisfaction_sum", (scorer, *dims)), score.satisfaction)
                 add(("satisfaction_calibrated", (scorer, *dims)))  # the sum's denominator
@@ -301,7 +303,7 @@ class Exporter:
                 for series, amount in t.items():
                     tally[series] = tally.get(series, 0.0) + amount
         for series, amount in tally.items():
-            if series[0] not in RESIDUAL_TERMS:  # partition totals only
+            if series[0] not in PARTITION_ONLY:
                 self._child(series).inc(amount, exemplar=exemplars.get(series))
         return tally
 

@@ -26,7 +26,14 @@ import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from monitor.contracts.metrics import RESIDUAL_TERMS, RETRACTED, Metrics, PartitionFamily, verdict_siblings
+from monitor.contracts.metrics import (
+    RESIDUAL_TERMS,
+    RETRACTED,
+    Metrics,
+    PartitionFamily,
+    agreement_siblings,
+    verdict_siblings,
+)
 from monitor.stages.sessionize import Store
 
 Series = tuple[str, tuple[str, ...]]  # (Metrics attribute name, label values)
@@ -158,7 +165,8 @@ def with_retraction_twins(values: dict[Series, float]) -> dict[Series, float]:
     for (name, labels) in values:
         if name.endswith(RETRACTED):
             continue
-        twins = [labels] + (verdict_siblings(labels) if name == "verdicts" else [])
+        twins = [labels] + (verdict_siblings(labels) if name == "verdicts" else
+                            agreement_siblings(labels) if name == "agreement_pairs" else [])
         names = [name] + ([t for t in RESIDUAL_TERMS if t != name] if name == "residual_weight" else [])
         for n in names:
             for twin in twins:
@@ -185,6 +193,7 @@ class TotalsCollector(Collector):
                    for attribute, family in self.families.items()}
         for partition, values in self.totals.exported().items():  # one pass: this runs on every scrape
             label = str(partition)
+            paired: set[tuple[str, ...]] = set()  # agreement siblings exported at 0 (one per item and pair)
             if self.retracting:
                 values = with_retraction_twins(values)
             for (name, labels), value in values.items():
@@ -194,6 +203,11 @@ class TotalsCollector(Collector):
                     if name == "verdicts":  # a yes/no series absent so far is exported at 0 (see verdict_siblings)
                         for sibling in verdict_siblings(labels):
                             if ("verdicts", sibling) not in values:
+                                metric.add_metric([label, *sibling], 0.0)
+                    elif name == "agreement_pairs":  # so are the item's other (judge, distilled) pairs
+                        for sibling in agreement_siblings(labels):
+                            if ("agreement_pairs", sibling) not in values and sibling not in paired:
+                                paired.add(sibling)
                                 metric.add_metric([label, *sibling], 0.0)
                     elif name == "residual_weight":  # the terms born later (a first yes) start at 0, as verdicts
                         for term in RESIDUAL_TERMS:

@@ -44,7 +44,7 @@ def labels(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LabelStor
     yield store
     if request.param == "postgresql":
         with store.engine.begin() as conn:
-            for name in ("score_items", "reference_key", "labels"):
+            for name in ("score_items", "score_revisions", "reference_key", "labels"):
                 conn.execute(sa.text(f'DROP TABLE IF EXISTS "{store.table.name.removesuffix("labels")}{name}"'))
     store.close()
 

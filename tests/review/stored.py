@@ -54,3 +54,19 @@ def store_judged(url: str, n: int, *, flagged_every: int = 2, now: float | None 
         ids.append(cid)
     labels.close()
     return ids
+
+
+def store_revisions(url: str, cid: str, yes_by_revision: list[set[str]], *, now: float | None = None) -> None:
+    """The distilled model's records of ``cid``'s revisions 1, 2, ... (the i-th saying yes for the items in
+    ``yes_by_revision[i]``), scored a minute apart, through the score sink's upsert as the scores topic holds them."""
+    now = time.time() if now is None else now
+    labels = LabelStore(url, redact=Redactor([]).redact)
+    scores = ScoreStore(labels, RUBRIC, redact=Redactor([]).redact, reference=ConversationRef(KEY.encode()))
+    for n, yes in enumerate(yes_by_revision, start=1):
+        items = [ItemResult(item_id=i.id, polarity=i.polarity, verdict=i.id in yes,
+                            probability=0.8 if i.id in yes else 0.2) for i in RUBRIC.items]
+        score = ScoreRecord(conversation_id=cid, scorer="distilled", judge="hashing", rubric_set=RUBRIC.id,
+                            rubric_version=RUBRIC.version, model_version="distilled-1", items=items, R=-1.0,
+                            scored_at=now - 60 * (len(yes_by_revision) - n), revision=n, metadata={"app": "shop"})
+        scores.upsert_raw([orjson.loads(encode_score(score, RUBRIC))])
+    labels.close()

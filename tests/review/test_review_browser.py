@@ -1,5 +1,6 @@
 """In a real browser: open the review page from the link the alert's annotation renders (checked by promtool),
-see the flagged conversations with the judge's reasons, open one, label it, and find the label on /metrics."""
+see the flagged conversations with the judge's reasons, open one (re-scored after its user came back: its
+revisions show), label it, and find the label on /metrics."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from monitor.contracts.settings import REPO_ROOT
 from tests.review.browser import chromium, review_page, wait_for
 from tests.review.links import rendered_alert_link
-from tests.review.stored import ITEM, KEY, store_judged
+from tests.review.stored import ITEM, KEY, store_judged, store_revisions
 
 RULES = REPO_ROOT / "deploy" / "prometheus" / "rules"
 
@@ -25,6 +26,7 @@ def test_from_the_alert_link_to_a_stored_label(tmp_path: Path) -> None:
 
     url = f"sqlite:///{tmp_path / 'labels.db'}"
     store_judged(url, 12)
+    store_revisions(url, "user0@example.com", [{ITEM}, set()])  # the newest flagged one: the user came back
     env = {"CONVMON_LABEL_STORE_URL": url, "CONVMON_PII_REFERENCE_KEY": KEY, "CONVMON_UI_LABELS": "true"}
     with review_page(env) as base:
         link = rendered_alert_link(base, tmp_path)
@@ -38,6 +40,10 @@ def test_from_the_alert_link_to_a_stored_label(tmp_path: Path) -> None:
             rows[0].find_element(By.CSS_SELECTOR, "a.open").click()
             assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Conversation ref-")
             assert "this is wrong again, mail [EMAIL]" in browser.page_source
+            revisions = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#revisions tr.revision")]
+            assert [(r.split()[:2], r.endswith("counted (latest)"), ITEM in r) for r in revisions] == [
+                (["1", "distilled"], False, True), (["1", "llm"], True, True),  # the judge saw revision 1 only
+                (["2", "distilled"], True, False)]
             Select(browser.find_element(By.NAME, f"item:{ITEM}")).select_by_value("agree")
             browser.find_element(By.CSS_SELECTOR, "input[name=overall][value=dsat]").click()
             browser.find_element(By.ID, "save").click()

@@ -13,7 +13,7 @@ from monitor.contracts.errors import ConfigError
 from monitor.judge.reference import ConversationRef
 from monitor.tools.review.app import create_app
 from monitor.tools.review.data import ReviewData
-from tests.review.stored import ITEM, KEY, settings, store_judged
+from tests.review.stored import ITEM, KEY, RUBRIC, settings, store_judged, store_revisions
 
 REF = ConversationRef(KEY.encode())
 
@@ -86,6 +86,21 @@ def test_a_conversation_page_and_a_csrf_protected_review(url: str) -> None:
     assert labels["overall"].answer == "sat" and labels[ITEM].inclusion_probability == pytest.approx(
         min(1.0, 50 / (5 / 7)))
     data.close()
+
+
+def test_a_re_scored_conversation_shows_its_revisions_and_which_counts(url: str) -> None:
+    other = next(i.id for i in RUBRIC.items if i.polarity == "dsat" and i.id != ITEM)
+    store_revisions(url, "user1@example.com", [{ITEM}, {other}, set()])  # the user came back twice
+    page = client(url).get(f"/c/{REF('user1@example.com')}").get_data(as_text=True)
+    table = page[page.index('id="revisions"'):page.index("</table>", page.index('id="revisions"'))]
+    rows = re.findall(r'<tr class="revision( counted)?">(.*?)</tr>', table, re.S)
+    cells = [(counted, re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)) for counted, row in rows]
+    assert [(c[0], c[1], bool(counted)) for counted, c in cells] == [
+        ("1", "distilled", False), ("2", "distilled", False), ("3", "distilled", True)]
+    assert ITEM in cells[0][1][3] and other in cells[1][1][3] and "none" in cells[2][1][3]
+    assert [c[5] for _, c in cells] == ["superseded", "superseded", "counted (latest)"]
+    assert "@example.com" not in page
+    assert 'id="revisions"' not in client(url).get(f"/c/{REF('user0@example.com')}").get_data(as_text=True)
 
 
 def test_the_queue_samples_by_design(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The review page's reads and writes on PostgreSQL (production's label store): reasons kept across both sinks,
-the flagged list, a review and the agreement it gives."""
+the flagged list, a review and the agreement it gives, a re-scored conversation's revisions."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from monitor.tools.review.data import Filters, ReviewData
-from tests.review.stored import ITEM, settings, store_judged
+from tests.review.stored import ITEM, settings, store_judged, store_revisions
 
 BASE = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -40,5 +40,8 @@ def test_flagged_rows_review_and_agreement_on_postgresql(pg_url: str) -> None:
         assert data.record_review("user1@example.com", {ITEM: "disagree"}, None) == 1
         stats = data.agreement()[ITEM]
         assert stats["labels"] == 2 and stats["agreement"].value == pytest.approx(0.02 / (0.02 + 1.0))
+        store_revisions(pg_url, "user1@example.com", [set(), {ITEM}])  # revision 1 said no to every item
+        assert [(r["revision"], r["scorer"], list(r["yes"]), r["counted"])
+                for r in data.conversation("user1@example.com")["revisions"]] == [(2, "distilled", [ITEM], True)]
     finally:
         data.close()

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.contracts.metrics import RESIDUAL_TERMS, RETRACTED, Metrics
+from monitor.contracts.metrics import PARTITION_ONLY, RETRACTED, Metrics
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.contracts.settings import Settings
@@ -193,8 +193,8 @@ def test_a_scored_conversation_writes_one_total_record_per_family_not_one_per_it
     before = len(store.log)
     hot.count([record("x")], {"x": 0}, now=1.0)
     written = [key for key, _ in store.log[before:]]
-    distilled_families = {f for f in metrics.partition_families  # residuals: judge records only; retractions:
-                          if f not in RESIDUAL_TERMS and not f.endswith(RETRACTED)}  # a revision's only
+    distilled_families = {f for f in metrics.partition_families  # residuals, pairs: judge records only;
+                          if f not in PARTITION_ONLY and not f.endswith(RETRACTED)}  # retractions: a revision's only
     assert sum(key.startswith("#g|") for key in written) == len(distilled_families) == 3
     assert not any(key.startswith(("#t|", "#c|")) for key in written)
     store.ack_all()

@@ -146,6 +146,7 @@ class ReviewData:
             "overall": humans[OVERALL].answer if OVERALL in humans else None,
             "model_version": label.model_version if label else (rows[0]["model_version"] if rows else ""),
             "judge": label.judge if label else "",
+            "revisions": self.scores.history(conversation_id),  # empty unless the user came back and it was re-scored
         }
 
     # --- the review queue ------------------------------------------------------------------------------------
