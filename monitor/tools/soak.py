@@ -1,7 +1,10 @@
 """`convmon soak --minutes N`: the whole monitor under a fixed load for a while, to see it stay healthy.
 
 It starts an embedded broker, one worker process (simulated judge) and the retrainer process
-(`convmon retrain`, so every agent runs and models hot-reload), produces simulated conversations at
+(`convmon retrain`, so every agent runs and models hot-reload), with a first distilled model that scores every
+item already live (production has yesterday's; a registry that starts empty would have the model grow, item by
+item, as the retrainer's labels accumulate: 0.4 to 7.5 MB of weights, growth the memory verdict would read as a
+leak), produces simulated conversations at
 ``rate`` per second, and every ``interval_s`` samples the worker's /metrics: conversations exported, consumer
 lag, resident memory and the live heap. The summary says whether the worker kept up (lag back near zero at the
 end) and whether memory stayed bounded: the (median one-minute) slope of the live heap after warm-up, which lasts
@@ -29,6 +32,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from distill.registry import ModelRegistry
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import KafkaSettings, RubricSettings, Settings
 from monitor.runtime.allocator import allocator_of, with_malloc
@@ -37,6 +41,7 @@ from monitor.runtime.produce import make_producer, send_event
 from monitor.runtime.scrape import by_label, scrape, total, wait_for_metrics
 from monitor.tools.leak import BOOT
 from monitor.tools.simulator.generate import ConversationGenerator
+from monitor.tools.simulator.training import publish_simulated_model
 from monitor.tools.soak_report import Sample, summarize, warmup_for, write_report
 
 console = Console()
@@ -154,6 +159,9 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
     url = f"http://127.0.0.1:{port}/metrics"
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         settings = Settings(broker_url=broker.url, topic_prefix="convmon.")
+        # every item trained: the retrainer's candidates replace it only once they score every item too
+        publish_simulated_model(ModelRegistry(workdir / "models"), load_rubric_set(settings.rubric_set,
+                                                                                   settings.prompts_dir))
         log = (workdir / "worker.log").open("wb")
         env = _worker_env(broker.url, workdir, port, retrain_interval_s, retention_s, malloc=malloc)
         command = ["-m", "monitor.cli"] if not inject_leak_mb_per_min else [
