@@ -1,5 +1,6 @@
 """Consecutive runs of chosen faults, outside CI: ``python -m tests.reliability.repeat_faults RUNS FAULT...``
-(faults as test_delivery_faults.py names them, e.g. ``kill_9_twice two_workers_one_killed``).
+(faults as test_delivery_faults.py names them, e.g. ``kill_9_twice two_workers_one_killed``);
+``python -m tests.reliability.repeat_faults table [DIR]`` prints the kept runs as a table.
 
 The old engine lost data in 1 of 3-10 runs; one green suite run says little about that. Each run is a separate
 pytest process (a fresh broker); its per-id table is kept as ``var/faults/repeats/<fault>-<n>.json`` and a line per
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from tests.reliability.fault_run import ARTIFACTS
@@ -20,11 +22,31 @@ OUT = ARTIFACTS / "repeats"
 
 
 def summary(t: dict[str, Any]) -> dict[str, Any]:
-    prom, judge = t["prometheus"], t.get("judge") or {}
+    """Per run: ids lost, counted twice (records on the topic twice: at least once) or wrongly; score ids counted
+    once; Prometheus and the exported totals against the truth; what the judge was paid."""
+    prom, judge, totals = t["prometheus"], t.get("judge") or {}, t.get("exported_totals") or {}
     return {"fault": t["fault"], "lost": t["lost"], "double_counted": t["double_counted"],
-            "wrong_outcome": t["wrong_outcome"], "prometheus": round(prom["scraped_total"]), "truth": prom["truth"],
+            "wrong_outcome": t["wrong_outcome"], "scored_once_by_score_id": t["scored_once_by_score_id"],
+            "prometheus": round(prom["scraped_total"]), "truth": prom["truth"],
+            "totals_series_differing": totals.get("series_differing"),
+            "judge_slice": judge.get("slice"), "judge_scored_once_by_score_id": judge.get("scored_once_by_score_id"),
             "judge_lost": judge.get("lost"), "judge_double": judge.get("double_counted"),
             "judge_calls_per_judged": judge.get("calls_per_judged"), "duration_s": t["duration_s"]}
+
+
+def table(directory: Path = OUT) -> str:
+    """The kept runs as one Markdown table (docs/reliability.md)."""
+    head = ("| run | fault | lost | wrong | distilled once by score id | Prometheus / truth | totals series differing "
+            "| judge: slice / once by score id / lost | judge calls per judged |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+    for path in sorted(directory.glob("*-*.json"), key=lambda p: (p.stem.rsplit("-", 1)[0],
+                                                                   int(p.stem.rsplit("-", 1)[1]))):
+        r = summary(json.loads(path.read_text()))
+        lines.append(f"| {path.stem.rsplit('-', 1)[1]} | {r['fault']} | {r['lost']} | {r['wrong_outcome']} | "
+                     f"{r['scored_once_by_score_id']} | {r['prometheus']} / {r['truth']} | "
+                     f"{r['totals_series_differing']} | {r['judge_slice']} / {r['judge_scored_once_by_score_id']} / "
+                     f"{r['judge_lost']} | {r['judge_calls_per_judged']} |")
+    return "\n".join(lines)
 
 
 def run(fault: str, n: int) -> dict[str, Any]:
@@ -53,4 +75,7 @@ def main(runs: int, faults: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2:])
+    if sys.argv[1] == "table":
+        print(table(Path(sys.argv[2]) if len(sys.argv) > 2 else OUT))
+    else:
+        main(int(sys.argv[1]), sys.argv[2:])
