@@ -7,7 +7,7 @@ item, as the retrainer's labels accumulate: 0.4 to 7.5 MB of weights, growth the
 leak), produces simulated conversations at
 ``rate`` per second, and every ``interval_s`` samples the worker's /metrics: conversations exported, consumer
 lag, resident memory and the live heap. The summary says whether the worker kept up (lag back near zero at the
-end) and whether memory stayed bounded: the (median one-minute) slope of the live heap after warm-up, which lasts
+end) and whether memory stayed bounded: the slope of the live heap's 3-minute floor after warm-up, which lasts
 as long as the longest state window (tombstones, dedup marks; see ``warmup_for``), stays under 1 MB/min
 (``soak_report.py``; RSS judged beside it, for information). It writes ``soak.json`` (summary and every sample)
 and ``soak-rss.png`` (RSS, heap and lag over time) to ``out_dir``. CI runs a 10-minute version (``make soak-ci``,

@@ -37,7 +37,7 @@ def test_ten_minute_soak_is_flat_and_keeps_up() -> None:
     assert summary["kept_up"], summary
     assert summary["memory_judged_on"] == "heap", summary  # jemalloc's stats.allocated, not RSS's steps
     assert summary["memory_bounded"], (
-        f"the live heap grew {summary['heap_slope_mb_per_min_after_warmup']} MB/min (median one-minute slope) "
+        f"the live heap grew {summary['heap_slope_mb_per_min_after_warmup']} MB/min (its 3-minute floor's slope) "
         f"after the {summary['warmup_s']} s warm-up ({summary['heap_mb_at_warmup_end']} -> "
         f"{summary['heap_mb_end']} MB; RSS {summary['rss_slope_mb_per_min_after_warmup']} MB/min, "
         f"{summary['rss_mb_at_warmup_end']} -> {summary['rss_mb_end']} MB); plot: {out / 'soak-rss.png'}")

@@ -92,3 +92,32 @@ def test_a_heap_step_mid_run_does_not_decide_and_a_leak_still_does() -> None:
     leak = summarize(_with_heap(_samples(0.0, fill_s=180), lambda t: 140.0 + (5 if t >= 395 else 0) + t / 60),
                      rate=8, warmup_s=190)
     assert leak["memory_bounded"] is False and leak["heap_slope_mb_per_min_after_warmup"] == 1.0
+
+
+def _sawtooth(t: float) -> float:
+    """The engine's heap between collections: +3 MB over 140 s, then collected back (a cycle every 150 s)."""
+    phase = t % 150
+    return 140.0 + (3.0 * phase / 140 if phase < 140 else 3.0 * (150 - phase) / 10)
+
+
+def test_garbage_awaiting_collection_is_not_a_leak_and_a_leak_under_it_still_is() -> None:
+    """Most one-minute windows of a rise-and-collect cycle rise (their median reads over 1 MB/min on a flat heap);
+    the floor over three minutes does not, and a leak raises the floor."""
+    flat = summarize(_with_heap(_samples(0.0, fill_s=180), _sawtooth), rate=8, warmup_s=190)
+    assert flat["heap_sample_slope_mb_per_min_after_warmup"] > 1.0  # what the samples' own slopes said
+    assert flat["memory_bounded"] is True and flat["heap_slope_mb_per_min_after_warmup"] == 0.0
+    for mb_per_min in (1.2, 1.5):
+        leak = summarize(_with_heap(_samples(0.0, fill_s=180), lambda t, r=mb_per_min: _sawtooth(t) + r * t / 60),
+                         rate=8, warmup_s=190)
+        assert leak["memory_bounded"] is False
+        assert abs(leak["heap_slope_mb_per_min_after_warmup"] - mb_per_min) < 0.05
+
+
+def test_the_engines_soak_samples_are_flat_by_their_floor() -> None:
+    """The heap of the engine's first soak with a full first model (10402a1, 2026-12-06), every 30 s: flat
+    (139.6 -> 140.2 MB) under its collection cycle."""
+    heap = [135.9, 139.2, 140.7, 140.3, 139.5, 150.9, 142.4, 141.8, 140.8, 140.1, 143.0, 142.0, 140.4, 143.5, 142.5,
+            141.0, 139.6, 142.9, 141.9, 141.2, 140.2]
+    samples = [replace(s, heap_mb=heap[int(s.t) // 30], py_blocks=1.2e6) for s in _samples(0.0, fill_s=180)]
+    summary = summarize(samples, rate=8, warmup_s=190)
+    assert summary["memory_bounded"] is True and summary["heap_slope_mb_per_min_after_warmup"] < 0.5
