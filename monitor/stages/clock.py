@@ -23,6 +23,8 @@ conversations whose next turns wait in the input (then reopened by them, or dead
 
 from __future__ import annotations
 
+import math
+
 INPUT = "input"  # a source: the input topic, read where it is kept
 REKEYED = "rekeyed"  # a source: convmon's re-keyed topic (re-keyed events, rejection markers, sweep ticks)
 Latest = tuple[float, float, bool]  # (stream time, wall time when consumed, whether that record was the source's last)
@@ -58,16 +60,14 @@ class PartitionClock:
         sources = self._latest.get(partition)
         if not sources:
             return now
-        return min(_source_now(latest, now) for latest in sources.values())
+        earliest = math.inf
+        for stream, consumed, caught_up in sources.values():  # called once per record: a plain loop
+            at = stream + max(0.0, now - consumed) if caught_up else stream
+            if at < earliest:
+                earliest = at
+        return earliest
 
     def forget(self, partitions: set[int]) -> None:
         """Partitions revoked: their next owner, or this worker when they come back, starts from their records."""
         for p in partitions:
             self._latest.pop(p, None)
-
-
-def _source_now(latest: Latest, now: float) -> float:
-    """A source's clock: its stream time plus the wall time since that record was consumed; only the stream time
-    while behind."""
-    stream, consumed, caught_up = latest
-    return stream + max(0.0, now - consumed) if caught_up else stream
