@@ -120,14 +120,14 @@ class StreamSettings(BaseModel):
                     "remain, its score records and evaluation events marked incomplete. Counted either way in "
                     "convmon_conversations_incomplete_total{action}.")
     reopen_window_s: float = Field(
-        default=0.0, ge=0,
-        description="How long a scored conversation can be continued: a turn (or end) for it within this window "
-                    "opens a new revision holding the whole conversation so far, which closes like any conversation "
-                    "and is scored again (the distilled models always, the judge if the conversation is in its "
-                    "slice); the new revision's counts replace the previous one's (docs/metrics.md, Revisions). "
-                    "Past the window (and for closed_retention_s more) such an event is dead-lettered late_event. "
-                    "0 (the default, until a known miscount after a broker restart is fixed) turns reopening off: a "
-                    "closed conversation's turns are deleted at once, as before; 86400 keeps a day.")
+        default=86_400.0, ge=0,
+        description="How long a scored conversation can be continued (default a day): a turn (or end) for it "
+                    "within this window opens a new revision holding the whole conversation so far, which closes "
+                    "like any conversation and is scored again (the distilled models always, the judge if the "
+                    "conversation is in its slice); the new revision's counts replace the previous one's "
+                    "(docs/metrics.md, Revisions). Past the window (and for closed_retention_s more) such an event "
+                    "is dead-lettered late_event. 0 turns reopening off: a closed conversation's turns are deleted "
+                    "at once, and every later event of it is dead-lettered late_event.")
     reopen_max_conversations: int = Field(
         default=10_000, ge=1,
         description="Scored conversations kept for reopening per input partition (their redacted turns, as an "

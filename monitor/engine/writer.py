@@ -27,6 +27,7 @@ from monitor.engine.changelog import STORES, PartitionStore, Write, new_writer, 
 from monitor.engine.checkpoint import Checkpoint
 from monitor.engine.upgrade import faust_state
 from monitor.runtime.health import Health
+from monitor.stages.clock import REKEYED
 from monitor.stages.deadletter import dead_letter
 from monitor.stages.export import update_consumer_lag, update_partition_progress
 from monitor.stages.hotpath import HotPath, Input
@@ -235,9 +236,9 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
             seconds = r.timestamp / 1000 if r.timestamp is not None else None
             if r.topic == self.names.rekeyed and r.headers and r.headers[0][0] == TICK:
                 ticked.add(r.partition)
-                # a record of its partition like any other: it runs the partition's clock, or a quiet partition's
-                # idle conversations never close
-                self.hot.clock.observe(r.partition, seconds, now, caught_up=caught_up)
+                # a record of its re-keyed partition like any other: it runs that source's clock, or a quiet
+                # partition's idle conversations never close (not the input's: stages/clock.py)
+                self.hot.clock.observe(r.partition, seconds, now, caught_up=caught_up, source=REKEYED)
             else:
                 inputs.append(Input(r.key, r.value, r.partition, r.topic == self.names.rekeyed, seconds, caught_up))
         if inputs:

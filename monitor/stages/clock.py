@@ -12,42 +12,60 @@ A partition that has consumed nothing yet reads wall time. While the last record
 the partition's last (the worker is behind, by its consumer's high watermark), the clock stays at that
 record's time: a worker that stalls (a long flush, a broker outage) does not let wall time close
 conversations whose next turns wait in the log.
+
+A state partition is read from more than one topic (the input where it is read in place, and the re-keyed
+topic, which also carries the writer's sweep ticks: engine/writer.py): each is a *source* with a clock of its
+own, as above, and the partition's clock is the earliest of them. A tick, written with wall time, is its
+re-keyed partition's last record (caught up) while the input may still be read from a backlog (after a broker
+outage, or behind a loaded worker): taken alone it would run the clock to wall time and close, as idle, the
+conversations whose next turns wait in the input (then reopened by them, or dead-lettered as late: #54).
 """
 
 from __future__ import annotations
+
+import math
+
+INPUT = "input"  # a source: the input topic, read where it is kept
+REKEYED = "rekeyed"  # a source: convmon's re-keyed topic (re-keyed events, rejection markers, sweep ticks)
+Latest = tuple[float, float, bool]  # (stream time, wall time when consumed, whether that record was the source's last)
 
 
 class PartitionClock:
     """Pure: the caller passes wall time (``now``), so tests and the worker drive it alike."""
 
     def __init__(self) -> None:
-        # partition -> (stream time, wall time when consumed, whether that record was the partition's last)
-        self._latest: dict[int, tuple[float, float, bool]] = {}
+        self._latest: dict[int, dict[str, Latest]] = {}  # partition -> source -> its latest record
 
-    def observe(self, partition: int, timestamp: float | None, now: float, *, caught_up: bool = True) -> None:
-        """A record of ``partition`` was consumed at wall time ``now``; ``timestamp``: its Kafka timestamp in
-        seconds (None or 0: unknown, taken as ``now``); ``caught_up``: no later record was in the log. Stream time
-        never goes back: an older record (re-keyed, re-delivered, or from a producer with a slow clock) leaves it,
-        but still says whether the partition is caught up."""
+    def observe(self, partition: int, timestamp: float | None, now: float, *, caught_up: bool = True,
+                source: str = INPUT) -> None:
+        """A record of ``partition`` was consumed from ``source`` at wall time ``now``; ``timestamp``: its Kafka
+        timestamp in seconds (None or 0: unknown, taken as ``now``); ``caught_up``: no later record was in the
+        source's log. Stream time never goes back: an older record (re-keyed, re-delivered, or from a producer with
+        a slow clock) leaves it, but still says whether the source is caught up."""
         stream = min(timestamp, now) if timestamp else now
-        previous = self._latest.get(partition)
+        sources = self._latest.setdefault(partition, {})
+        previous = sources.get(source)
         if previous is None or stream >= previous[0]:
-            self._latest[partition] = (stream, now, caught_up)
+            sources[source] = (stream, now, caught_up)
         elif caught_up and not previous[2]:
-            # the partition's last record is older than one before it (re-keyed records keep their input's
+            # the source's last record is older than one before it (re-keyed records keep their input's
             # timestamps): caught up now, the clock runs on from where it stood
-            self._latest[partition] = (previous[0], now, True)
+            sources[source] = (previous[0], now, True)
         elif not caught_up:
-            self._latest[partition] = (*previous[:2], False)
+            sources[source] = (*previous[:2], False)
 
     def now(self, partition: int, now: float) -> float:
-        """The partition's clock at wall time ``now``: its stream time plus the wall time since that record was
-        consumed (``now`` itself for a partition that consumed nothing yet); only the stream time while behind."""
-        latest = self._latest.get(partition)
-        if latest is None:
+        """The partition's clock at wall time ``now``: the earliest of its sources' (``now`` itself for a partition
+        that consumed nothing yet)."""
+        sources = self._latest.get(partition)
+        if not sources:
             return now
-        stream, consumed, caught_up = latest
-        return stream + max(0.0, now - consumed) if caught_up else stream
+        earliest = math.inf
+        for stream, consumed, caught_up in sources.values():  # called once per record: a plain loop
+            at = stream + max(0.0, now - consumed) if caught_up else stream
+            if at < earliest:
+                earliest = at
+        return earliest
 
     def forget(self, partitions: set[int]) -> None:
         """Partitions revoked: their next owner, or this worker when they come back, starts from their records."""

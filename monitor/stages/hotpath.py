@@ -28,7 +28,7 @@ from monitor.contracts.rubric_set import RubricSet
 from monitor.contracts.score_codec import encode_score, score_headers, score_id
 from monitor.contracts.scores import ScoreRecord
 from monitor.stages.bounds import REASONS, bound_conversation
-from monitor.stages.clock import PartitionClock
+from monitor.stages.clock import INPUT, REKEYED, PartitionClock
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
@@ -155,7 +155,8 @@ class HotPath:
         for item in batch:
             stateful = item.rekeyed or not self.forward_input  # read from a partition the sessions are kept by
             if stateful:
-                self.clock.observe(item.partition, item.timestamp, now, caught_up=item.caught_up)
+                self.clock.observe(item.partition, item.timestamp, now, caught_up=item.caught_up,
+                                   source=REKEYED if item.rekeyed else INPUT)
             at = self.clock.now(item.partition, now)  # the sessions' time: this partition's clock, not processing time
             try:
                 decoded = self.decoder.decode(item.value, rekeyed=item.rekeyed,

@@ -52,6 +52,9 @@ from tests.support.workers import Supervisor, WorkerProcess
 # and rebalances. A run's app is new, so every such series starts at 0: its first scraped value plus its
 # increase() over the run is what it counted (increase() alone cannot see the value a series is born with).
 SCORED_SERIES = 'partition:convmon_partition_conversations_scored_total:max{scorer="distilled"}'
+# A re-scored conversation (reopening, stages/reopen.py) is counted by its latest revision: the earlier one's count
+# goes to the retraction twin, which the recording rules subtract. Conversations scored = scored - retracted.
+RETRACTED_SERIES = 'partition:convmon_partition_conversations_scored_retracted_total:max{scorer="distilled"}'
 DEAD_LETTER_SERIES = "convmon_dead_letters_total"
 ARTIFACTS = REPO_ROOT / "var" / "faults"
 STALL_S = 90.0  # no new outcome for this long, with everything produced: the run is over
@@ -370,25 +373,32 @@ class FaultRun:
         table["events_lag_at_end"] = self._events_lag()
         table["exported_totals"] = self._exported_totals()
         series = self.prometheus.increases(SCORED_SERIES, self.started)
+        retracted = self.prometheus.increases(RETRACTED_SERIES, self.started)
         dead_series = self.prometheus.increases(DEAD_LETTER_SERIES, self.started)
         increase = sum(s.increase for s in series)
+        scraped = round(increase + sum(s.first for s in series), 3)
+        retracted_total = round(sum(s.increase + s.first for s in retracted), 3)
         window = int(time.time() - self.started) + 2
-        resets = self.prometheus.query(f"sum(resets({SCORED_SERIES}[{window}s]))")
+        resets = [self.prometheus.query(f"sum(resets({selector}[{window}s]))")
+                  for selector in (SCORED_SERIES, RETRACTED_SERIES)]
         table.update({
             "fault": self.name,
             "complete": complete,
             "prometheus": {
                 "selector": SCORED_SERIES,
-                "increase": round(increase, 3),
+                "increase": round(increase, 3),  # increase() alone: without the values the series were born with
                 "counted": round(increase),
                 "truth": table["expected_scored"],
-                "missing": table["expected_scored"] - round(increase),
                 "series": len(series),
                 "unseen_first_samples": sum(s.first for s in series),
                 # what the workers exported and Prometheus scraped at all: above the truth means counted twice
-                "scraped_total": round(increase + sum(s.first for s in series), 3),
+                "scraped_total": scraped,
+                # what later revisions retracted (0 unless a conversation was scored again), and the count net of it
+                "retracted": retracted_total,
+                "net": round(scraped - retracted_total, 3),
+                "missing": round(table["expected_scored"] - (scraped - retracted_total), 3),
                 # a per-partition total that went down (a new owner restored less than was scraped) counts twice
-                "resets": round(float(resets[0]["value"][1])) if resets else 0,
+                "resets": sum(round(float(r[0]["value"][1])) for r in resets if r),
                 "dead_letters_increase": round(sum(s.increase for s in dead_series), 3),
             },
             "worker_crashes": [vars(e) for e in self.supervisor.crashes()],

@@ -14,7 +14,8 @@ ORDER = ("kill_9_twice", "broker_restart", "unkeyed", "metadata_bomb", "five_mb_
          "scale_out_in", "two_workers_one_killed", "otlp_1_partition", "otlp_3_partitions")
 HEADER = ("| fault | produced | distilled: scored once | dead-lettered as expected | lost | double counted "
           "| wrong outcome | dead letters by reason | garbage dead-lettered | judge: slice / judged once by score id "
-          "/ lost / double / outside | Prometheus first + increase() / truth | exported totals: series differing "
+          "/ lost / double / outside | Prometheus first + increase(), net of retractions / truth "
+          "| exported totals: series differing "
           "/ series (scored distilled, llm) | worker exits / agent crashes | scores read back: tail / full "
           "(partitions disagreeing) | run |")
 
@@ -40,7 +41,8 @@ def row(t: dict[str, Any]) -> str:
         totals = (f"{e['series_differing']} / {e['series']} ({round(scored.get('distilled', 0))}, "
                   f"{round(scored.get('llm', 0))})")
     cells = [t["fault"], t["produced"], t["scored_once"], t["dead_lettered"], t["lost"], t["double_counted"],
-             t["wrong_outcome"], reasons or "-", garbage, judge, f"{round(prom['scraped_total'])} / {prom['truth']}",
+             t["wrong_outcome"], reasons or "-", garbage, judge,
+             f"{round(prom.get('net', prom['scraped_total']))} / {prom['truth']}",
              totals, exits, read, f"{t['duration_s']} s"]
     return "| " + " | ".join(str(c) for c in cells) + " |"
 

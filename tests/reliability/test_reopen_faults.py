@@ -29,7 +29,7 @@ def reopen_kill_9_run(broker: str, workdir: Path) -> dict[str, Any]:
     convs = simulated(N, "reopen", seed=54)
     once, twice = convs[: N // 6], convs[N // 6: N // 3]
     back = {c.conversation_id: 1 for c in once} | {c.conversation_id: 2 for c in twice}
-    with FaultRun("reopen_kill_9", workdir, broker, reopen_window_s=86_400.0) as run:  # reopening on (off by default)
+    with FaultRun("reopen_kill_9", workdir, broker, reopen_window_s=86_400.0) as run:  # the default, set: it needs it
         run.expect([c.conversation_id for c in convs], SCORED)
         r = ReopenRun(run, convs, back)
         run.supervisor.start("a")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor.stages.clock import PartitionClock
+from monitor.stages.clock import REKEYED, PartitionClock
 from monitor.stages.hotpath import Input
 from tests.support.hot_path import end, hot_path, turn
 
@@ -103,3 +103,37 @@ def test_a_grace_period_closes_a_conversation_whose_last_rekeyed_record_is_older
     assert hot.sweep(T0 + 3.5, {0, 1, 2, 3}).closed == []  # within the 2 s grace period
     [(conv, _)] = hot.sweep(T0 + 5.5, {0, 1, 2, 3}).closed
     assert (conv.conversation_id, conv.end_reason, len(conv.turns)) == ("a", "end", 1)
+
+
+def test_a_tick_does_not_run_the_clock_of_a_partition_whose_input_is_behind() -> None:
+    """The broker-restart miscount of #54: the writer's sweep tick comes back through the re-keyed topic with a
+    wall-clock timestamp, the last record of its re-keyed partition (caught up), while the same state partition's
+    input is still read from a backlog. The tick must not run the partition's clock to wall time: it would close a
+    conversation whose next turns wait in the input (as idle, then reopened by them as a second revision, or
+    dead-lettered as late with reopening off)."""
+    hot, _ = hot_path()
+    hot.ingest([Input(b"a", turn("a", 0), 0, timestamp=T0, caught_up=False)], now=T0 + 1.0)
+    hot.clock.observe(0, T0 + 30.0, T0 + 30.0, caught_up=True, source=REKEYED)  # the tick, 30 s later
+    assert hot.clock.now(0, T0 + 30.0) == T0
+    assert hot.sweep(T0 + 30.0, {0, 1, 2, 3}).closed == []
+    out = hot.ingest([Input(b"a", turn("a", 1), 0, timestamp=T0 + 1.0)], now=T0 + 31.0)  # the input catches up
+    assert out.dead == [] and out.closed == []
+    assert hot.sweep(T0 + 40.0, {0, 1, 2, 3}).closed == []  # idle 9 s in the partition's time
+    [(conv, _)] = hot.sweep(T0 + 41.5, {0, 1, 2, 3}).closed
+    assert (conv.end_reason, len(conv.turns)) == ("idle", 2)
+
+
+def test_the_partition_clock_is_its_slowest_source() -> None:
+    """A state partition is read from the input (where it is read in place) and the re-keyed topic: its clock is
+    the earlier of theirs, each source's as before (its latest record, and wall time since while caught up)."""
+    clock = PartitionClock()
+    clock.observe(0, T0, now=T0 + 1.0, caught_up=False)  # the input, behind
+    clock.observe(0, T0 + 20.0, now=T0 + 21.0, caught_up=True, source=REKEYED)
+    assert clock.now(0, T0 + 30.0) == T0
+    clock.observe(0, T0 + 5.0, now=T0 + 31.0, caught_up=True)  # the input caught up: both run with wall time
+    assert clock.now(0, T0 + 33.0) == T0 + 7.0
+    assert clock.now(0, T0 + 100.0) == T0 + 74.0
+    clock.observe(0, T0 + 90.0, now=T0 + 100.0, caught_up=True, source=REKEYED)
+    assert clock.now(0, T0 + 100.0) == T0 + 74.0  # the input's own clock is the earlier
+    clock.forget({0})
+    assert clock.now(0, T0 + 101.0) == T0 + 101.0
