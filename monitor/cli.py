@@ -254,8 +254,9 @@ def soak(
     retrain_interval: Annotated[float, typer.Option(
         min=1, help="Seconds between rounds of the retrainer process (a large value isolates the stream's own "
                     "memory).")] = 60.0,
-    retention: Annotated[float | None, typer.Option(min=1, help="Seconds for closed_retention_s and dedup_window_s "
-                                                         "(default: the settings' 1 h and 2 days).")] = None,
+    retention: Annotated[float | None, typer.Option(min=1, help="Seconds for closed_retention_s, dedup_window_s and "
+                                                         "reopen_window_s (default: the settings' 1 h, 2 days and "
+                                                         "1 day).")] = None,
     warmup: Annotated[float | None, typer.Option(min=0, help="Seconds before memory is judged (default: the "
                                                       "longest window + idle timeout + 60 s, the state's fill "
                                                       "time).")] = None,

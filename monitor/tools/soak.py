@@ -72,8 +72,9 @@ def _worker_env(broker_url: str, workdir: Path, port: int, retrain_interval_s: f
         "CONVMON_REGISTRY_POLL_S": "5",
         "CONVMON_IDLE_TIMEOUT_S": "10",
     })
-    if retention_s is not None:  # tombstones and dedup entries expire this soon: their state's steady size
-        env["CONVMON_CLOSED_RETENTION_S"] = env["CONVMON_DEDUP_WINDOW_S"] = str(retention_s)
+    if retention_s is not None:  # tombstones, dedup entries and reopenable turns expire this soon: steady sizes
+        for name in ("CONVMON_CLOSED_RETENTION_S", "CONVMON_DEDUP_WINDOW_S", "CONVMON_REOPEN_WINDOW_S"):
+            env[name] = str(retention_s)
     return env
 
 
@@ -145,7 +146,8 @@ def soak(minutes: float, rate: float, *, interval_s: float = 10.0, out_dir: Path
          ) -> dict[str, Any]:
     """Run the soak; print a table of samples and the JSON summary, write the report, return the summary.
 
-    ``retention_s`` shortens ``closed_retention_s`` and ``dedup_window_s`` (1 hour and 2 days by default):
+    ``retention_s`` shortens ``closed_retention_s``, ``dedup_window_s`` and ``reopen_window_s`` (1 hour, 2 days and
+    1 day by default):
     state kept for a window grows until the window is full, so memory is judged only after that warm-up
     (``warmup_for``, or ``warmup_s``); a run shorter than its warm-up gives ``memory_bounded: null``.
     ``malloc`` is the worker's allocator: "jemalloc" (preloaded, as in the image) or "glibc".

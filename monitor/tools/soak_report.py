@@ -41,10 +41,15 @@ class Sample:
 
 def warmup_for(retention_s: float | None, *, idle_timeout_s: float = 10.0, margin_s: float = 60.0) -> float:
     """When the state a soak's windows hold stops growing: the longest window (tombstones ``closed_retention_s``,
-    dedup marks ``dedup_window_s``; the settings' 1 h and 2 days when ``retention_s`` is None), plus the idle
-    timeout (a conversation closes that long after its last event) and a margin for the first model loads."""
-    windows = retention_s if retention_s is not None else max(Settings.model_fields["closed_retention_s"].default,
-                                                              Settings.model_fields["dedup_window_s"].default)
+    dedup marks ``dedup_window_s``, the revisions ledger ``reopen_window_s`` + ``closed_retention_s``; the
+    settings' defaults when ``retention_s`` is None, else ``retention_s`` each), plus the idle timeout (a
+    conversation closes that long after its last event) and a margin for the first model loads."""
+    if retention_s is None:
+        defaults = {name: Settings.model_fields[name].default
+                    for name in ("closed_retention_s", "dedup_window_s", "reopen_window_s")}
+        windows = max(defaults["dedup_window_s"], defaults["reopen_window_s"] + defaults["closed_retention_s"])
+    else:
+        windows = 2 * retention_s  # the ledger: the reopen window, then the tombstone's
     return windows + idle_timeout_s + margin_s
 
 

@@ -33,7 +33,7 @@ def test_report_has_json_and_png_and_tells_flat_from_growing(tmp_path: Path) -> 
 
 def test_memory_is_judged_after_the_windows_warm_up() -> None:
     """A window filling for 3 minutes is not a leak once the check starts after it; a slow leak after it is."""
-    warmup = warmup_for(120.0)  # the CI soak's 120 s windows + 10 s idle timeout + 60 s margin
+    warmup = warmup_for(60.0)  # the CI soak's 60 s windows (the ledger's two) + 10 s idle timeout + 60 s margin
     assert warmup == 190.0
     fill = _samples(0.0, fill_s=180)
     assert summarize(fill, rate=8, warmup_s=warmup)["memory_bounded"] is True
