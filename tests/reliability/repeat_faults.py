@@ -1,5 +1,7 @@
 """Consecutive runs of chosen faults, outside CI: ``python -m tests.reliability.repeat_faults RUNS FAULT...``
-(faults as test_delivery_faults.py names them, e.g. ``kill_9_twice two_workers_one_killed``);
+(faults as test_delivery_faults.py names them, e.g. ``kill_9_twice two_workers_one_killed``, or
+``dev_broker_restart``: test_faults.py's memory-only broker killed and restarted, timed until the worker scored
+again);
 ``python -m tests.reliability.repeat_faults table [DIR]`` prints the kept runs as a table.
 
 The old engine lost data in 1 of 3-10 runs; one green suite run says little about that. Each run is a separate
@@ -39,7 +41,7 @@ def table(directory: Path = OUT) -> str:
     head = ("| run | fault | lost | wrong | distilled once by score id | Prometheus / truth | totals series differing "
             "| judge: slice / once by score id / lost | judge calls per judged |")
     lines = [head, "|---|---|---|---|---|---|---|---|---|"]
-    for path in sorted(directory.glob("*-*.json"), key=lambda p: (p.stem.rsplit("-", 1)[0],
+    for path in sorted((p for p in directory.glob("*-*.json") if not p.stem.startswith(DEV_BROKER)), key=lambda p: (p.stem.rsplit("-", 1)[0],
                                                                    int(p.stem.rsplit("-", 1)[1]))):
         r = summary(json.loads(path.read_text()))
         lines.append(f"| {path.stem.rsplit('-', 1)[1]} | {r['fault']} | {r['lost']} | {r['wrong_outcome']} | "
@@ -49,15 +51,22 @@ def table(directory: Path = OUT) -> str:
     return "\n".join(lines)
 
 
+# the development broker (memory only) killed and restarted: everything on it is gone; test_faults.py's test
+DEV_BROKER = "dev_broker_restart"
+
+
 def run(fault: str, n: int) -> dict[str, Any]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "faults",
-                           "tests/reliability/test_delivery_faults.py", "-k", fault], capture_output=True, text=True)
+    where = (["-m", "long", "tests/reliability/test_faults.py", "-k", "test_broker_restart"] if fault == DEV_BROKER
+             else ["-m", "faults", "tests/reliability/test_delivery_faults.py", "-k", fault])
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *where],
+                          capture_output=True, text=True)
     table = ARTIFACTS / f"{fault}.json"
     line: dict[str, Any] = {"run": n, "pytest_rc": done.returncode, "wall_s": round(time.monotonic() - started)}
     if table.exists() and table.stat().st_mtime >= time.time() - line["wall_s"] - 5:
         shutil.copy(table, OUT / f"{fault}-{n}.json")
-        line.update(summary(json.loads(table.read_text())))
+        kept = json.loads(table.read_text())
+        line.update(kept if fault == DEV_BROKER else summary(kept))
     else:
         line.update(fault=fault, error="no table written", tail=done.stdout[-2000:])
     return line

@@ -23,6 +23,7 @@ from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
 from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import by_label, total
 from monitor.tools.openai_server import OpenAIServer
+from tests.reliability.fault_run import ARTIFACTS
 from tests.support.model_fixtures import publish_distilled_model
 from tests.support.topic_io import list_topics
 from tests.support.traffic import Samples, conversations, no_crash, produce, read_topic, scored
@@ -159,13 +160,20 @@ def test_broker_restart_workers_reconnect_recreate_topics_and_resume(make_settin
             own.kill()
             time.sleep(2)
             own = EmbeddedBroker(port=port, log_path=tmp_path / "broker.log").start()
+            restarted = time.monotonic()
             assert MARKER_TOPIC not in list_topics(own.bootstrap)  # memory-only: everything is gone
 
             wait_until(lambda: expected_topics <= list_topics(own.bootstrap), 60, interval=1.0,
                        message="the worker recreated its topics")
+            recreated_s = time.monotonic() - restarted
             produce(settings, conversations(settings, "after", 10, seed=2))
             wait_until(lambda: scored(worker.samples()) == {"llm": 20, "distilled": 20}, 90,
                        message="batch 2 scored after the broker restart")
+            # kept for repeated runs (tests/reliability/repeat_faults.py): the worker resumes within 60 s
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            (ARTIFACTS / "dev_broker_restart.json").write_text(json.dumps({
+                "fault": "dev_broker_restart", "topics_recreated_s": round(recreated_s, 1),
+                "all_scored_s": round(time.monotonic() - restarted, 1)}))
             time.sleep(2)
             samples = worker.samples()
             commit_failures = worker.log_path.read_text(errors="replace").count("OffsetCommit failed")
