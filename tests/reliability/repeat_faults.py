@@ -41,8 +41,8 @@ def table(directory: Path = OUT) -> str:
     head = ("| run | fault | lost | wrong | distilled once by score id | Prometheus / truth | totals series differing "
             "| judge: slice / once by score id / lost | judge calls per judged |")
     lines = [head, "|---|---|---|---|---|---|---|---|---|"]
-    for path in sorted((p for p in directory.glob("*-*.json") if not p.stem.startswith(DEV_BROKER)), key=lambda p: (p.stem.rsplit("-", 1)[0],
-                                                                   int(p.stem.rsplit("-", 1)[1]))):
+    kept = [p for p in directory.glob("*-*.json") if not p.stem.startswith(DEV_BROKER)]
+    for path in sorted(kept, key=lambda p: (p.stem.rsplit("-", 1)[0], int(p.stem.rsplit("-", 1)[1]))):
         r = summary(json.loads(path.read_text()))
         lines.append(f"| {path.stem.rsplit('-', 1)[1]} | {r['fault']} | {r['lost']} | {r['wrong_outcome']} | "
                      f"{r['scored_once_by_score_id']} | {r['prometheus']} / {r['truth']} | "
