@@ -45,8 +45,8 @@ def warmup_for(retention_s: float | None, *, idle_timeout_s: float = 10.0, margi
     settings' defaults when ``retention_s`` is None, else ``retention_s`` each), plus the idle timeout (a
     conversation closes that long after its last event) and a margin for the first model loads."""
     if retention_s is None:
-        defaults = {name: Settings.model_fields[name].default
-                    for name in ("closed_retention_s", "dedup_window_s", "reopen_window_s")}
+        defaults: dict[str, float] = {name: float(Settings.model_fields[name].default)
+                                      for name in ("closed_retention_s", "dedup_window_s", "reopen_window_s")}
         windows = max(defaults["dedup_window_s"], defaults["reopen_window_s"] + defaults["closed_retention_s"])
     else:
         windows = 2 * retention_s  # the ledger: the reopen window, then the tombstone's
