@@ -46,11 +46,20 @@ def throughput(
     rounds: Annotated[int, typer.Option(min=0, help="Alternated rounds of the CPU-per-conversation measurement "
                                                     "(raw consume and the monitor on both inputs, with "
                                                     "the first featurizer); 0 skips it.")] = 3,
+    baseline_checkout: Annotated[Path | None, typer.Option(
+        help="Another checkout of the repository (e.g. an older release): its worker also runs in every CPU "
+             "round, after this checkout's, on the same input.")] = None,
+    baseline_python: Annotated[str | None, typer.Option(
+        help="The interpreter of --baseline-checkout's worker (a virtual environment with what it pins); "
+             "default: this one.")] = None,
     seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
     """Distilled path vs raw aiokafka consume on the embedded broker; judge path vs a fixed-latency server;
-    the CPU time per conversation of each path on both inputs (``cpu_us_per_conversation``)."""
+    the CPU time per conversation of each path on both inputs (``cpu_us_per_conversation``), against a
+    baseline checkout's worker if given."""
+    import sys
+
     from bench.doc_tables import throughput_table
     from bench.otlp_throughput import with_otlp_row
     from bench.throughput import ThroughputConfig, run_throughput
@@ -60,12 +69,15 @@ def throughput(
                               judge_conversations=judge_conversations, concurrency=concurrency,
                               judge_latency_s=judge_latency_ms / 1000, partitions=partitions, seed=seed)
     from bench.throughput_cpu import run_cpu_rounds
+    from bench.worker_source import WorkerSource
 
     progress = progress_lines(quiet)
+    baseline = (WorkerSource(baseline_checkout.resolve(), baseline_python or sys.executable, older=True)
+                if baseline_checkout else None)
 
     def measure() -> dict[str, Any]:
         result = with_otlp_row(run_throughput(config, progress), otlp, progress)
-        return result | (run_cpu_rounds(config, rounds, progress) if rounds else {})
+        return result | (run_cpu_rounds(config, rounds, progress, baseline) if rounds else {})
 
     emit(run_bench(measure), as_json, out, throughput_table)
 
@@ -89,6 +101,9 @@ def latency(
     worker_checkout: Annotated[Path | None, typer.Option(
         help="Run the worker from this checkout of the repository (e.g. an older release) instead of this one.")]
     = None,
+    worker_python: Annotated[str | None, typer.Option(
+        help="The worker's interpreter (e.g. a virtual environment with what --worker-checkout pins); default: "
+             "this one.")] = None,
     seed: Seed = 0,
     as_json: AsJson = False, out: Out = None, quiet: Quiet = False,
 ) -> None:
@@ -100,7 +115,7 @@ def latency(
 
     config = LatencyConfig(rate=rate, duration_s=duration, spread_s=spread, workers=workers, partitions=partitions,
                            featurizer=featurizer, data_dir=data, warmup=warmup, drain_timeout_s=drain_timeout,
-                           worker_checkout=worker_checkout, seed=seed)
+                           worker_checkout=worker_checkout, worker_python=worker_python, seed=seed)
 
     def table(result: dict[str, Any]) -> Table:
         t = Table("measure", "value", title="event to score latency, paced input")

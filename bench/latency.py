@@ -12,7 +12,8 @@ event produced to the last score read; the exported ``convmon_consumer_lag_messa
 ``convmon_score_delay_seconds`` are scraped alongside.
 
 ``worker_checkout`` runs the worker (``python -m monitor.cli worker``) from another checkout of this repository,
-e.g. an older release, with the same driver; which code it imported is checked and reported (``worker_code``).
+e.g. an older release, with the same driver (``worker_python``: its interpreter, e.g. a virtual environment with
+the dependencies that release pins); which code it imported is checked and reported (``worker_code``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +37,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from bench.throughput_input import publish_model, uss_dialogues
 from bench.throughput_paths import WORKER, cpu_of, produce_timed, start_processes
 from bench.turns import turn_event_messages
+from bench.worker_source import known_setting, worker_code
 from distill.datasets import SHARED_DATA, UssDialogue
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.rubric_set import load_rubric_set
@@ -46,16 +47,6 @@ from monitor.runtime.clients import topic_names
 from monitor.runtime.scrape import Sample, scrape
 
 Progress = Callable[[str], None] | None
-# The settings a worker of this driver gets, all of them fields of every release since 9858d22 (an older worker
-# refuses unknown CONVMON_* fields, so settings_env's full dump would not start it).
-WORKER_SETTINGS = ("broker_url", "topic_partitions", "sample_rate", "featurizer", "data_dir", "model_registry",
-                   "registry_poll_s", "app_id", "topic_prefix", "label_store_url", "metrics_port")
-
-
-def _worker_setting(name: str) -> bool:
-    return name.removeprefix("CONVMON_").lower() in WORKER_SETTINGS
-
-
 @dataclass(frozen=True)
 class LatencyConfig:
     rate: float = 50.0  # conversations started per second
@@ -70,6 +61,7 @@ class LatencyConfig:
     metrics_every_s: float = 2.0
     train_labels: int = 1000
     worker_checkout: Path | None = None  # None: this checkout
+    worker_python: str | None = None  # the interpreter of the worker; None: this one
     seed: int = 0
     rubric: str = "spur-copilot"
 
@@ -139,27 +131,6 @@ def histogram_quantile_le(before: list[Sample], after: list[Sample], name: str, 
         return None
     total = delta[-1][1]
     return next(le for le, count in delta if count >= q * total)
-
-
-def worker_code(checkout: Path, env: Mapping[str, str], pid: int | None = None) -> dict[str, Any]:
-    """Which code a worker started in ``checkout`` imports: ``monitor.cli``'s file as the same interpreter, working
-    directory and environment resolve it, the checkout's commit, and the live process's working directory."""
-    found = subprocess.run([sys.executable, "-c", "import monitor.cli; print(monitor.cli.__file__)"], cwd=checkout,
-                           env=dict(env), capture_output=True, text=True, timeout=120)
-    commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, timeout=30)
-    out: dict[str, Any] = {"checkout": str(checkout), "commit": commit.stdout.strip() or None,
-                           "monitor_cli_file": found.stdout.strip() or None}
-    if pid is not None:
-        try:
-            out["process_cwd"] = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            out["process_cwd"] = None
-    imported = out["monitor_cli_file"]
-    if not imported or not Path(imported).resolve().is_relative_to(checkout.resolve()):
-        raise ConfigError(f"a worker started in {checkout} would import monitor.cli from {imported!r} "
-                          f"({found.stderr.strip()[-300:]})")
-    return out
 
 
 class _Run:
@@ -317,10 +288,11 @@ def run_latency(config: LatencyConfig, progress: Progress = None) -> dict[str, A
         log_path = Path(tmp) / "worker.log"
         if progress:
             progress(f"latency: starting {config.workers} worker(s) in {checkout}")
+        python = config.worker_python or sys.executable
         procs, urls, env = start_processes(settings, WORKER, config.workers, log_path, cwd=checkout,
-                                           settings_filter=_worker_setting)
+                                           settings_filter=known_setting, python=python)
         try:
-            code = worker_code(checkout, env, procs[0].pid)
+            code = worker_code(checkout, env, procs[0].pid, python)
             measured = asyncio.run(_drive(config, settings, broker.bootstrap, warmup, schedule,
                                           [p.pid for p in procs], urls, broker.pid, progress))
         finally:

@@ -7,6 +7,10 @@ CPU while it reads and decodes) and the monitor (the worker processes' CPU from 
 produced to the last score read). Each run gets fresh topics. The median and range
 over the rounds are reported, and raw consume's CPU per conversation / the monitor's, round by round
 (1.0 would be a monitor that costs what reading its input costs).
+
+With a ``baseline`` (another checkout, e.g. an older release, and its interpreter) a third path runs in every
+round right after this checkout's monitor, on the same input: the baseline's worker (``worker_source.py``),
+with the ratio baseline CPU / this monitor's round by round (above 1.0: this checkout spends less).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from bench.throughput import ThroughputConfig, bench_messages
 from bench.throughput_input import publish_model
 from bench.throughput_paths import monitor_rate, raw_consume_rate
+from bench.worker_source import WorkerSource
 from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.settings import REPO_ROOT, Settings
 from monitor.runtime.broker import EmbeddedBroker, ensure_topics, free_port
@@ -39,16 +44,19 @@ def spread(values: Sequence[float]) -> dict[str, Any]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "rounds": list(values)}
 
 
-def run_cpu_rounds(config: ThroughputConfig, rounds: int,
-                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_cpu_rounds(config: ThroughputConfig, rounds: int, progress: Callable[[str], None] | None = None,
+                   baseline: WorkerSource | None = None) -> dict[str, Any]:
     """CPU µs per conversation and rate of every path on both inputs, ``rounds`` alternated rounds each."""
     if rounds < 1:
         raise ValueError("rounds must be >= 1")
     rubric = load_rubric_set(config.rubric, REPO_ROOT / "prompts")
     spec = config.featurizers[0]
     processes = config.workers or os.cpu_count() or 1
-    cpu: dict[str, dict[str, list[float]]] = {m: {p: [] for p in PATHS} for m in MODES}
-    rate: dict[str, dict[str, list[float]]] = {m: {p: [] for p in PATHS} for m in MODES}
+    paths = (*PATHS, "baseline") if baseline else PATHS
+    sources = {"monitor": WorkerSource(), "baseline": baseline} if baseline else {}
+    cpu: dict[str, dict[str, list[float]]] = {m: {p: [] for p in paths} for m in MODES}
+    rate: dict[str, dict[str, list[float]]] = {m: {p: [] for p in paths} for m in MODES}
+    code: dict[str, dict[str, Any]] = {}
     counted: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="convmon-bench-cpu-") as tmp, EmbeddedBroker() as broker:
         base = Settings(broker_url=broker.url, topic_partitions=config.partitions, sample_rate=0.0,
@@ -61,41 +69,52 @@ def run_cpu_rounds(config: ThroughputConfig, rounds: int,
             measured = bench_messages(one, rubric, one.n_conversations, seed=config.seed + 11, prefix="conv")
             n = counted[mode] = len({key for key, _ in measured})
             for r in range(rounds):
-                for path in PATHS:
+                for path in paths:
                     if progress:
                         progress(f"CPU round {r + 1}/{rounds}, {mode}: {path}")
-                    seconds, per_s = _measure(path, base, broker, Path(tmp), warmup, measured, n,
-                                              processes, config.timeout_s)
+                    seconds, per_s, imported = _measure(path, base, broker, Path(tmp), warmup, measured, n,
+                                                        processes, config.timeout_s, sources.get(path))
                     cpu[mode][path].append(1e6 * seconds / n)
                     rate[mode][path].append(per_s)
-    ratio = {m: spread([raw / mon for raw, mon in zip(cpu[m]["raw_consume"], cpu[m]["monitor"], strict=True)])
-             for m in MODES}
-    return {"cpu_us_per_conversation": {m: {p: spread(v) for p, v in paths.items()} for m, paths in cpu.items()},
-            "cpu_rounds": {"rounds": rounds, "featurizer": spec, "worker_processes": processes,
-                           "conversations": counted, "order": "per round: " + ", ".join(PATHS),
-                           "per_s": {m: {p: spread(v) for p, v in paths.items()} for m, paths in rate.items()},
-                           "raw_to_monitor_cpu": ratio}}
+                    code.setdefault(path, imported or {})
+    info: dict[str, Any] = {
+        "rounds": rounds, "featurizer": spec, "worker_processes": processes, "conversations": counted,
+        "order": "per round: " + ", ".join(paths),
+        "per_s": {m: {p: spread(v) for p, v in by_path.items()} for m, by_path in rate.items()},
+        "raw_to_monitor_cpu": {m: round_ratios(cpu[m]["raw_consume"], cpu[m]["monitor"]) for m in MODES}}
+    if baseline:
+        info |= {"worker_code": {p: code[p] for p in ("monitor", "baseline")},
+                 "baseline_to_monitor_cpu": {m: round_ratios(cpu[m]["baseline"], cpu[m]["monitor"]) for m in MODES}}
+    return {"cpu_us_per_conversation": {m: {p: spread(v) for p, v in by_path.items()} for m, by_path in cpu.items()},
+            "cpu_rounds": info}
+
+
+def round_ratios(numerators: Sequence[float], denominators: Sequence[float]) -> dict[str, Any]:
+    """The spread of one path's CPU / another's, round by round."""
+    return spread([a / b for a, b in zip(numerators, denominators, strict=True)])
 
 
 def _measure(path: str, base: Settings, broker: EmbeddedBroker, tmp: Path, warmup: Messages, measured: Messages,
-             n: int, processes: int, timeout_s: float) -> tuple[float, float]:
-    """(CPU seconds, conversations / s) of one path over the measured messages, on fresh topics."""
+             n: int, processes: int, timeout_s: float, source: WorkerSource | None
+             ) -> tuple[float, float, dict[str, Any] | None]:
+    """(CPU seconds, conversations / s, the workers' code) of one path over the measured messages, on fresh
+    topics; ``source``: where a monitor path's workers run from."""
     unique = uuid.uuid4().hex[:8]
     if path == "raw_consume":
         topic = f"bench-{unique}.raw"
         asyncio.run(ensure_topics(broker.bootstrap, [topic], base.topic_partitions))
         timing: dict[str, float] = {}
         messages_per_s = asyncio.run(raw_consume_rate(broker.bootstrap, topic, measured, timing=timing))
-        return timing["cpu_s"], messages_per_s * n / len(measured)
+        return timing["cpu_s"], messages_per_s * n / len(measured), None
     settings = base.model_copy(update={"app_id": f"bench-{unique}", "topic_prefix": f"b{unique}.",
                                        "label_store_url": f"sqlite:///{tmp}/{unique}.db",
                                        "metrics_port": free_port()})
     asyncio.run(ensure_topics(broker.bootstrap, topic_names(settings), base.topic_partitions))
     run = monitor_rate(settings, broker.bootstrap, warmup, measured, tmp / f"{unique}.log", timeout_s,
-                       processes=processes, broker_pid=broker.pid)
+                       processes=processes, broker_pid=broker.pid, source=source)
     if run.get("worker_cpu_s") is None:
         raise RuntimeError("the workers' CPU time cannot be read here (/proc is absent)")
-    return float(run["worker_cpu_s"]), float(run["per_s"])
+    return float(run["worker_cpu_s"]), float(run["per_s"]), run.get("worker_code")
 
 
 def cpu_markdown(result: dict[str, Any]) -> str:
@@ -113,4 +132,11 @@ def cpu_markdown(result: dict[str, Any]) -> str:
                          f"{per_s['median']:.1f} [{per_s['min']:.1f}-{per_s['max']:.1f}] |")
     ratios = [f"{m} {100 * r['median']:.2f} % [{100 * r['min']:.2f}-{100 * r['max']:.2f}]"
               for m, r in info["raw_to_monitor_cpu"].items()]
-    return "\n".join([*lines, "", "Raw consume's CPU per conversation / the monitor's: " + "; ".join(ratios) + "."])
+    lines += ["", "Raw consume's CPU per conversation / the monitor's: " + "; ".join(ratios) + "."]
+    if "baseline_to_monitor_cpu" in info:
+        code = info["worker_code"]
+        lines.append(f"The baseline ({code['baseline']['commit']}, {code['baseline']['checkout']})'s CPU per "
+                     f"conversation / this checkout's monitor's ({code['monitor']['commit']}): "
+                     + "; ".join(f"{m} {r['median']:.2f}x [{r['min']:.2f}-{r['max']:.2f}]"
+                                 for m, r in info["baseline_to_monitor_cpu"].items()) + ".")
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from bench.worker_source import WorkerSource, worker_code
 from distill.registry import ModelRegistry
 from monitor.contracts.errors import ConfigError
 from monitor.contracts.events import Conversation
@@ -173,11 +174,11 @@ WORKER = ("monitor.cli", "worker")
 
 def start_processes(settings: Settings, module: Sequence[str], processes: int, log_path: Path, *,
                     cwd: Path = REPO_ROOT, settings_filter: Callable[[str], bool] = lambda _: True,
-                    ) -> tuple[list[subprocess.Popen[bytes]], list[str], dict[str, str]]:
+                    python: str = sys.executable) -> tuple[list[subprocess.Popen[bytes]], list[str], dict[str, str]]:
     """``processes`` of ``python -m module`` in ``cwd``, each on its own metrics port, answering ``/metrics``;
-    their /metrics URLs and the last one's environment. This process's CONVMON_* and OPENAI_* variables are not
-    passed on: the settings say what runs (``settings_filter`` keeps only the CONVMON_* names an older checkout
-    knows). A process that does not start stops them all."""
+    their /metrics URLs and the last one's environment (``python``: the interpreter that runs them). This
+    process's CONVMON_* and OPENAI_* variables are not passed on: the settings say what runs (``settings_filter``
+    keeps only the CONVMON_* names an older checkout knows). A process that does not start stops them all."""
     procs: list[subprocess.Popen[bytes]] = []
     urls: list[str] = []
     base = {k: v for k, v in os.environ.items() if not k.startswith(("CONVMON_", "OPENAI_"))}
@@ -189,7 +190,7 @@ def start_processes(settings: Settings, module: Sequence[str], processes: int, l
             chosen = settings_env(settings.model_copy(update={"metrics_port": port}))
             env = base | {k: v for k, v in chosen.items() if settings_filter(k)}
             with log_path.open("ab") as log:
-                procs.append(subprocess.Popen([sys.executable, "-m", *module], env=env, stdout=log,
+                procs.append(subprocess.Popen([python, "-m", *module], env=env, stdout=log,
                                               stderr=subprocess.STDOUT, cwd=str(cwd)))
             urls.append(f"http://127.0.0.1:{port}/metrics")
         for proc, url in zip(procs, urls, strict=True):
@@ -203,18 +204,23 @@ def start_processes(settings: Settings, module: Sequence[str], processes: int, l
 
 def monitor_rate(settings: Settings, bootstrap: str, warmup: list[tuple[bytes, bytes]],
                  measured: list[tuple[bytes, bytes]], log_path: Path, timeout_s: float,
-                 processes: int = 1, broker_pid: int | None = None) -> dict[str, Any]:
+                 processes: int = 1, broker_pid: int | None = None,
+                 source: WorkerSource | None = None) -> dict[str, Any]:
     """Run ``processes`` worker processes (``convmon worker``) in one consumer group over the messages; their
     conversations / s and the largest peak RSS, and the CPU (cores) the workers, the broker (``broker_pid``)
-    and this process used meanwhile."""
-    procs, urls, _ = start_processes(settings, WORKER, processes, log_path)
+    and this process used meanwhile. With ``source``, the workers run from there, and which code they imported
+    is reported (``worker_code``)."""
+    where = source or WorkerSource()
+    procs, urls, env = start_processes(settings, WORKER, processes, log_path, cwd=where.checkout,
+                                       settings_filter=where.settings_filter(), python=where.python)
     try:
+        code = {"worker_code": worker_code(where.checkout, env, procs[0].pid, where.python)} if source else {}
         timing: dict[str, float] = {}
         rate, produce_rate = asyncio.run(_drive_worker(settings.kafka, bootstrap, warmup, measured, timeout_s,
                                                        [p.pid for p in procs], urls, timing, broker_pid))
         rss = [r for r in (peak_rss_mb(p.pid) for p in procs) if r is not None]
         return {"per_s": rate, "produce_per_s": produce_rate, "peak_rss_mb": max(rss) if rss else None,
-                "processes": processes, **timing}
+                "processes": processes, **timing, **code}
     finally:
         for proc in procs:
             stop_process(proc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,10 @@ import pytest
 
 from bench.doc_markdown import throughput_markdown
 from bench.throughput import ThroughputConfig
-from bench.throughput_cpu import MODES, PATHS, cpu_markdown, run_cpu_rounds, spread
+from bench.throughput_cpu import MODES, PATHS, cpu_markdown, round_ratios, run_cpu_rounds, spread
+from bench.worker_source import WorkerSource, worker_code
+from monitor.contracts.errors import ConfigError
+from monitor.contracts.settings import REPO_ROOT
 
 
 def test_spread_is_the_median_and_range_of_the_rounds() -> None:
@@ -50,3 +54,31 @@ def test_every_path_on_both_inputs_in_one_run(shared_data: Path) -> None:
         assert 0 < out["cpu_rounds"]["raw_to_monitor_cpu"][mode]["median"] < 1
         assert out["cpu_rounds"]["per_s"][mode]["monitor"]["median"] > 0
     assert out["cpu_rounds"]["conversations"] == {"turns": 30, "conversations": 30}
+
+
+def test_a_baseline_adds_its_rows_and_the_ratio_to_this_checkouts_monitor() -> None:
+    result = _result()
+    for mode in MODES:
+        result["cpu_us_per_conversation"][mode]["baseline"] = spread([6000.0, 6600.0, 7150.0])
+    ratio = round_ratios([6000.0, 6600.0, 7150.0], [5000.0, 6000.0, 5500.0])
+    result["cpu_rounds"]["baseline_to_monitor_cpu"] = {m: ratio for m in MODES}
+    result["cpu_rounds"]["per_s"] = {m: {p: spread([1.0]) for p in (*PATHS, "baseline")} for m in MODES}
+    result["cpu_rounds"]["worker_code"] = {"monitor": {"commit": "abc1234"},
+                                           "baseline": {"commit": "198e016", "checkout": "/b"}}
+    text = cpu_markdown(result)
+    assert "| turns | baseline | 6600 [6000-7150] |" in text
+    assert "The baseline (198e016, /b)'s CPU per conversation / this checkout's monitor's (abc1234): " \
+           "turns 1.20x [1.10-1.30]" in text
+
+
+def test_an_older_worker_gets_only_the_settings_every_release_knows() -> None:
+    older, this = WorkerSource(older=True).settings_filter(), WorkerSource().settings_filter()
+    assert older("CONVMON_BROKER_URL") and older("CONVMON_METRICS_PORT")
+    assert not older("CONVMON_CLASSIFY_BATCH") and this("CONVMON_CLASSIFY_BATCH")
+
+
+def test_the_worker_code_check_refuses_a_checkout_that_would_import_another_monitor(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(REPO_ROOT)}
+    assert worker_code(REPO_ROOT, env)["monitor_cli_file"] == str(REPO_ROOT / "monitor" / "cli.py")
+    with pytest.raises(ConfigError, match="would import monitor.cli from"):
+        worker_code(tmp_path, env)  # no monitor/ there: PYTHONPATH's is found
