@@ -89,7 +89,8 @@ class EngineWorker:
             export=self.stages.totals.written)
         self.writer = Writer(self.names, self.consumer, self.producer, self.restorer, self.admin, self.checkpoint,
                              self.stages.hot, self.stages.scoring, self.stages.judge, self.stores, health,
-                             batch=s.event_batch, max_request_bytes=s.max_request_bytes,
+                             batch=s.event_batch, within_s=s.classify_within_s,
+                             max_request_bytes=s.max_request_bytes,
                              sweep_s=min(s.idle_timeout_s / 4, s.allowed_lateness_s / 2 or 1.0, 5.0))
         self.judge = JudgeLoop(self.judge_consumer, self.producer, self.stages.judge, self.dead_letters.send_letter,
                                verdicts=s.topic("verdicts"), labels=s.topic("labels"), partitions=s.topic_partitions,
