@@ -252,7 +252,8 @@ def test_the_committed_pages_are_short_and_mark_their_hand_written_measurements(
     sections = split_sections((REPO_ROOT / "docs" / "benchmarks-speed.md").read_text(encoding="utf-8"))
     kept = {title: [k.splitlines()[0] for k in kept_subsections(text)] for title, text in sections.items()}
     assert kept["Speed: distilled path vs raw consume, and the judge path"] == [
-        "### Latency: event to score", "### The two engines: CPU per conversation"]
+        "### Latency: event to score", "### The two engines: CPU per conversation",
+        "### Against 198e016, the last faust release"]
 
 
 def test_use_baselines_on_the_same_splits(shared_data: Path) -> None:
