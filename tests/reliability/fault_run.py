@@ -62,6 +62,7 @@ MAX_RUN_S = 600.0  # a bound on one fault run however it behaves (the whole suit
 JUDGE_RATE = 0.25  # the judge's hash slice (no boosts by default: pi = the rate, the slice is known per id)
 SETTLE_S = 30.0  # exported totals must equal the truth this long after the last input was produced
 P_DIGITS_ERROR = 0.0005  # the scores topic rounds probabilities to 3 decimals
+FLIPPABLE = "flippable:"  # truth_of's count, per item, of judged pairs whose distilled side rounding may flip
 Key = tuple[str, tuple[tuple[str, str], ...]]  # sample name, labels without partition
 
 
@@ -177,7 +178,12 @@ def truth_of(records: Iterable[ConsumerRecord], settings: Settings) -> tuple[dic
         family = families.get(attribute)
         if family is not None:
             out[(family.name + "_total", tuple(sorted(zip(family.labels, values, strict=True))))] += amount
-    return dict(out), Counter(s.scorer for s in scores)
+    counts = Counter(s.scorer for s in scores)
+    # the worker pairs each verdict with the distilled probability it sent to the judge, unrounded; here the topic's
+    # rounded one: a probability within the rounding of 0.5 may sit on the other side of the threshold
+    counts.update(FLIPPABLE + item for s in scores if s.scorer == "llm"
+                  for item, p in shadows.get(s.conversation_id, {}).items() if abs(p - 0.5) <= P_DIGITS_ERROR)
+    return dict(out), counts
 
 
 def truth(broker: str, settings: Settings) -> tuple[dict[Key, float], Counter[str]]:
@@ -186,11 +192,14 @@ def truth(broker: str, settings: Settings) -> tuple[dict[Key, float], Counter[st
 
 
 def mismatches(got: dict[Key, float], want: dict[Key, float], scored: Counter[str]) -> list[str]:
-    """Every series whose exported total is not the truth (probability sums within the topic's rounding)."""
+    """Every series whose exported total is not the truth (probability sums within the topic's rounding; agreement
+    pairs within the pairs whose distilled probability the topic rounded to 0.5 +- its rounding: ``truth_of``)."""
     wrong = []
     for key in sorted(set(got) | set(want)):
         name, labels = key
         tolerance = P_DIGITS_ERROR * scored[dict(labels).get("scorer", "")] if "probability" in name else 1e-6
+        if name == "convmon_partition_agreement_pairs_total":
+            tolerance = scored[FLIPPABLE + dict(labels).get("rubric", "")]
         if "_residual_" in name:  # terms weighted by w or q of probabilities the topic rounded; (y - f)^2 moves twice
             weight = "convmon_partition_rubric_residual_" + ("design_weight" if "_design_" in name else "weight")
             tolerance = 2 * P_DIGITS_ERROR * want.get((weight + "_total", labels), 0.0)
@@ -443,7 +452,8 @@ class FaultRun:
         want, scored = truth_of(self.full_scores, self.settings)
         wrong = mismatches(got, want, scored)
         return {"series": len(set(got) | set(want)), "series_differing": len(wrong), "differ": wrong[:12],
-                "scored_exported": scored_by_scorer(got), "scored_truth": dict(scored),
+                "scored_exported": scored_by_scorer(got),
+                "scored_truth": {k: n for k, n in scored.items() if not k.startswith(FLIPPABLE)},
                 "workers_scraped": len(live), "after_last_input_s": round(time.time() - self.produced_at, 1)}
 
     def _log_count(self, text: str) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,7 +23,18 @@ from monitor.runtime.scrape import scrape
 from monitor.stages.export import Exporter
 from monitor.stages.sampler import route_draw
 from monitor.tools.simulator.generate import SimConversation
-from tests.reliability.fault_run import ARTIFACTS, SETTLE_S, STALL_S, FaultRun, Key, exported, mismatches, totals_names
+from tests.reliability.fault_run import (
+    ARTIFACTS,
+    FLIPPABLE,
+    P_DIGITS_ERROR,
+    SETTLE_S,
+    STALL_S,
+    FaultRun,
+    Key,
+    exported,
+    mismatches,
+    totals_names,
+)
 from tests.support.readback import read_to_end
 from tests.support.topic_io import Record
 
@@ -55,9 +66,10 @@ def revisions_of(records: Iterable[ConsumerRecord], settings: Settings, into: Re
     return out
 
 
-def latest_truth(records: Iterable[ConsumerRecord], settings: Settings) -> dict[Key, float]:
+def latest_truth(records: Iterable[ConsumerRecord], settings: Settings) -> tuple[dict[Key, float], Counter[str]]:
     """The partition totals of the latest revision of every (scorer, conversation) on the scores topic (a judge
-    record's residuals against the distilled record of the same revision)."""
+    record's residuals against the distilled record of the same revision), and the agreement pairs per item that
+    the topic's rounding may flip (``fault_run.truth_of``)."""
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     by_revision: dict[tuple[str, str, int], ScoreRecord] = {}
     for record in records:
@@ -72,15 +84,18 @@ def latest_truth(records: Iterable[ConsumerRecord], settings: Settings) -> dict[
                         series_budget=settings.metric_series_budget)
     families = metrics.partition_families
     out: dict[Key, float] = defaultdict(float)
+    flippable: Counter[str] = Counter()
     for (scorer, cid), score in latest.items():
         shadow = by_revision.get(("distilled", cid, score.revision)) if scorer == "llm" else None
         shadows = {cid: {i.item_id: i.probability for i in shadow.items if i.probability is not None}} if shadow \
             else None
+        flippable.update(FLIPPABLE + item for item, p in (shadows or {}).get(cid, {}).items()
+                         if abs(p - 0.5) <= P_DIGITS_ERROR)
         for (attribute, values), amount in exporter.observe_batch([score], shadows).items():
             family = families.get(attribute)
             if family is not None:
                 out[(family.name + "_total", tuple(sorted(zip(family.labels, values, strict=True))))] += amount
-    return dict(out)
+    return dict(out), flippable
 
 
 def net_of(totals: dict[Key, float]) -> dict[Key, float]:
@@ -140,8 +155,8 @@ class ReopenRun:
         outside = sorted(cid for (scorer, cid) in seen if scorer == "llm" and cid not in self.slice)
         live = [w for w in run.supervisor.workers.values() if w.alive()]
         got = net_of(exported([scrape(w.url, timeout=30.0) for w in live], totals_names(s)))
-        want = latest_truth(records, s)
-        scored: Any = defaultdict(int, {"distilled": len(self.expected), "llm": len(self.slice)})
+        want, flippable = latest_truth(records, s)
+        scored: Any = defaultdict(int, {"distilled": len(self.expected), "llm": len(self.slice), **flippable})
         differ = mismatches(got, want, scored)
         scored_net = {sc: sum(v for (n, labels), v in got.items() if n == "convmon_partition_conversations_scored_total"
                               and dict(labels).get("scorer") == sc) for sc in ("distilled", "llm")}
