@@ -138,7 +138,7 @@ MARKER_TOPIC = "restart-marker"  # a topic only the broker-restart test creates
 
 @pytest.mark.long  # 35-140 s: `make faults` runs it, so `make test` stays under 15 minutes
 @pytest.mark.xfail(strict=False, reason=(
-    "known, 2026-12-06: in 2 of 11 runs the worker exits with CommitFailed (its checkpoint's commit refused: the "
+    "known, 2026-12-06: in 5 of 14 runs the worker exits with CommitFailed (its checkpoint's commit refused: the "
     "restarted broker no longer knows the group) instead of dropping its state and rejoining; the fix is for the "
     "engine to treat a refused commit as a lost assignment (docs/reliability.md, Known limits)"))
 def test_broker_restart_workers_reconnect_recreate_topics_and_resume(make_settings, tmp_path: Path) -> None:
