@@ -141,8 +141,9 @@ def test_a_thousand_half_sent_connections_cost_no_threads_and_time_out(endpoint:
         started = time.monotonic()
         assert get(endpoint.port, "/metrics").status_code == 200  # a scrape still gets in
         # not queued behind them: 1,000 half-sent requests held 64 at a time for request_timeout_s=1 would take
-        # about 16 s (1.004 s was seen beside a demo and make test on 2 cores, so 1 s was a timing, not the property)
-        assert time.monotonic() - started < 3.0
+        # about 16 s; half of that is the bound (3.0-3.7 s were seen at load 10-15 on 2 cores: a timing, not the
+        # property)
+        assert time.monotonic() - started < 8.0
         wait_until(lambda: _closed_by_server(sockets[-64:]), 10, interval=0.2,
                    message="the server to time the half-sent requests out (request_timeout_s=1)")
         assert endpoint.open_connections == 0
