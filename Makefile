@@ -36,7 +36,7 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --durations=25 -m "not faults and not soak and not long and not llm_server"
 
-# Budget: 45 minutes (2026-12-06: the -m faults part took 41 minutes at load 6-15 on 2 cores). The fault suites (docs/reliability.md): >= 2,000 conversations per fault, read back per id and counted
+# Budget: 45 minutes (2026-12-06: the -m faults part took 41 minutes at load 6-15 on 2 cores, 34 at load 1-5). The fault suites (docs/reliability.md): >= 2,000 conversations per fault, read back per id and counted
 # through a real Prometheus (tables in var/faults/), PostgreSQL outages, the judge budget; then the `long`
 # end-to-end tests (the demo, the native Prometheus alert tests, the broker restart, judge outage and
 # unreachable PostgreSQL tests of test_faults.py); .ci/run runs it.
