@@ -18,7 +18,7 @@ topic, which also carries the writer's sweep ticks: engine/writer.py): each is a
 own, as above, and the partition's clock is the earliest of them. A tick, written with wall time, is its
 re-keyed partition's last record (caught up) while the input may still be read from a backlog (after a broker
 outage, or behind a loaded worker): taken alone it would run the clock to wall time and close, as idle, the
-conversations whose next turns wait in the input (then reopened by them, or dead-lettered as late: #54).
+conversations whose next turns wait in the input (then reopened by them, or dead-lettered as late).
 """
 
 from __future__ import annotations

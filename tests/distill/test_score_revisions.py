@@ -1,4 +1,4 @@
-"""Issue #54: the score store keeps every revision of a re-scored conversation with its number, on SQLite and
+"""The score store keeps every revision of a re-scored conversation with its number, on SQLite and
 PostgreSQL; the score items keep the latest per scorer (what the rates count), first scorings stay one row each."""
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def test_a_grace_period_closes_a_conversation_whose_last_rekeyed_record_is_older
 
 
 def test_a_tick_does_not_run_the_clock_of_a_partition_whose_input_is_behind() -> None:
-    """The broker-restart miscount of #54: the writer's sweep tick comes back through the re-keyed topic with a
+    """The broker-restart miscount: the writer's sweep tick comes back through the re-keyed topic with a
     wall-clock timestamp, the last record of its re-keyed partition (caught up), while the same state partition's
     input is still read from a backlog. The tick must not run the partition's clock to wall time: it would close a
     conversation whose next turns wait in the input (as idle, then reopened by them as a second revision, or

@@ -1,4 +1,4 @@
-"""Issue #54: the agreement pairs and the corrected rate's terms count a re-judged conversation by its latest
+"""The agreement pairs and the corrected rate's terms count a re-judged conversation by its latest
 judged revision: the pair of the revision it supersedes is retracted in the same batch, as the rates' counts are."""
 
 from __future__ import annotations
