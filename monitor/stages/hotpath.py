@@ -36,7 +36,7 @@ from monitor.stages.incomplete import IncompleteConversations, Policy, marker, r
 from monitor.stages.inputs import InputDecoder, JsonInput, UnknownFields
 from monitor.stages.revisions import Revisions
 from monitor.stages.sampler import InclusionPolicy
-from monitor.stages.sessionize import Closed, Sessionizer
+from monitor.stages.sessionize import Closed, Outcome, Sessionizer
 from monitor.stages.totals import PartitionTotals
 
 WEIGHT = "convmon-sample-weight"  # header on a judge-topic record: the router's importance weight 1 / pi
@@ -186,20 +186,23 @@ class HotPath:
                 if not item.rekeyed:
                     kinds[event.type] += 1
                 if isinstance(event, Conversation):  # whole: the session caps apply here too
-                    event, cut = bound_conversation(event, self.sessions.limits)
-                    self._count_cuts(cut)
-                    out.closed.append((event, item.partition))
-                    continue
-                if isinstance(event, TurnEvent):
+                    bounded, cut = bound_conversation(event, self.sessions.limits)
+                    outcome: Outcome = self.sessions.whole(bounded, len(event.turns), item.partition, at)
+                    if outcome == "ok":
+                        self._count_cuts(cut)
+                        out.closed.append((bounded, item.partition))
+                        continue
+                elif isinstance(event, TurnEvent):
                     outcome, closed = self.sessions.turn(event, item.partition, at)
+                    out.closed.extend((c, item.partition) for c in closed)
                 else:
                     outcome, closed = self.sessions.end(event, item.partition, at, rekeyed=item.rekeyed,
                                                         raw=raw)
-                out.closed.extend((c, item.partition) for c in closed)
+                    out.closed.extend((c, item.partition) for c in closed)
                 if outcome == "redelivered":  # its conversation closed with it: a batch delivered again
-                    self.metrics.redelivered.labels("turn" if isinstance(event, TurnEvent) else "end").inc()
+                    self.metrics.redelivered.labels(event.type).inc()
                 elif outcome in ("late", "unknown_conversation"):
-                    kind = "turn" if isinstance(event, TurnEvent) else "end"
+                    kind: str = event.type
                     self.metrics.late_events.labels(kind).inc()
                     reason = "late_event" if outcome == "late" else outcome
                     why = f" ({self.sessions.late_reason(cid, at)})" if outcome == "late" else ""

@@ -8,6 +8,11 @@ ends' metadata, feedback and simulated truth). A turn or end for it within the w
 scored again. At most ``reopen_max_conversations`` closed conversations per partition are kept reopenable (the
 oldest stops being reopenable first: its turns are deleted, its tombstone stays), so memory and the changelog stay
 bounded whatever the traffic: each kept conversation holds what it held open, within the session caps.
+
+A conversation sent as one record (``type: conversation``) keeps only its tombstone: a later record of it that holds
+more turns is its next revision (it carries the whole conversation so far), one that holds no more is a
+redelivery, and past the window it is late, as a turn is. Its turn events, if any come, are late: a conversation
+continues in the format it came in.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Literal
 
-from monitor.contracts.events import Rejection
+from monitor.contracts.events import Conversation, Rejection
 from monitor.stages.bounds import json_bytes, turn_size
 from monitor.stages.session_store import Open, Store, Tombstone, header_key, open_header, turn_key
 
@@ -50,6 +55,29 @@ class Reopening:
 
     def late_reason(self, cid: str, now: float) -> str:
         return late_reason(self.closed.get(cid), now, self.reopen_window_s)
+
+    def whole(self, conversation: Conversation, turns: int, partition: int,
+              now: float) -> Literal["ok", "redelivered", "late"]:
+        """A conversation that came as one record (``turns``: how many it had before the caps), ``ok`` to score as
+        its first revision or as the next one of the conversation it continues; its tombstone replaces the last."""
+        cid = conversation.conversation_id
+        if cid in self.open:  # its id is open as turn events: scored as it came, the open one closes on its own
+            return "ok"
+        t = self.closed.get(cid)
+        revision = 1
+        if t is not None:
+            if turns <= t.turns:
+                return "redelivered"
+            if self.reopen_window_s <= 0 or now - t.closed_at > self.reopen_window_s:
+                return "late"
+            if t.kept is not None:  # a conversation of turn events, continued whole: the record holds its turns
+                self._unkeep(cid)
+            revision = t.revision + 1
+            self.tally.reopened += 1
+            self.revisions[id(conversation)] = revision
+        tombstone = self.closed[cid] = Tombstone(now, partition, turns, True, revision, whole=True)
+        self.store.put(header_key(cid), tombstone.header(), partition)
+        return "ok"
 
     def _after_close(self, cid: str, turn_index: int | None, now: float) -> Literal["redelivered", "late"] | None:
         """``redelivered``, ``late``, or None when the event reopened the conversation (it is open now)."""
@@ -149,6 +177,8 @@ def late_reason(t: Tombstone | None, now: float, window_s: float) -> str:
     age = now - t.closed_at
     if age > window_s:
         return f"its conversation closed {_duration(age)} ago, past the {_duration(window_s)} reopen window"
+    if t.whole:
+        return "its conversation came as one record: send its next revision as one record too"
     return "its conversation closed and is no longer kept for reopening (CONVMON_REOPEN_MAX_CONVERSATIONS)"
 
 

@@ -104,6 +104,7 @@ class Tombstone(NamedTuple):
     revision: int = 1
     kept: tuple[int, ...] | None = None  # the turn indices kept in the store for reopening (None: not reopenable)
     prior: dict[str, Any] | None = None  # what a reopened revision inherits besides turns (stages/reopen.py)
+    whole: bool = False  # it came as one record: its next revision comes whole too (stages/reopen.py)
 
     def holds(self, turn_index: int | None) -> bool:
         """Whether the event (a turn's index, or None for an end) was part of the conversation when it closed."""
@@ -119,6 +120,8 @@ class Tombstone(NamedTuple):
             header["k"] = list(self.kept)
         if self.prior:
             header["x"] = self.prior
+        if self.whole:
+            header["w"] = 1
         return header
 
 
@@ -146,7 +149,7 @@ def read_index(store: Store, owned: set[int], now: float) -> tuple[dict[str, Ope
                 closed[rest] = Tombstone(float(value["c"]), int(value["p"]), int(value.get("n", 0)),
                                          bool(value.get("e")), int(value.get("v", 1)),
                                          tuple(int(i) for i in kept) if isinstance(kept, list) else None,
-                                         value.get("x"))
+                                         value.get("x"), bool(value.get("w")))
             else:
                 cut = value.get("tr")  # a list of reasons; 1 from releases before reasons were kept
                 open_[rest] = Open(partition=int(value["p"]), last_seen=now, truncated=bool(cut),

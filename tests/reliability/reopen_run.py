@@ -34,6 +34,7 @@ from tests.reliability.fault_run import (
     exported,
     mismatches,
     totals_names,
+    whole,
 )
 from tests.support.readback import read_to_end
 from tests.support.topic_io import Record
@@ -55,6 +56,19 @@ def come_back(conv: SimConversation, times: int, truth: list[str]) -> list[Recor
               {"type": "end", "conversation_id": cid, "timestamp": ts + 2, "turn_count": n + 2,
                "simulated_truth": truth}]
     return [(key, orjson.dumps(e)) for e in events]
+
+
+def come_back_whole(conv: SimConversation, times: int, truth: list[str]) -> Record:
+    """The user's ``times``-th return of a conversation sent whole: the whole conversation again, with each
+    return's user turn and answer (``come_back``'s) after its own turns."""
+    key, value = whole(conv)
+    event = orjson.loads(value)
+    for time_ in range(1, times + 1):
+        returned = [orjson.loads(v) for _, v in come_back(conv, time_, truth)]
+        event["turns"] += [{"index": t["turn_index"], "role": t["role"], "text": t["text"],
+                            "timestamp": t["timestamp"]} for t in returned if t["type"] == "turn"]
+    event["simulated_truth"] = truth
+    return key, orjson.dumps(event)
 
 
 def revisions_of(records: Iterable[ConsumerRecord], settings: Settings, into: Revisions | None = None) -> Revisions:

@@ -1,5 +1,6 @@
-"""Returning users across kill -9 (the fault suite): 2,000 conversations, a third of which come back after they
-were scored, once or twice; the worker is SIGKILLed while the first and while the second returns are processed.
+"""Returning users across kill -9 (the fault suite): 2,000 conversations, half sent as turn events and half whole,
+a third of which come back after they were scored, once or twice (as turn events, or whole again with more
+turns); the worker is SIGKILLed while the first and while the second returns are processed.
 Every id must be scored at every revision by the distilled models (and by the judge on its hash slice), and
 counted once per scorer by its latest revision: the exported totals, net of their retraction counters, equal the
 truth computed from the latest revisions on the scores topic, and so does what Prometheus counted."""
@@ -11,13 +12,16 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.fault_run import FaultRun, simulated, turn_events
-from tests.reliability.reopen_run import ReopenRun, come_back
+from monitor.tools.simulator.generate import SimConversation
+from tests.reliability.fault_run import FaultRun, simulated, turn_events, whole
+from tests.reliability.reopen_run import ReopenRun, come_back, come_back_whole
 from tests.support.accounting import SCORED
+from tests.support.topic_io import Record
 
 N = 2000
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(1500)]
 DSAT = ["dsat.negative_feedback"]
+WHOLE: set[str] = set()  # the conversations sent whole
 
 
 @pytest.fixture(scope="module")
@@ -25,15 +29,26 @@ def checkpoint_reopen_kill_9(broker: str, tmp_path_factory: pytest.TempPathFacto
     return reopen_kill_9_run(broker, tmp_path_factory.mktemp("reopen"))
 
 
+def sent(conv: SimConversation) -> list[Record]:
+    return [whole(conv)] if conv.conversation_id in WHOLE else turn_events(conv)
+
+
+def returns(conv: SimConversation, times: int, truth: list[str]) -> list[Record]:
+    if conv.conversation_id in WHOLE:
+        return [come_back_whole(conv, times, truth)]
+    return come_back(conv, times, truth)
+
+
 def reopen_kill_9_run(broker: str, workdir: Path) -> dict[str, Any]:
     convs = simulated(N, "reopen", seed=54)
+    WHOLE.update(c.conversation_id for c in convs[1::2])  # every other one, so both halves come back
     once, twice = convs[: N // 6], convs[N // 6: N // 3]
     back = {c.conversation_id: 1 for c in once} | {c.conversation_id: 2 for c in twice}
     with FaultRun("reopen_kill_9", workdir, broker, reopen_window_s=86_400.0) as run:  # the default, set: it needs it
         run.expect([c.conversation_id for c in convs], SCORED)
         r = ReopenRun(run, convs, back)
         run.supervisor.start("a")
-        run.produce_in_chunks([e for c in convs for e in turn_events(c)], chunks=10, pace_s=0.5, at={})
+        run.produce_in_chunks([e for c in convs for e in sent(c)], chunks=10, pace_s=0.5, at={})
         returning = once + twice
         run.precondition("every returning conversation scored before it comes back",
                          r.wait(lambda: r.reached("distilled", back, lambda _: 1)))
@@ -45,11 +60,11 @@ def reopen_kill_9_run(broker: str, workdir: Path) -> dict[str, Any]:
             run.notes.setdefault("kills_at_score_records", []).append(len(run.scores.records))
             run.supervisor.kill("a")
 
-        run.produce_in_chunks([e for c in returning for e in come_back(c, 1, DSAT)], chunks=8, pace_s=1.0,
+        run.produce_in_chunks([e for c in returning for e in returns(c, 1, DSAT)], chunks=8, pace_s=1.0,
                               at={3: lambda: kill_after(2)})
         run.precondition("the twice-returning conversations' second revision scored before they come back again",
                          r.wait(lambda: r.reached("distilled", [c.conversation_id for c in twice], lambda _: 2)))
-        run.produce_in_chunks([e for c in twice for e in come_back(c, 2, [])], chunks=6, pace_s=1.0,
+        run.produce_in_chunks([e for c in twice for e in returns(c, 2, [])], chunks=6, pace_s=1.0,
                               at={2: lambda: kill_after(3)})
         return r.table()
 
