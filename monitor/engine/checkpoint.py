@@ -22,8 +22,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from monitor.contracts.metrics import Metrics
 from monitor.engine.changelog import Write, encode_value, record_headers
 from monitor.stages.deadletter import DeadLetter
-from monitor.stages.hotpath import Send
 from monitor.stages.scoring import Delivery
+from monitor.stages.sends import Send
 
 log = logging.getLogger(__name__)
 

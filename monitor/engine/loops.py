@@ -22,10 +22,10 @@ from aiokafka.structs import ConsumerRecord
 from monitor.engine.checkpoint import DeliveryFailed, send_records
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.export import update_consumer_lag
-from monitor.stages.hotpath import Send
 from monitor.stages.judging import JudgeStage
 from monitor.stages.labels import LabelSink
 from monitor.stages.lag import lag_by_topic
+from monitor.stages.sends import Send
 from monitor.stages.verdicts import verdict_record
 
 log = logging.getLogger(__name__)

@@ -2,14 +2,13 @@
 
 ``ingest`` decodes each event, re-keys unkeyed ones (and, with ``forward_input``, every event read
 from the input topic: monitor/runtime/layout.py) for convmon's re-keyed topic, sessionizes the rest
-and reports the conversations that closed; ``judge_slice`` picks the ones for the judge topic by their inclusion
-probability (monitor/stages/sampler.py: the hash rate, raised by the distilled scores' uncertainty
-in the same batch and by negative feedback) and tags each with pi and its weight 1/pi; ``count``
+and reports the conversations that closed; ``judge_slice`` picks the ones for the judge topic
+(stages/judge_slice.py); ``count``
 exports the distilled records once each (dedup window), adds them to their partition's running totals
 in the same batch (``stages/totals.py``) and encodes them compactly for the scores topic. A judge record
 names its input partition (``SOURCE_PARTITION``) and goes to the judge partition of that number (modulo
 the judge topic's count): its verdict is counted in that input partition's totals, by its owner, whatever
-the partition counts of the input and judge topics. The agent around it only moves bytes (runtime/agents.py).
+the partition counts of the input and judge topics. The writer around it only moves bytes (engine/writer.py).
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
-
-import orjson
 
 from monitor.contracts.errors import InvalidEvent
 from monitor.contracts.events import Conversation, Event, RejectedTurn, TurnEvent, encode
@@ -34,21 +31,12 @@ from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
 from monitor.stages.incomplete import IncompleteConversations, Policy, marker, rejection_of
 from monitor.stages.inputs import InputDecoder, JsonInput, UnknownFields
-from monitor.stages.revisions import Revisions
+from monitor.stages.judge_slice import judge_slice
+from monitor.stages.revisions import Revisions, counted
 from monitor.stages.sampler import InclusionPolicy
+from monitor.stages.sends import Send
 from monitor.stages.sessionize import Closed, Outcome, Sessionizer
 from monitor.stages.totals import PartitionTotals
-
-WEIGHT = "convmon-sample-weight"  # header on a judge-topic record: the router's importance weight 1 / pi
-PI = "convmon-inclusion-probability"  # header on a judge-topic record: pi(x) at decision time
-SAMPLED_BY = "convmon-sampled-by"  # header on a judge-topic record: hash, uncertainty or feedback
-# header on a judge-topic record: the input partition whose owner counts its verdict (stages/judging.py)
-SOURCE_PARTITION = "convmon-source-partition"
-# header on a judge-topic record: the distilled probabilities ({item id: p}) the conversation was scored with, so
-# its verdict adds the residuals of the corrected rate (stages/corrected.py)
-DISTILLED = "convmon-distilled"
-# header on a judge-topic record: the conversation's revision (above 1 when it was reopened), its verdict's too
-REVISION = "convmon-revision"
 
 
 class Input(NamedTuple):  # a tuple: one per record, built in the hot loop (a frozen dataclass costs 5x)
@@ -58,15 +46,6 @@ class Input(NamedTuple):  # a tuple: one per record, built in the hot loop (a fr
     rekeyed: bool = False  # read from convmon's re-keyed topic
     timestamp: float | None = None  # the record's Kafka timestamp (seconds): it drives the partition's clock
     caught_up: bool = True  # no later record in the partition's log (by the consumer's high watermark)
-
-
-@dataclass(frozen=True)
-class Send:
-    key: bytes
-    value: bytes
-    headers: list[tuple[str, bytes]]
-    timestamp: float | None = None  # seconds; None: the producer's clock
-    partition: int | None = None  # None: by the key; the agent maps it onto the topic's partitions
 
 
 @dataclass
@@ -104,7 +83,7 @@ class HotPath:
         self.policy = policy if policy is not None else InclusionPolicy(base_rate=sample_rate)
         for by in ("hash", "uncertainty", "feedback"):
             metrics.judge_sampled.labels(by)
-        for kind in ("turn", "end"):  # series from zero, so increase() sees the first redelivery
+        for kind in ("turn", "end", "conversation"):  # series from zero, so increase() sees the first redelivery
             metrics.redelivered.labels(kind)
         for reason in REASONS:
             metrics.truncated.labels(reason)
@@ -287,52 +266,9 @@ class HotPath:
 
     def judge_slice(self, closed: Sequence[tuple[Conversation, int]], *, judge_accepting: bool, boost: bool = True,
                     records: Sequence[ScoreRecord] = (), revisions: Mapping[int, int] | None = None) -> list[Send]:
-        """The conversations whose draw falls under their pi(x), as judge-topic records carrying pi and 1/pi.
-
-        With no judge endpoint configured, a sampled conversation without simulated truth is counted as
-        ``unjudged`` (``convmon_conversations_routed_total{route="unjudged"}``) and not sent.
-
-        ``records`` are the distilled scores of this batch (none while no model is live): their
-        uncertainty raises pi. ``boost=False`` (budget pacing) keeps pi at the hash rate, and that is the
-        pi recorded. An exhausted budget sends nothing (counted as ``budget_exhausted``).
-        """
-        scored: Mapping[str, ScoreRecord] = {r.conversation_id: r for r in records}
-        sends = []
-        decisions: Counter[str] = Counter()
-        sampled: Counter[str] = Counter()
-        for conversation, partition in closed:
-            cid = conversation.conversation_id
-            record = scored.get(cid)
-            probabilities = [i.probability for i in record.items if i.probability is not None] if record else None
-            feedback = conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None
-            decision = self.policy.decide(cid, probabilities=probabilities, feedback=feedback, boost=boost,
-                                          model_version=record.model_version if record else None)
-            if not decision.judge:
-                decisions["not_sampled"] += 1
-                continue
-            if not self.judge_configured and conversation.simulated_truth is None:
-                decisions["unjudged"] += 1
-                continue
-            if not judge_accepting:
-                decisions["budget_exhausted"] += 1
-                continue
-            decisions["sample"] += 1
-            sampled[decision.sampled_by] += 1
-            raw = orjson.dumps(conversation.model_dump(mode="json", exclude_none=True))
-            headers = [(WEIGHT, repr(decision.weight).encode()), (PI, repr(decision.pi).encode()),
-                       (SAMPLED_BY, decision.sampled_by.encode()), (SOURCE_PARTITION, str(partition).encode())]
-            if record is not None:
-                headers.append((DISTILLED, orjson.dumps({i.item_id: i.probability for i in record.items
-                                                         if i.probability is not None})))
-            revision = (revisions or {}).get(id(conversation), 1)
-            if revision != 1:
-                headers.append((REVISION, str(revision).encode()))
-            sends.append(Send(cid.encode(), raw, headers, partition=partition))
-        for reason, n in decisions.items():
-            self.metrics.routed.labels(reason).inc(n)
-        for by, n in sampled.items():
-            self.metrics.judge_sampled.labels(by).inc(n)
-        return sends
+        """The judge-topic records of the conversations drawn for the judge (stages/judge_slice.py)."""
+        return judge_slice(self.policy, self.metrics, closed, judge_configured=self.judge_configured,
+                           judge_accepting=judge_accepting, boost=boost, records=records, revisions=revisions)
 
     @staticmethod
     def mark_shadows(records: Sequence[ScoreRecord], judged: Sequence[Send]) -> list[ScoreRecord]:
@@ -363,19 +299,3 @@ class HotPath:
             self.totals.add(partition, counted(self.exporter, self.revisions, batch, partition, now))
             self.totals.commit(partition)
         return sends
-
-
-def counted(exporter: Exporter, revisions: Revisions | None, batch: Sequence[ScoreRecord], partition: int,
-            now: float, shadows: Mapping[str, Mapping[str, float]] | None = None) -> dict[tuple[str, tuple[str, ...]],
-                                                                                       float]:
-    """A batch's increments for its partition's totals: the records' own, and (reopening on) the retraction of
-    what the revisions they replace had added, so both commit in one batch."""
-    if revisions is None or not revisions.enabled:
-        return exporter.observe_batch(batch, shadows)
-    each: list[dict[tuple[str, tuple[str, ...]], float]] = []
-    tally = exporter.observe_batch(batch, shadows, each=each)
-    for record, own in zip(batch, each, strict=True):
-        for series, amount in revisions.supersede(record, partition, own, now).items():
-            tally[series] = tally.get(series, 0.0) + amount
-    return tally
-

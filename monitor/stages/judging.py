@@ -29,10 +29,10 @@ from monitor.judge.base import Judge
 from monitor.stages.deadletter import DeadLetter, dead_letter
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import DISTILLED, PI, REVISION, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, Send, counted
-from monitor.stages.revisions import Revisions
+from monitor.stages.revisions import Revisions, counted
 from monitor.stages.route import route
 from monitor.stages.scoring import Delivery
+from monitor.stages.sends import DISTILLED, PI, REVISION, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, Send
 from monitor.stages.totals import PartitionTotals
 
 

@@ -21,12 +21,13 @@ partition keeps at most ``max_keys``.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import orjson
 
 from monitor.contracts.metrics import RETRACTED
 from monitor.contracts.scores import ScoreRecord
+from monitor.stages.export import Exporter
 from monitor.stages.session_store import Store
 from monitor.stages.totals import Series
 
@@ -83,3 +84,18 @@ class Revisions:
         self._marks = {}
         for counted_at, partition, key in entries:
             self._marks.setdefault(partition, OrderedDict())[key] = counted_at
+
+
+def counted(exporter: Exporter, revisions: Revisions | None, batch: Sequence[ScoreRecord], partition: int,
+            now: float, shadows: Mapping[str, Mapping[str, float]] | None = None) -> dict[tuple[str, tuple[str, ...]],
+                                                                                       float]:
+    """A batch's increments for its partition's totals: the records' own, and (reopening on) the retraction of
+    what the revisions they replace had added, so both commit in one batch."""
+    if revisions is None or not revisions.enabled:
+        return exporter.observe_batch(batch, shadows)
+    each: list[dict[tuple[str, tuple[str, ...]], float]] = []
+    tally = exporter.observe_batch(batch, shadows, each=each)
+    for record, own in zip(batch, each, strict=True):
+        for series, amount in revisions.supersede(record, partition, own, now).items():
+            tally[series] = tally.get(series, 0.0) + amount
+    return tally

@@ -18,7 +18,8 @@ from monitor.contracts.events import Conversation
 from monitor.contracts.scores import ScoreRecord
 from monitor.judge.base import Judge
 from monitor.stages.deadletter import DeadLetter
-from monitor.stages.hotpath import HotPath, Outputs, Send
+from monitor.stages.hotpath import HotPath, Outputs
+from monitor.stages.sends import Send
 
 
 @dataclass

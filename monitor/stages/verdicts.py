@@ -15,8 +15,8 @@ import orjson
 from pydantic import ValidationError
 
 from monitor.contracts.scores import ScoreRecord
-from monitor.stages.hotpath import DISTILLED, SOURCE_PARTITION, Send
 from monitor.stages.judging import Verdict, distilled_probabilities
+from monitor.stages.sends import DISTILLED, SOURCE_PARTITION, Send
 
 
 def verdict_record(verdict: Verdict) -> Send:

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.engine.loops import Offsets
-from monitor.stages.hotpath import DISTILLED, SOURCE_PARTITION
 from monitor.stages.judging import Verdict
+from monitor.stages.sends import DISTILLED, SOURCE_PARTITION
 from monitor.stages.verdicts import BadVerdict, read_verdict, verdict_record
 
 TP = TopicPartition("judge", 0)

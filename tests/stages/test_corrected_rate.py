@@ -11,9 +11,9 @@ from prometheus_client import CollectorRegistry
 
 from monitor.contracts.metrics import RESIDUAL_TERMS
 from monitor.judge.simulated import SimulatedJudge
-from monitor.stages.hotpath import DISTILLED
 from monitor.stages.judging import distilled_probabilities
 from monitor.stages.sampler import InclusionPolicy
+from monitor.stages.sends import DISTILLED
 from tests.support.hot_path import RUBRIC, complaint_conversation, judge_stage, judged, routed_hot_path, scored_record
 
 ITEM = "dsat.negative_feedback"  # complaint_conversation's simulated truth: the judge says yes, every other item no

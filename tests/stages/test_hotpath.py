@@ -6,8 +6,9 @@ from prometheus_client import generate_latest
 from monitor.contracts.events import decode_event
 from monitor.contracts.score_codec import decode_score
 from monitor.contracts.scores import ItemResult, ScoreRecord
-from monitor.stages.hotpath import WEIGHT, Input, Send, rekeyed_record
+from monitor.stages.hotpath import Input, rekeyed_record
 from monitor.stages.route import in_sample
+from monitor.stages.sends import WEIGHT, Send
 from tests.support.hot_path import RUBRIC, end, hot_path, turn
 
 

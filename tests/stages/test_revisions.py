@@ -16,10 +16,11 @@ from monitor.contracts.scores import ItemResult, ScoreRecord
 from monitor.judge.simulated import SimulatedJudge
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import REVISION, HotPath, Input
+from monitor.stages.hotpath import HotPath, Input
 from monitor.stages.judging import JudgeStage
 from monitor.stages.revisions import Revisions
 from monitor.stages.scoring import Delivery, Scoring
+from monitor.stages.sends import REVISION
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals, Series, TotalsCollector
 from tests.support.hot_path import RUBRIC

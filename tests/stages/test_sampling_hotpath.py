@@ -13,10 +13,11 @@ from monitor.contracts.score_codec import decode_score, encode_score
 from monitor.judge.simulated import SimulatedJudge
 from monitor.stages.dedup import DedupWindow
 from monitor.stages.export import Exporter
-from monitor.stages.hotpath import PI, SAMPLED_BY, SOURCE_PARTITION, WEIGHT, HotPath
+from monitor.stages.hotpath import HotPath
 from monitor.stages.judging import JudgeStage
 from monitor.stages.route import in_sample
 from monitor.stages.sampler import InclusionPolicy
+from monitor.stages.sends import PI, SAMPLED_BY, SOURCE_PARTITION, WEIGHT
 from monitor.stages.sessionize import Limits, Sessionizer
 from monitor.stages.totals import PartitionTotals
 from tests.support.hot_path import (
