@@ -72,6 +72,18 @@ class StreamMetrics:
             "until it ends, idles out or is evicted).",
             registry=r,
         )
+        self.closed_conversations = Gauge(
+            "convmon_closed_conversations",
+            "Finished conversations this worker remembers (a tombstone each, over the partitions it owns): for "
+            "reopen_window_s + closed_retention_s, at most max_closed_conversations per partition.",
+            registry=r,
+        )
+        self.closed_forgotten = Counter(
+            "convmon_closed_conversations_forgotten",
+            "Finished conversations forgotten before reopen_window_s + closed_retention_s to keep a partition's "
+            "under max_closed_conversations: a later event of one starts a new conversation under its id.",
+            registry=r,
+        )
         self.state_restore = Gauge(
             "convmon_state_restore_seconds",
             "Seconds the last partition assignment took to restore this worker's state before it counted again: "

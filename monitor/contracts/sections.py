@@ -113,6 +113,15 @@ class StreamSettings(BaseModel):
                     "convmon_conversations_evicted_total{reason=\"max_open_conversations\"}); its later turns "
                     "reopen it as a new revision within the reopen window, else are late events. Bounds worker "
                     "memory whatever the input (about 2.5 KB each, docs/deployment.md).")
+    max_closed_conversations: int = Field(
+        default=100_000, ge=1000,
+        description="Finished conversations remembered per input partition (a tombstone each, about 0.6 KB: "
+                    "when and with how many turns it closed), for reopen_window_s + closed_retention_s, so a "
+                    "redelivered event is skipped and a late one reopens it or is dead-lettered late_event. At "
+                    "the cap the oldest is forgotten (convmon_closed_conversations_forgotten_total): a later event "
+                    "of it starts a new conversation under its id, counted again. Bounds memory at any traffic: "
+                    "raise it with the pod's memory where a partition finishes more than this many conversations "
+                    "in reopen_window_s + closed_retention_s (docs/operations.md).")
     incomplete_conversations: Literal["dead_letter", "score"] = Field(
         default="dead_letter",
         description="A conversation with a rejected turn: 'dead_letter' sends it whole to the dead-letter topic "

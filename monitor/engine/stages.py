@@ -36,7 +36,8 @@ def build_stages(pipeline: Pipeline, layout: BrokerLayout, sessions: Store, coun
                     max_metadata_bytes=s.max_metadata_bytes, max_open=s.max_open_conversations)
     sessionizer = Sessionizer(sessions, limits, idle_timeout_s=s.idle_timeout_s,
                               closed_retention_s=s.closed_retention_s, allowed_lateness_s=s.allowed_lateness_s,
-                              reopen_window_s=s.reopen_window_s, reopen_max=s.reopen_max_conversations)
+                              reopen_window_s=s.reopen_window_s, reopen_max=s.reopen_max_conversations,
+                              closed_max=s.max_closed_conversations)
     totals = PartitionTotals(counts, pipeline.metrics.partition_families)
     reopening = s.reopen_window_s > 0
     pipeline.metrics.registry.register(TotalsCollector(totals, pipeline.metrics, retracting=reopening))

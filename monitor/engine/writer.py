@@ -225,8 +225,8 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
         """Ask each partition with sessions to sweep, through the re-keyed topic (not acknowledged: a lost tick
         only delays the sweep to the next one)."""
         self.last_sweep = time.monotonic()
-        busy = {o.partition for o in self.hot.sessions.open.values()} | {
-            t.partition for t in self.hot.sessions.closed.values()}
+        sessions = self.hot.sessions
+        busy = {o.partition for o in sessions.open.values()} | {p for p, t in sessions.finished.items() if t}
         for p in sorted(busy & self.owned):
             await self.producer.send(self.names.rekeyed, value=b"", partition=p, headers=[(TICK, b"1")])
 

@@ -92,6 +92,7 @@ class HotPath:
         metrics.evicted.labels("max_open_conversations")
         metrics.open_conversations.set_function(lambda: float(len(sessions.open)))  # read on scrape
         metrics.reopenable.set_function(lambda: float(sum(map(len, sessions.reopenable.values()))))
+        metrics.closed_conversations.set_function(lambda: float(len(sessions.closed)))
         for scorer in ("llm", "distilled"):
             metrics.superseded.labels(scorer)
         self.decoder = decoder or JsonInput(max_event_bytes)
@@ -181,12 +182,7 @@ class HotPath:
                 if outcome == "redelivered":  # its conversation closed with it: a batch delivered again
                     self.metrics.redelivered.labels(event.type).inc()
                 elif outcome in ("late", "unknown_conversation"):
-                    kind: str = event.type
-                    self.metrics.late_events.labels(kind).inc()
-                    reason = "late_event" if outcome == "late" else outcome
-                    why = f" ({self.sessions.late_reason(cid, at)})" if outcome == "late" else ""
-                    out.dead.append(self.dead(raw if raw is not None else encode(event), item.key, reason,
-                                              f"{kind} event: {outcome}{why}", "sessionize"))
+                    out.dead.append(self._late(event, raw, item.key, outcome, at))
         for kind, n in kinds.items():
             self.metrics.events.labels(kind).inc(n)
         self._take_tally(out)
@@ -194,6 +190,16 @@ class HotPath:
         out.closed = self.incomplete.settle(out.closed, out.dead)
         self._count_finished(out.closed)
         return out
+
+    def _late(self, event: Event, raw: bytes | None, key: bytes | None, outcome: str, at: float) -> DeadLetter:
+        """The dead letter of an event its conversation can no longer take, saying why."""
+        kind = event.type
+        self.metrics.late_events.labels(kind).inc()
+        why = ""
+        if outcome == "late":
+            why = f" ({self.sessions.late_reason(event.conversation_id, at, whole=kind == 'conversation')})"
+        return self.dead(raw if raw is not None else encode(event), key, "late_event" if outcome == "late" else outcome,
+                         f"{kind} event: {outcome}{why}", "sessionize")
 
     def _rejected(self, exc: InvalidEvent, item: Input, stateful: bool, at: float, out: Outputs) -> None:
         """A rejected turn leaves its conversation incomplete: marked here if this worker writes it, else through
@@ -229,6 +235,8 @@ class HotPath:
         tally = self.sessions.take_tally()
         if tally.reopened:
             self.metrics.reopened.inc(tally.reopened)
+        if tally.forgotten:
+            self.metrics.closed_forgotten.inc(tally.forgotten)
         for reason, n in tally.truncated.items():
             self.metrics.truncated.labels(reason).inc(n)
         for reason, n in tally.turns.items():
@@ -252,6 +260,7 @@ class HotPath:
             self.metrics.late_events.labels("end").inc()
             out.dead.append(self.dead(raw, cid.encode(), "unknown_conversation",
                                       "end event: no turns arrived within allowed_lateness_s", "sessionize"))
+        self._take_tally(out)  # what closing them cost (tombstones forgotten past the cap)
         out.closed = self.incomplete.settle(out.closed, out.dead)
         self._count_finished(out.closed)
         return out

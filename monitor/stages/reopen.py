@@ -36,8 +36,11 @@ class Reopening:
     reopenable: dict[int, OrderedDict[str, None]]  # per partition, oldest close first
     reopen_window_s: float
     reopen_max: int
+    closed_retention_s: float
+    closed_max: int  # tombstones per partition
+    finished: dict[int, OrderedDict[str, None]]  # per partition, the tombstones oldest close first
     revisions: dict[int, int]
-    tally: Any  # sessionize.Tally: its ``reopened`` count
+    tally: Any  # sessionize.Tally: its ``reopened`` and ``forgotten`` counts
 
     def _make_room(self, partition: int, now: float) -> None:
         raise NotImplementedError
@@ -53,8 +56,9 @@ class Reopening:
         t = self.closed.get(cid)
         return t.partition if t is not None else self.open[cid].partition
 
-    def late_reason(self, cid: str, now: float) -> str:
-        return late_reason(self.closed.get(cid), now, self.reopen_window_s)
+    def late_reason(self, cid: str, now: float, *, whole: bool = False) -> str:
+        """``whole``: the late event is a whole conversation (else a turn or an end)."""
+        return late_reason(self.closed.get(cid), now, self.reopen_window_s, whole=whole)
 
     def whole(self, conversation: Conversation, turns: int, partition: int,
               now: float) -> Literal["ok", "redelivered", "late"]:
@@ -68,15 +72,20 @@ class Reopening:
         if t is not None:
             if turns <= t.turns:
                 return "redelivered"
-            if self.reopen_window_s <= 0 or now - t.closed_at > self.reopen_window_s:
+            if t.kept is None or now - t.closed_at > self.reopen_window_s:  # not (or no longer) reopenable
                 return "late"
-            if t.kept is not None:  # a conversation of turn events, continued whole: the record holds its turns
+            if t.kept:  # a conversation of turn events, continued whole: the record holds its turns
                 self._unkeep(cid)
+            self.reopenable.get(t.partition, OrderedDict()).pop(cid, None)
             revision = t.revision + 1
             self.tally.reopened += 1
             self.revisions[id(conversation)] = revision
-        tombstone = self.closed[cid] = Tombstone(now, partition, turns, True, revision, whole=True)
-        self.store.put(header_key(cid), tombstone.header(), partition)
+        # reopenable within the window and the partition's cap, as a conversation of turn events: past the cap the
+        # revision ledger may no longer hold what its last revision counted, so a next one would count twice
+        kept = () if self.reopen_window_s > 0 else None
+        self._bury(cid, Tombstone(now, partition, turns, True, revision, kept=kept, whole=True))
+        if kept is not None:
+            self._keep(cid, partition)
         return "ok"
 
     def _after_close(self, cid: str, turn_index: int | None, now: float) -> Literal["redelivered", "late"] | None:
@@ -84,7 +93,7 @@ class Reopening:
         t = self.closed[cid]
         if t.holds(turn_index):
             return "redelivered"
-        if t.kept is None or now - t.closed_at > self.reopen_window_s:
+        if t.kept is None or t.whole or now - t.closed_at > self.reopen_window_s:  # whole: no turns kept
             return "late"
         self._reopen(cid, t, now)
         return None
@@ -95,11 +104,43 @@ class Reopening:
         o = reopened(self.store, cid, t, now)
         self.tally.reopened += 1
         del self.closed[cid]
+        self.finished[t.partition].pop(cid, None)
         self.reopenable[t.partition].pop(cid, None)
         self._make_room(t.partition, now)
         self.open[cid] = o
         self.recent[t.partition][cid] = None
         self.store.put(header_key(cid), open_header(o), o.partition)
+
+    def _bury(self, cid: str, t: Tombstone) -> None:
+        """Its tombstone, the partition's newest; past the partition's cap the oldest is forgotten."""
+        self.closed[cid] = t
+        self.store.put(header_key(cid), t.header(), t.partition)
+        order = self.finished.setdefault(t.partition, OrderedDict())
+        order.pop(cid, None)
+        order[cid] = None
+        while len(order) > self.closed_max:
+            self._forget(next(iter(order)))
+            self.tally.forgotten += 1
+
+    def _expire(self, partition: int, now: float) -> None:
+        """Past the window a conversation is no longer reopenable; past the window and the closed retention its
+        tombstone goes. Oldest first, so a sweep touches only what expires."""
+        kept = self.reopenable.get(partition)
+        while kept and now - self.closed[next(iter(kept))].closed_at > self.reopen_window_s:
+            self._unkeep(next(iter(kept)))
+        order = self.finished.get(partition)
+        while order and now - self.closed[cid := next(iter(order))].closed_at > (self.reopen_window_s +
+                                                                                 self.closed_retention_s):
+            self._forget(cid)
+
+    def _forget(self, cid: str) -> None:
+        """No tombstone any more: a later event of it would start a new conversation under its id."""
+        t = self.closed.pop(cid)
+        for index in t.kept or ():
+            self.store.delete(turn_key(cid, index), t.partition)
+        self.store.delete(header_key(cid), t.partition)
+        self.finished[t.partition].pop(cid, None)
+        self.reopenable.get(t.partition, OrderedDict()).pop(cid, None)
 
     def _keep(self, cid: str, partition: int) -> None:
         """A closed conversation kept reopenable; past the partition's cap the oldest stops being."""
@@ -168,7 +209,7 @@ def reopened(store: Store, cid: str, t: Tombstone, now: float) -> Open:
     return o
 
 
-def late_reason(t: Tombstone | None, now: float, window_s: float) -> str:
+def late_reason(t: Tombstone | None, now: float, window_s: float, *, whole: bool = False) -> str:
     """Why an event of a closed conversation was not taken: one line for its dead letter (no conversation data)."""
     if t is None:
         return "its conversation closed"
@@ -177,7 +218,7 @@ def late_reason(t: Tombstone | None, now: float, window_s: float) -> str:
     age = now - t.closed_at
     if age > window_s:
         return f"its conversation closed {_duration(age)} ago, past the {_duration(window_s)} reopen window"
-    if t.whole:
+    if t.whole and not whole:
         return "its conversation came as one record: send its next revision as one record too"
     return "its conversation closed and is no longer kept for reopening (CONVMON_REOPEN_MAX_CONVERSATIONS)"
 

@@ -85,13 +85,15 @@ class Tally:
     turns: Counter[str] = field(default_factory=Counter)  # turns dropped or cut, by cap
     evicted: Closed = field(default_factory=Closed)  # finished early by max_open
     reopened: int = 0  # scored conversations a later event reopened (stages/reopen.py)
+    forgotten: int = 0  # tombstones dropped early to keep a partition's under closed_max
 
 
 class Sessionizer(Reopening):
     tally: Tally
 
     def __init__(self, store: Store, limits: Limits, *, idle_timeout_s: float, closed_retention_s: float,
-                 allowed_lateness_s: float, reopen_window_s: float = 0.0, reopen_max: int = 50_000) -> None:
+                 allowed_lateness_s: float, reopen_window_s: float = 0.0, reopen_max: int = 50_000,
+                 closed_max: int = 100_000) -> None:
         self.store = store
         self.reopen_window_s = reopen_window_s  # 0: a closed conversation's turns go at once, nothing reopens
         self.reopen_max = reopen_max  # reopenable conversations kept per partition
@@ -103,6 +105,8 @@ class Sessionizer(Reopening):
         self.allowed_lateness_s = allowed_lateness_s
         self.open: dict[str, Open] = {}
         self.closed: dict[str, Tombstone] = {}
+        self.closed_max = closed_max  # tombstones per partition (the oldest forgotten first)
+        self.finished: dict[int, OrderedDict[str, None]] = {}  # per partition: tombstones, oldest close first
         self.recent: dict[int, OrderedDict[str, None]] = {}  # per partition: least recently active first
         self.tally = Tally()
 
@@ -225,15 +229,8 @@ class Sessionizer(Reopening):
             grace_over = o.end is not None and not o.end.get("n") and now - o.end_seen > self.allowed_lateness_s
             if grace_over or now - o.last_seen > self.idle_timeout_s:
                 self._finish(cid, o, "end" if o.end else "idle", now, out)
-        for cid, t in list(self.closed.items()):
-            if t.partition not in owned:
-                continue
-            age = times[t.partition] - t.closed_at
-            if t.kept is not None and age > self.reopen_window_s:
-                self._unkeep(cid)
-            if age > self.reopen_window_s + self.closed_retention_s:
-                self.store.delete(header_key(cid), t.partition)
-                del self.closed[cid]
+        for p in owned:
+            self._expire(p, times[p])
         return out
 
     # --- restore ---------------------------------------------------------------------------------
@@ -249,8 +246,11 @@ class Sessionizer(Reopening):
         for cid, o in open_.items():
             self.recent.setdefault(o.partition, OrderedDict())[cid] = None
         self.reopenable.clear()
-        for _, cid in sorted((t.closed_at, cid) for cid, t in closed.items() if t.kept is not None):
-            self.reopenable.setdefault(closed[cid].partition, OrderedDict())[cid] = None
+        self.finished.clear()
+        for _, cid in sorted((t.closed_at, cid) for cid, t in closed.items()):
+            self.finished.setdefault(closed[cid].partition, OrderedDict())[cid] = None
+            if closed[cid].kept is not None:
+                self.reopenable.setdefault(closed[cid].partition, OrderedDict())[cid] = None
 
     # --- internals -------------------------------------------------------------------------------
 
@@ -325,9 +325,8 @@ class Sessionizer(Reopening):
         if o.end is not None and self.store.get(end_key(cid)) is not None:
             self.store.delete(end_key(cid), o.partition)
         tombstone = tombstone or Tombstone(now, o.partition)
-        self.store.put(header_key(cid), tombstone.header(), o.partition)
-        self.closed[cid] = tombstone
         del self.open[cid]
+        self._bury(cid, tombstone)
         self.recent[o.partition].pop(cid, None)
         if tombstone.kept is not None:
             self._keep(cid, o.partition)

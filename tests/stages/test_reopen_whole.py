@@ -16,9 +16,9 @@ LIMITS = ses.Limits(max_turns=10, max_chars=1000, max_bytes=4096, max_metadata_b
 HOUR = 3600.0
 
 
-def make(store: MemStore | None = None, window: float = 24 * HOUR) -> ses.Sessionizer:
+def make(store: MemStore | None = None, window: float = 24 * HOUR, cap: int = 100) -> ses.Sessionizer:
     return ses.Sessionizer(store or MemStore(), LIMITS, idle_timeout_s=10.0, closed_retention_s=HOUR,
-                           allowed_lateness_s=5.0, reopen_window_s=window)
+                           allowed_lateness_s=5.0, reopen_window_s=window, reopen_max=cap)
 
 
 def conversation(n: int, cid: str = "w") -> Conversation:
@@ -77,7 +77,20 @@ def test_a_conversation_of_turn_events_continued_whole_drops_its_kept_turns() ->
     assert s.closed["w"].kept == (0, 1)
     longer = conversation(3)
     assert s.whole(longer, 3, 0, now=10.0) == "ok" and s.take_revisions() == {id(longer): 2}
-    assert not any(k.startswith("t|") for k in s.store.data) and s.reopenable[0] == {}
+    assert not any(k.startswith("t|") for k in s.store.data) and list(s.reopenable[0]) == ["w"]
+    assert s.closed["w"].kept == () and s.closed["w"].whole
+
+
+def test_past_the_partitions_reopen_cap_the_oldest_whole_conversation_is_late() -> None:
+    """As for turn events: the revision ledger keeps what a revision counted only for the kept conversations, so
+    one past the cap could not retract its last revision's counts."""
+    s = make(cap=2)
+    for cid in ("a", "b", "c"):
+        s.whole(conversation(2, cid), 2, 0, now=1.0)
+    assert list(s.reopenable[0]) == ["b", "c"] and s.closed["a"].kept is None
+    assert s.whole(conversation(4, "a"), 4, 0, now=2.0) == "late"
+    assert "no longer kept for reopening" in s.late_reason("a", 2.0, whole=True)
+    assert s.whole(conversation(4, "b"), 4, 0, now=2.0) == "ok" and list(s.reopenable[0]) == ["c", "b"]
 
 
 def test_the_whole_tombstone_survives_a_restore() -> None:
