@@ -1,5 +1,5 @@
 """Benchmark JSON as the markdown sections of ``docs/benchmarks.md``: a table per benchmark, the text that says
-how it was measured, and whether the issues' bars were met (USS accuracy in ``doc_use.py``). ``doc.py`` puts the
+how it was measured, and whether the bars were met (USS accuracy in ``doc_use.py``). ``doc.py`` puts the
 sections together."""
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ BAR_TEXT = {
 
 
 def _bar(name: str, bar: dict[str, Any]) -> str:
-    """One issue bar as a sentence: met or not with its measured value, per featurizer where it has one."""
+    """One bar as a sentence: met or not with its measured value, per featurizer where it has one."""
     def one(value: dict[str, Any]) -> str:
         measured = next((f"{k} {v:.3g}" for k, v in value.items() if k in ("ratio", "speedup", "bytes")), "")
         if not value.get("same_run", True):  # a rate from another run (and worker count) proves no bar

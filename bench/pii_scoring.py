@@ -29,7 +29,7 @@ from distill.featurizers.hashing import HashingFeaturizer
 from distill.train import TrainingSet, train_items
 from monitor.judge.redact import Redactor
 
-BAR = 0.01  # the issue's: |AUC redacted - AUC raw| within this
+BAR = 0.01  # the bar: |AUC redacted - AUC raw| within this
 
 
 def scoring_effect(data: Path, files: list[str], splits: int = 3, test_fraction: float = 0.25, seed: int = 0,

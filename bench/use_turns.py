@@ -96,7 +96,7 @@ def candidates(Cs: Sequence[float], sources: Sequence[str] = ("conversations", "
                predicts: Sequence[str] = ("whole", "mean")) -> list[Candidate]:
     """The grid, the distill recipe (conversation labels, balanced) first so that it wins ties.
 
-    The ``prefix`` target is off by default: the issue asks for the turn's own polarity, and every
+    The ``prefix`` target is off by default: the target is the turn's own polarity, and every
     extra candidate adds selection noise on ~50 conversations."""
     out = []
     for source, target, context, cw, C, predict in itertools.product(

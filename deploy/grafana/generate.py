@@ -284,8 +284,8 @@ def operations() -> Board:
     b.row("Kafka")
     b.panel(TS, "Consumer lag", [("topic:convmon_consumer_lag_messages:sum", "{{topic}}")])
     b.panel(TS, "Partitions owned per worker", [("instance:convmon_partition_owned:count", "{{instance}}")],
-            description="Input partitions whose running totals each worker exports (issue #18): they add up "
-                        "to the partition count except during a rebalance.")
+            description="Input partitions whose running totals each worker exports: they add up to the "
+                        "partition count except during a rebalance.")
     b.panel(TS, "Conversations counted per partition / min", [
         ("sum by (partition) (rate(partition:convmon_partition_conversations_scored_total:max[5m])) * 60",
          "partition {{partition}}")],

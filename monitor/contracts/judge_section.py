@@ -55,7 +55,7 @@ class JudgeSettings(BaseModel):
         "Key of the opaque conversation references (HMAC-SHA256) that exemplars and log lines carry instead of "
         "conversation ids; at least 16 characters. Unset: a random key created once and kept in the label "
         "store's database (<prefix>reference_key), shared by every worker on that database."))
-    # Judge client details (issue #3): JSON-schema answers when the endpoint allows them (it falls back
+    # Judge client details: JSON-schema answers when the endpoint allows them (it falls back
     # down to a plain schema, then free text, when the endpoint refuses it: monitor/judge/formats.py), answer length
     # cap, sampling temperature, retry backoff.
     judge_structured_output: bool = True

@@ -18,7 +18,7 @@ class ModelMetrics:
             "convmon_model_last_trained_timestamp_seconds", "When the live distilled model was trained.",
             registry=r,
         )
-        # --- calibration (issue #7): P(satisfied) of judge scores, see monitor/stages/calibrate.py ------
+        # --- calibration: P(satisfied) of judge scores, see monitor/stages/calibrate.py ------------------
         self.calibration_info = Info(
             "convmon_calibration", "The live LLM-Rubric calibration model and the label source it serves.",
             registry=r,

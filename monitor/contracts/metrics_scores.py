@@ -58,7 +58,7 @@ class ScoreMetrics:
             buckets=BATCH_DURATION_BUCKETS,
             registry=r,
         )
-        # --- calibration (issue #7): how many score records carried P(satisfied) ---------------------
+        # --- calibration: how many score records carried P(satisfied) --------------------------------
         self.satisfaction_calibrated = Counter(
             "convmon_satisfaction_calibrated",
             "Score records that carried a calibrated P(satisfied): the denominator of "
@@ -73,7 +73,7 @@ class ScoreMetrics:
             ["reason"],
             registry=r,
         )
-        # --- export (added for issue #5) -------------------------------------------------------
+        # --- export ---------------------------------------------------------------------------
         self.scored_weight = Counter(
             "convmon_conversations_scored_weight",
             "Sum of routing importance weights of scored conversations: the denominator of unbiased rates.",

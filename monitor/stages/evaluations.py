@@ -76,7 +76,7 @@ def label(scorer: str, item: ItemResult) -> str:
     return "good" if yes else "bad"
 
 
-EVALUATOR = "gen_ai.evaluation.evaluator."  # PR #359's namespace; the names below it are provisional
+EVALUATOR = "gen_ai.evaluation.evaluator."  # semconv-genai PR #359's prefix; the names below it are provisional
 
 
 def evaluator_attributes(evaluator: Evaluator | None) -> Attributes:
@@ -91,10 +91,10 @@ def evaluator_attributes(evaluator: Evaluator | None) -> Attributes:
 
 
 def provenance(scorer: str, judge: str, model_version: str, rubric: str) -> Attributes:
-    """Who evaluated, in PR #359's names where it has them: ``evaluator.id`` (``convmon.llm`` or
-    ``convmon.distilled``), ``evaluator.version`` (the judge's model(s), or the distilled model's version) and
-    ``evaluator.type`` (``llm_judge`` for the LLM judge; the simulated stand-in is ``deterministic``; PR #359
-    has no value for a trained classifier, so distilled records leave it out)."""
+    """Who evaluated, in semantic-conventions-genai PR #359's names where it has them: ``evaluator.id``
+    (``convmon.llm`` or ``convmon.distilled``), ``evaluator.version`` (the judge's model(s), or the distilled
+    model's version) and ``evaluator.type`` (``llm_judge`` for the LLM judge; the simulated stand-in is
+    ``deterministic``; PR #359 has no value for a trained classifier, so distilled records leave it out)."""
     out: Attributes = {"gen_ai.evaluation.evaluator.id": f"convmon.{scorer}",
                        "gen_ai.evaluation.evaluator.version": model_version,
                        "convmon.scorer": scorer, "convmon.judge": judge, "convmon.rubric_set": rubric}

@@ -8,7 +8,7 @@ server refuses, and then with that server's status and error body, as read in it
   ``response_format.type`` as ``Literal["text", "json_object"]``; its ``RouteErrorHandler`` catches the
   FastAPI validation error and wraps *every* exception it does not recognise as **500**
   ``internal_server_error`` with ``str(exc)`` as the message (llama_cpp/server/errors.py).
-- ``llama_server_old``: llama.cpp ``llama-server`` before September 2024 (#9527): ``json_schema`` raised a
+- ``llama_server_old``: llama.cpp ``llama-server`` before September 2024 (llama.cpp PR #9527): ``json_schema`` raised a
   ``std::runtime_error`` -> **500** ``server_error`` "response_format type must be one of ...".
 - ``llama_server_no_rules``: today's ``llama-server`` when its schema-to-grammar converter cannot take a
   schema: ``JSON schema conversion failed`` as **400** ``invalid_request_error``; here for a schema with

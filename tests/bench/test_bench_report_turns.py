@@ -107,7 +107,7 @@ def test_report_without_use_turns_says_the_rows_are_missing(tmp_path: Path) -> N
 
 
 def test_bars_are_judged_on_the_served_row_not_the_best_row_on_the_test_splits() -> None:
-    """The best of many rows on the same test splits is a selection effect (issue #36): the bars are judged on
+    """The best of many rows on the same test splits is a selection effect: the bars are judged on
     the served featurizer's row, named before any split is scored, even where another row is better."""
     text = render({"use": _use(), "use-turns": _turns()})
     assert "judged on the served featurizer's row (`hashing`" in text

@@ -1,4 +1,4 @@
-"""`bench latency` (#31 item 8): end event's produce time to the distilled score's timestamp, at a paced rate."""
+"""`bench latency`: end event's produce time to the distilled score's timestamp, at a paced rate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #32: the redactor's recall on the committed PII set, and `convmon bench pii` as a command (JSON)."""
+"""The redactor's recall on the committed PII set, and `convmon bench pii` as a command (JSON)."""
 
 from __future__ import annotations
 

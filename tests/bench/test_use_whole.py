@@ -128,6 +128,6 @@ def test_panel_agreement_is_one_when_annotators_agree_and_chance_when_one_half_i
 
 
 def test_panel_agreement_on_mwoz_is_far_below_the_bar(mwoz: list) -> None:  # type: ignore[type-arg]
-    """The reference the docs compare the models with (issue #36): two halves of USS's own annotators."""
+    """The reference the docs compare the models with: two halves of USS's own annotators."""
     got = panel_agreement(mwoz, "MWOZ", splits=5)
     assert 0.5 < got["roc_auc"] < 0.7

@@ -90,7 +90,7 @@ def test_control_sigkill_of_the_cli_orphans_the_child() -> None:
 
 
 def test_s3_storage_engine_keeps_the_topics_through_a_broker_kill_9(tmp_path: Path) -> None:
-    """#31: `convmon broker --storage-engine s3://BUCKET/` on a local moto S3 server keeps acknowledged records
+    """`convmon broker --storage-engine s3://BUCKET/` on a local moto S3 server keeps acknowledged records
     when its Tansu child is SIGKILLed; a new `convmon broker` on the same bucket serves them all."""
     records = [(f"k{i}".encode(), f"record-{i}".encode()) for i in range(100)]
     with S3Server(tmp_path / "s3.log") as s3:

@@ -1,4 +1,4 @@
-"""The corrected rate's 95 % interval covers the truth at its stated rate, as Prometheus computes it (#36 item 4).
+"""The corrected rate's 95 % interval covers the truth at its stated rate, as Prometheus computes it.
 
 Simulated traffic with a known DSAT rate: 200 independent 30-minute windows of 2,000 conversations each (in two
 input partitions, which the rules sum), every one scored by a distilled model (probabilities that discriminate,

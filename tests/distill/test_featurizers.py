@@ -143,7 +143,7 @@ def test_openai_without_client_says_how_to_fix() -> None:
 
 
 def test_hashing_char_block_is_4_grams_and_old_models_keep_theirs(tmp_path: Path) -> None:
-    """Issue #18: new models hash char_wb 4-grams; a model trained with 3-5-grams rebuilds with 3-5-grams."""
+    """New models hash char_wb 4-grams; a model trained with 3-5-grams rebuilds with 3-5-grams."""
     from distill.registry import ModelRegistry
     from distill.train import train_items
     from monitor.contracts.rubric_set import load_rubric_set

@@ -1,4 +1,4 @@
-"""Issue #32, the score store row: metadata redacted, retention applied, references resolve, forget erases."""
+"""The score store's privacy: metadata redacted, retention applied, references resolve, forget erases."""
 
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ def test_bombs_big_events_unkeyed_input_and_internal_garbage(broker: str, make_s
     for conv in unkeyed:
         turns = [e for e in conv.events if e["type"] == "turn"]
         got_conv = judged[conv.conversation_id]
-        # text is redacted where it enters (issue #32): the judge topic holds the redacted turns
+        # text is redacted where it enters: the judge topic holds the redacted turns
         assert [(t.index, t.text) for t in got_conv.turns] == [(e["turn_index"], redact(e["text"])) for e in turns]
         assert got_conv.end_reason == "end" and got_conv.simulated_truth == conv.truth
     bombed = judged["bomb"]

@@ -1,4 +1,4 @@
-"""The input topic is the producer's: convmon only reads it, whatever its name and partition count (#31 item 5).
+"""The input topic is the producer's: convmon only reads it, whatever its name and partition count.
 
 A topic named by ``CONVMON_INPUT_TOPIC`` (as the OpenTelemetry Collector's ``otlp_spans``) is created by the
 test with 1, 3 or 4 partitions against convmon's 4, and filled with unkeyed and keyed JSON turn events or

@@ -131,7 +131,7 @@ def test_otlp_traces_to_scores_evaluation_events_and_exemplars(broker: str, make
 
     # Exemplars: served as OpenMetrics on negotiation, stored and queryable in a real Prometheus.
     assert openmetrics.headers["content-type"].startswith("application/openmetrics-text")
-    # Issue #32: an opaque reference (a keyed hash), never the conversation id.
+    # An opaque reference (a keyed hash), never the conversation id.
     assert '# {conversation_ref="ref-' in openmetrics.text and "otlp-" not in openmetrics.text
     stored = [e for series in exemplars for e in series["exemplars"]]
     assert stored and all(is_reference(e["labels"]["conversation_ref"]) for e in stored)

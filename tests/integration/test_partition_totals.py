@@ -1,4 +1,4 @@
-"""Counting Prometheus can trust (#18 item 6), on the real broker with real worker processes.
+"""Counting Prometheus can trust, on the real broker with real worker processes.
 
 A worker is killed with -9 while it scores a stream; a new worker takes every partition over. The
 per-partition running totals it exports must equal the truth (every conversation counted once per

@@ -1,8 +1,8 @@
-"""Issue #32 end to end: one real broker, one real worker, the label/score store on SQLite and on the real
+"""Privacy end to end: one real broker, one real worker, the label/score store on SQLite and on the real
 PostgreSQL (127.0.0.1:5432, database ``test``, a schema of its own); personal data planted in turn text,
 producer metadata and conversation ids (e-mail addresses), default settings plus the score store.
 
-For each row of the issue's table the raw values must never appear where convmon writes: the bytes (keys,
+For each kind of personal data the raw values must never appear where convmon writes: the bytes (keys,
 values, headers) of every topic it writes (judge, labels, scores, dead letters, its changelogs; the input
 topic is the producer's), every row of every table in the label store's database and the database's own bytes
 (the SQLite file and its WAL; ``pg_dump`` of the schema), a /metrics scrape in both exposition formats

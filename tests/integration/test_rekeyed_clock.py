@@ -1,4 +1,4 @@
-"""A re-keyed partition whose last record is older than the one before it, through a real broker and worker (#31).
+"""A re-keyed partition whose last record is older than the one before it, through a real broker and worker.
 
 Re-keyed records keep their input record's timestamp, so a re-keyed partition's timestamps go back and forth
 (input partitions are re-keyed batch by batch). Read while the newer record still had a later one behind it,

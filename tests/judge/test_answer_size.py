@@ -1,4 +1,4 @@
-"""Judge answers larger than judge_max_answer_bytes are refused unread, counted and dead-lettered (issue #34).
+"""Judge answers larger than judge_max_answer_bytes are refused unread, counted and dead-lettered.
 
 Real HTTP: the test server pads a valid completion with whitespace (still one JSON document, which the old
 client accepted), with a Content-Length and chunked without one.

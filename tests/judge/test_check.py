@@ -1,4 +1,4 @@
-"""`convmon judge check` against the test server's real-server flavours (issue #37)."""
+"""`convmon judge check` against the test server's real-server flavours."""
 
 from __future__ import annotations
 

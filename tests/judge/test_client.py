@@ -223,7 +223,7 @@ async def test_missing_usage_is_booked_at_the_bound(metrics) -> None:
 
 
 async def test_a_usage_claim_above_the_bound_is_booked_at_the_bound(metrics) -> None:
-    """The issue's case: one response claiming 1e9 tokens used to book $150 of the budget."""
+    """One response claiming 1e9 tokens used to book $150 of the budget."""
     claim = {"prompt_tokens": 10**9, "completion_tokens": 10, "total_tokens": 10**9 + 10}
     client = make_client(Recorder(ok(usage=claim)), metrics)
     completion = await client.complete(MESSAGES)
@@ -235,7 +235,7 @@ async def test_a_usage_claim_above_the_bound_is_booked_at_the_bound(metrics) -> 
 
 
 async def test_more_completion_tokens_than_asked_for_is_an_answer_too_large(metrics, sleeps) -> None:
-    """Issue #34's token cap: a server that ignored max_tokens is not read, counted, and booked at the bound."""
+    """The token cap: a server that ignored max_tokens is not read, counted, and booked at the bound."""
     claim = {"prompt_tokens": 10, "completion_tokens": 1501, "total_tokens": 1511}
     handler = Recorder(ok(usage=claim))
     client = make_client(handler, metrics)

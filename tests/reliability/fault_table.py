@@ -25,13 +25,13 @@ def row(t: dict[str, Any]) -> str:
     reasons = ", ".join(f"{r} {n}" for r, n in sorted(t["dead_letter_reasons"].items()))
     garbage = f"{t['garbage_dead_lettered']} / {t['garbage_produced']}" if t["garbage_produced"] else "-"
     exits = f"{len(t['worker_crashes'])} / {t['agent_crashes']}"
-    back = t.get("readback")  # tables written before the full re-read at the end (#18) have none
+    back = t.get("readback")  # tables written before the full re-read at the end have none
     read = "-"
     if back:
         s = back["scores"]
         read = (f"{s['tail_records']} / {s['full_records']} ({len(s['partitions_disagreeing'])})"
                 + ("" if back.get("complete", s["complete"]) else ", not to the end"))
-    j = t.get("judge")  # tables written before the judge was on (#31) have none
+    j = t.get("judge")  # tables written before the judge was on have none
     judge = (f"{j['slice']} / {j['scored_once_by_score_id']} / {j['lost']} / {j['double_counted']} / "
              f"{j['outside_slice']}" if j else "-")
     e = t.get("exported_totals")

@@ -1,4 +1,4 @@
-"""The delivery fault suite (issues #18 and #31): each fault runs once on >= 2,000 conversations with known ids
+"""The delivery fault suite: each fault runs once on >= 2,000 conversations with known ids
 and known expected outcomes, the HTTP judge on (``JUDGE_RATE`` of them, a hash slice known per id); per id,
 every conversation must be scored exactly once by each scorer (on ``scores``) or dead-lettered once with its
 reason, nothing lost, nothing counted twice; the per-partition scored totals as a real Prometheus scraped them
@@ -9,7 +9,7 @@ Each fault is one module-scoped run (a fixture) checked by six tests: every id a
 twice (either scorer), once by score id, every id of the judge's slice judged, the Prometheus count and the
 exported totals; each also requires that the fault happened as planned and that no
 worker exited and no agent crashed by itself. Tests that fail on today's runtime only
-because of what #18 still has open are ``xfail(strict=True)`` with the item in the reason: when it
+because of a known open problem are ``xfail(strict=True)`` with the problem in the reason: when its fix
 lands they pass, and strict xfail flags the mark for removal.
 Tables: var/faults/<fault>.json; docs/reliability.md has the measured one.
 """
@@ -321,7 +321,7 @@ def otlp_3_partitions(broker: str, tmp_path_factory: pytest.TempPathFactory) -> 
 
 FAULTS = ("kill_9_twice", "broker_restart", "unkeyed", "bomb", "five_mb", "internal_garbage", "scale_out_in",
           "two_workers_one_killed", "otlp_1_partition", "otlp_3_partitions")
-# Fixed by the hot-path runtime (#18 items 3-5): unkeyed input, the metadata bomb, 5 MB events and internal
+# Fixed by the hot-path runtime: unkeyed input, the metadata bomb, 5 MB events and internal
 # garbage now pass every per-id check. What is still open is marked, each with its reason.
 LOST: dict[str, str] = {}
 # The broker-restart run once read back only 305 of 2,000 score records (CI rehearsal at 61060eb) while
@@ -341,7 +341,7 @@ AT_LEAST_ONCE = ("at least once on `scores` (counted once; the same convmon-scor
                  "committed when the fault fell is produced again by the partition's next owner")
 FLAKY_TWICE = dict.fromkeys(("kill_9_twice", "broker_restart", "scale_out_in", "two_workers_one_killed"),
                             AT_LEAST_ONCE)
-# Per-partition totals through their recording rule (#18 item 6): every fault now checked for real.
+# Per-partition totals through their recording rule: every fault now checked for real.
 PROMETHEUS: dict[str, str] = {}
 
 

@@ -69,14 +69,14 @@ def _produce_small_batches(bootstrap: str, topic: str, n: int, tag: str, per_sen
 
 TAIL_BUDGET_S = 120.0  # the tail's polls below together; alone they take some 3 s on 2 cores
 # Tansu's S3 engine reads for about a fetch's max wait and answers with what it has: the tail's 100 ms
-# answered every fetch empty on a starved machine, however long the tail polled (topic_io.reader, #33).
+# answered every fetch empty on a starved machine, however long the tail polled (topic_io.reader).
 MAX_WAIT_MS = 1000
 
 
 def _poll_until(tail: TopicTail, n: int, deadline: float) -> list[ConsumerRecord]:
     """Poll ``tail`` until it returned ``n`` records or ``deadline`` (``time.monotonic()``) passed. Each poll goes
     on from the positions the last one kept, so a slow read costs more polls, not records: one poll is bounded
-    (``POLL_TIMEOUT_S``) and a loaded machine can need several (issue #33: beside ``make demo`` one poll read
+    (``POLL_TIMEOUT_S``) and a loaded machine can need several (beside ``make demo`` one poll read
     784 of 2,000)."""
     new: list[ConsumerRecord] = []
     while len(new) < n and time.monotonic() < deadline:
@@ -91,11 +91,11 @@ def _short(what: str, new: list[ConsumerRecord], n: int, tail: TopicTail) -> str
 
 
 def test_s3_reads_reach_the_end_a_slow_first_fetch_notwithstanding(tmp_path: Path) -> None:
-    """Issue #18: with some 50 small batches per partition in S3, a fresh consumer's first fetch takes
+    """With some 50 small batches per partition in S3, a fresh consumer's first fetch takes
     longer than the 300 ms the tail once took for "nothing more" (measured 0.5-0.7 s), and a fault run read back
     305 of 2,000 score records. A tail, from the beginning and from kept positions across a broker kill -9,
     and the full re-read must each reach the end the broker's fetches report, and find every record. Not
-    within one poll: the tail's polls share one generous budget (issue #33: one 30 s poll fell short under load)."""
+    within one poll: the tail's polls share one generous budget (one 30 s poll fell short under load)."""
     topic = "many-batches"
     with S3Server(tmp_path / "s3.log") as s3:
         broker = s3.broker(log_path=tmp_path / "broker.log").start()

@@ -1,4 +1,4 @@
-"""Faults at the edges (issue #19), real worker processes, real PostgreSQL, real HTTP judge.
+"""Faults at the edges, real worker processes, real PostgreSQL, real HTTP judge.
 
 Each test prints one row of a table: produced / labelled / judged /
 dead-lettered / lost, per conversation id. Run with ``-m faults``; PostgreSQL outages are short
@@ -109,7 +109,7 @@ def test_budget_exhausted_across_two_workers_and_a_restart(broker: str, make_set
         return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                      "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                   "finish_reason": "stop"}],
-                     # absurd billing in the prompt: a completion past max_tokens is refused unread (#34's cap)
+                     # absurd billing in the prompt: a completion past max_tokens is refused unread (the token cap)
                      "usage": {"prompt_tokens": 4 * 10**9, "completion_tokens": 10, "total_tokens": 4 * 10**9 + 10}}, {}
 
     with OpenAIServer(default=fantastic) as server:

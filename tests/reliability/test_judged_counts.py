@@ -1,4 +1,4 @@
-"""Exact counts with the LLM judge on (issue #31 items 1 and 4): the real broker, real worker processes and
+"""Exact counts with the LLM judge on: the real broker, real worker processes and
 the project's OpenAI-compatible HTTP server as the judge.
 
 Every per-partition total the workers export (``convmon_partition_*_total``: conversations scored, per-item

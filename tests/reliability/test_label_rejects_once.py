@@ -1,7 +1,7 @@
 """A NUL-byte conversation id with the PostgreSQL store: one dead letter for the conversation, not three.
 
 Its label and its two score records (distilled and judge, with ``score_store``) are each refused by
-PostgreSQL; before #34 each became a ``label_rejected`` dead letter.
+PostgreSQL; each used to become a ``label_rejected`` dead letter.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def test_a_refused_row_is_rejected_alone_and_the_rest_are_stored() -> None:
 
 
 def test_postgresql_nul_in_conversation_id_is_rejected_alone_and_nul_in_text_is_sanitised() -> None:
-    """The issue's case: a NUL in conversation_id used to make every retry fail, blocking the sink for good."""
+    """A NUL in conversation_id used to make every retry fail, blocking the sink for good."""
     with pg_store("sink_nul_") as store:
         sink = LabelSink(store.upsert_raw, Metrics(CollectorRegistry()))
         messages = [(f"c{i}".encode(), orjson.dumps(label_message(f"c{i}", text="hi\x00there")))

@@ -1,4 +1,4 @@
-"""convmon_process_anon_memory_bytes sees Python objects, which the allocator's heap gauge does not (#34)."""
+"""convmon_process_anon_memory_bytes sees Python objects, which the allocator's heap gauge does not."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The metrics endpoint under abuse: bounded connections and threads, read timeouts, three paths only.
 
-Before (#34): a thread per connection with no read timeout (1,000 half-sent requests held 1,006
+Before the bounds: a thread per connection with no read timeout (1,000 half-sent requests held 1,006
 threads 30 s later) and every path, ``/`` or ``/debug`` alike, answered with the whole exposition.
 """
 
@@ -156,7 +156,7 @@ def test_a_thousand_half_sent_connections_cost_no_threads_and_time_out(endpoint:
 @pytest.mark.integration
 def test_a_worker_survives_a_thousand_half_sent_connections(broker: str, make_settings, tmp_path: Path,
                                                             enough_files: None) -> None:
-    """The issue's row, on a real worker: its thread count stays put, /metrics answers, /debug is 404."""
+    """1,000 half-sent connections on a real worker: its thread count stays put, /metrics answers, /debug 404s."""
     settings = make_settings(broker_url=f"kafka://{broker}")
     with WorkerProcess(settings, tmp_path / "w.log") as worker:
         assert worker.proc is not None

@@ -1,4 +1,4 @@
-"""Issue #32, one redaction boundary: what the hot path sends on (re-key hop, judge topic, scores topic) and
+"""One redaction boundary: what the hot path sends on (re-key hop, judge topic, scores topic) and
 keeps (the sessions) holds no planted value, in either setting of pii_raw_internal_topics for metadata."""
 
 from __future__ import annotations

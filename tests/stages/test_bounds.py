@@ -1,4 +1,4 @@
-"""Issue #34's abuse rows at the hot path: open conversations capped per partition, truncation counted per
+"""Abuse at the hot path, bounded: open conversations capped per partition, truncation counted per
 conversation and reason (turn events, whole conversations, metadata bombs)."""
 
 from __future__ import annotations

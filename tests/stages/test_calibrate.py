@@ -113,7 +113,7 @@ def value(p: Any, name: str, **labels: str) -> float:
 
 def test_pipeline_calibrates_judge_scores_and_exports_the_denominator(make_settings, rubric: RubricSet,
                                                                      artifact: tuple) -> None:
-    settings = make_settings(dimension_values={"app": ["web"]})  # dimension values are an allow-list (#32)
+    settings = make_settings(dimension_values={"app": ["web"]})  # dimension values are an allow-list
     version = ModelRegistry(settings.model_registry).publish(KIND, *artifact, promote=True)
     p = build_pipeline(settings, registry=CollectorRegistry())  # loads the live model at start-up
     assert value(p, "convmon_calibration_info", version=version, rubric=rubric.key, llm_judge="simulated",

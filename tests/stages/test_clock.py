@@ -1,4 +1,4 @@
-"""Per-partition clocks (#18): idle expiry follows the log of a lagging partition and wall time on a quiet one."""
+"""Per-partition clocks: idle expiry follows the log of a lagging partition and wall time on a quiet one."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_a_quiet_partition_closes_its_conversation_after_the_timeout_in_wall_tim
 
 def test_processing_time_alone_would_have_closed_it() -> None:
     """The same lagging input without record timestamps (processing time): the conversation closes at the sweep
-    and its second turn is dead-lettered as late, the #18 symptom the clock removes."""
+    and its second turn is dead-lettered as late, the symptom the clock removes."""
     hot, _ = hot_path()
     hot.ingest([Input(b"a", turn("a", 0), 0)], now=T0 + 30.0)
     assert len(hot.sweep(T0 + 41.0, {0, 1, 2, 3}).closed) == 1
@@ -86,7 +86,7 @@ def test_an_older_record_that_is_the_partitions_last_lets_the_clock_run_again() 
     forth. A batch read while behind, whose newest record came before an older one that is the partition's last:
     the partition is caught up once that older record is read, and its clock runs with wall time from where it
     stood (it stopped for good before: conversations closed by their grace period or idle timeout stayed open
-    until more input came, the hang of #31)."""
+    until more input came: an intermittent hang)."""
     clock = PartitionClock()
     clock.observe(0, T0 + 2.0, now=T0 + 3.0, caught_up=False)  # behind: a later record is in the log
     clock.observe(0, T0 + 1.0, now=T0 + 3.0, caught_up=True)  # the last record, written before the one above

@@ -87,7 +87,7 @@ def test_one_scale_per_name_polarity_aware_labels_and_provenance() -> None:
     assert "gen_ai.evaluation.score.value" not in uncertain
     assert (sat["convmon.verdict"], sat["convmon.polarity"], sat["convmon.score.bad_when"]) == ("yes", "sat", "low")
     assert dsat["convmon.score.bad_when"] == "high"
-    # provenance: PR #359's names, convmon.* for the rest
+    # provenance: semantic-conventions-genai PR #359's names, convmon.* for the rest
     assert (sat["gen_ai.evaluation.evaluator.id"], sat["gen_ai.evaluation.evaluator.type"],
             sat["gen_ai.evaluation.evaluator.version"]) == ("convmon.llm", "llm_judge", "gpt-4o-mini")
     distilled = by[("distilled", SAT.id)]

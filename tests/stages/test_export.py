@@ -247,7 +247,7 @@ PLANTED = {"app": "dave@example.net", "locale": "+1 415 555 0100", "model_versio
 
 
 def test_by_default_only_configured_values_become_labels(rubric: RubricSet) -> None:
-    """Issue #32: metadata is producer-supplied; a value nobody listed is 'other', never a label."""
+    """Metadata is producer-supplied; a value nobody listed is 'other', never a label."""
     exporter, m = make_exporter(rubric, value_pattern=None, allowed_values={"app": ["web"]})
     exporter.observe(make_score(metadata={"app": "web", "locale": "en"}))
     exporter.observe(make_score(metadata=PLANTED))

@@ -123,7 +123,7 @@ def test_malformed_payloads_and_content() -> None:
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_over_long_conversation_ids_are_dead_lettered_as_on_json_input_never_cut(encoding: str) -> None:
-    """Cut to 256 characters, two ids sharing a prefix became one conversation (issue #32 item 5)."""
+    """Cut to 256 characters, two ids sharing a prefix became one conversation."""
     settings = Settings(input_format="otlp_traces", otlp_encoding=encoding)
     metrics = Metrics(CollectorRegistry(), dimensions=tuple(settings.metric_dimensions))
     decoder_ = build_input(settings.otel, settings.metrics, metrics, max_event_bytes=settings.max_event_bytes)

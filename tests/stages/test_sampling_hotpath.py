@@ -130,7 +130,7 @@ def verdict_counted(stage: JudgeStage, raw: bytes, key: bytes, partition: int,
 
 
 def test_a_verdict_is_counted_in_its_input_partition_whatever_judge_partition_carried_it() -> None:
-    """#31: the input topic had 12 partitions (or 1) and convmon's 4: the judge record names its source input
+    """An input topic of 12 partitions (or 1) and convmon's 4: the judge record names its source input
     partition, and its verdict is counted there by that partition's owner, once, whatever judge partition
     brought it; a worker that does not own the source partition leaves it to the owner."""
     stage, metrics = judge_stage(SimulatedJudge(RUBRIC), owned=frozenset({11}))

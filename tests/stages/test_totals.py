@@ -225,7 +225,7 @@ def test_an_acknowledgement_from_before_a_revocation_exports_nothing_of_the_new_
 
 
 def test_a_dimensioned_verdict_series_appears_with_its_yes_and_no_siblings_at_zero() -> None:
-    """#33: a series born at 1 hides its first count from increase(); with dimensions, every new combination's
+    """A series born at 1 hides its first count from increase(); with dimensions, every new combination's
     first "yes" was one (the demo's judge read a 5 % DSAT rate as 0-2 %)."""
     metrics = Metrics(CollectorRegistry(), dimensions=("app",))
     store = LogStore()

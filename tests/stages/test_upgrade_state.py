@@ -1,6 +1,6 @@
-"""A worker of this release takes over the state a worker of 9858d22 (the release before #31) left in the
-``sessions`` and ``scored`` changelogs: open conversations go on where they stopped, finished ones are not
-counted again, and the partition totals go on from their restored values (docs/deployment.md, "Upgrades").
+"""A worker of this release takes over the state a worker of 9858d22 (the release before the read-only input
+topic) left in the ``sessions`` and ``scored`` changelogs: open conversations go on where they stopped, finished
+ones are not counted again, and the partition totals go on from their restored values (docs/deployment.md, "Upgrades").
 
 tests/data/upgrade-state-9858d22.json was written by tests/stages/upgrade_state.py run in a checkout of 9858d22
 (its docstring says how); the same script run here must give the same state but for this release's format
@@ -59,7 +59,7 @@ def test_this_release_writes_the_same_state_but_for_its_listed_format_changes(tm
     main(tmp_path / "now.json", "HEAD")
     now, old = orjson.loads((tmp_path / "now.json").read_bytes()), orjson.loads(OLD.read_bytes())
     assert old["sessions"].pop("s|open-cut") == {"p": 1, "tr": 1}  # before: truncated or not
-    assert now["sessions"].pop("s|open-cut") == {"p": 1, "tr": ["max_turns"]}  # since #31: the caps that cut it
+    assert now["sessions"].pop("s|open-cut") == {"p": 1, "tr": ["max_turns"]}  # now: the caps that cut it
     old["scored"] = settled(old["scored"])  # since the checkpoint engine: no batch numbers, no commit records
     for key in ("sessions", "scored", "open", "exported"):
         assert now[key] == old[key], key

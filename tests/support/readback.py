@@ -1,4 +1,4 @@
-"""A topic read whole once more at the end of a run, independently of the tail that followed it (issue #18).
+"""A topic read whole once more at the end of a run, independently of the tail that followed it.
 
 The tail (``topic_io.TopicTail``) reads while the run goes on, from positions it keeps between polls
 (and before the fix it took "no records within 300 ms" for the end). This read starts every partition

@@ -57,7 +57,7 @@ def reader(bootstrap: str, *, fetch_max_wait_ms: int = 100) -> AIOKafkaConsumer:
     """A consumer of no group for reading whole topics (large fetches; an empty fetch answers within
     ``fetch_max_wait_ms``). Tansu's S3 engine does about that long of a fetch's reading and answers with what it
     has: at 10 % of a CPU, 100 ms answered every fetch empty (0 of 2,000 records in 150 s), 1,000 ms read them
-    in 41 s (issue #33)."""
+    in 41 s."""
     return AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                             auto_offset_reset="earliest", fetch_max_bytes=16 << 20, max_partition_fetch_bytes=16 << 20,
                             request_timeout_ms=10000, fetch_max_wait_ms=fetch_max_wait_ms)

@@ -1,4 +1,4 @@
-"""Generate the labelled PII test set (issue #32): Faker's locales, independent of convmon's redaction rules.
+"""Generate the labelled PII test set: Faker's locales, independent of convmon's redaction rules.
 
 Run once and commit the output; the set is frozen before the rules are tuned (re-running with the same
 seed and Faker version gives the same file). One span per sentence, in varied carrier sentences, some with

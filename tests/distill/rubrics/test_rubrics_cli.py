@@ -152,7 +152,7 @@ def test_a_failed_run_resumes_from_what_it_finished(
 def test_evaluate_in_logprobs_mode_scores_ten_times_p_yes_and_replays_from_the_cache(
     judge_env: Path, mwoz: Path, server
 ) -> None:
-    """Issue #37: `rubrics evaluate --mode logprobs`; the cache keeps the top logprobs, so a rerun is free."""
+    """`rubrics evaluate --mode logprobs`; the cache keeps the top logprobs, so a rerun is free."""
     server.default = "good"  # the stand-in judge answers yes/no with top logprobs
     args = ("evaluate", "--labeled", str(mwoz), "--limit", "12", "--set", "spur-mwoz", "--mode", "logprobs",
             "--bootstrap", "0", "--json")

@@ -1,4 +1,4 @@
-"""`convmon rubrics learn / evaluate` against a judge that misbehaves (issue #16): each failure is said
+"""`convmon rubrics learn / evaluate` against a judge that misbehaves: each failure is said
 clearly, with the exit code, and never silently turned into a result."""
 
 from __future__ import annotations
