@@ -36,7 +36,9 @@ class AnchorMetrics:
         self.calls = Counter(
             "convmon_anchor_judge_calls", "Conversations of the anchor set sent to the judge.", registry=r)
         self.last_run = Gauge(
-            "convmon_anchor_last_run_timestamp_seconds", "When the latest anchor run finished, Unix time.",
+            "convmon_anchor_last_run_timestamp_seconds",
+            "When the latest anchor run finished, Unix time (after a restart, until this process runs one: when the "
+            "latest stored run started).",
             registry=r)
         self.provenance_changed = Gauge(
             "convmon_anchor_provenance_changed_timestamp_seconds",

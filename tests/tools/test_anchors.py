@@ -141,6 +141,10 @@ async def test_runs_when_due_and_finds_the_changed_item(anchor_store: AnchorStor
     assert drift["dsat.repetition"].human_agreement_latest < drift["dsat.repetition"].human_agreement_baseline == 1.0
     assert registry.get_sample_value("convmon_anchor_runs_total", {"reason": "schedule", "outcome": "complete"}) == 16
     assert registry.get_sample_value("convmon_anchor_judge_calls_total") == 18 * 90
+    # a restarted owner exports when the stored runs were, before it runs one itself
+    restarted = CollectorRegistry()
+    make_runner(anchor_store, judge, now, current, restarted).evaluate()
+    assert restarted.get_sample_value("convmon_anchor_last_run_timestamp_seconds") == now[0]
 
 
 async def test_the_budget_ends_a_run_incomplete_and_a_failed_anchor_is_skipped(anchor_store: AnchorStore) -> None:

@@ -58,6 +58,7 @@ class AnchorRunner:
         self.metrics = metrics
         self.provenance = provenance
         self.clock = clock
+        self.ran = False  # whether this process ran one: before, the last-run gauge is read from the store
 
     def current_set(self) -> tuple[str, str, int]:
         found = self.store.latest_version(self.settings.anchors_set)
@@ -109,6 +110,7 @@ class AnchorRunner:
         self.store.finish_run(run_id, complete=outcome == "complete")
         self.metrics.runs.labels(reason, outcome).inc()
         self.metrics.last_run.set(self.clock())
+        self.ran = True
         report = RunReport(run_id, reason, outcome, judged, failed, calls, round(cost, 6))
         log.info("anchor run %s", asdict(report))
         return report
@@ -116,10 +118,13 @@ class AnchorRunner:
     def evaluate(self) -> dict[str, ItemDrift]:
         """Every item's drift over the current baseline's runs, exported as metrics."""
         name, version, epoch = self.current_set()
-        runs = [r.run_id for r in self.store.runs(name, version, epoch)]
+        stored = self.store.runs(name, version, epoch)
+        runs = [r.run_id for r in stored]
         anchors = self.store.anchors(name, version)
         if not runs:
             return {}
+        if not self.ran:  # a restarted owner: the stored run's start, not 0 (an alert would read a day-old age)
+            self.metrics.last_run.set(stored[-1].started_at)
         col = {a.ref: j for j, a in enumerate(anchors)}
         row = {run_id: i for i, run_id in enumerate(runs)}
         items = self.rubric.item_ids
