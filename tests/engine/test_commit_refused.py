@@ -40,7 +40,7 @@ async def refused_then_rejoined(bootstrap: str) -> None:
     await producer.stop()
     listener = Calls()
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                                auto_offset_reset="earliest")
+                                auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500)
     consumer.subscribe([topic], listener=listener)
     await consumer.start()
     try:
