@@ -206,6 +206,12 @@ class StreamMetrics:
             "1 once a delivery failed in this worker: it commits no more offsets and is about to exit.",
             registry=r,
         )
+        self.commits_refused = Counter(
+            "convmon_offset_commits_refused",
+            "Batches whose input offset commit the group refused (it no longer knew this worker, or was "
+            "rebalancing): the worker dropped its partitions' state and restores it when the group assigns them again.",
+            registry=r,
+        )
         self.dead_letters = Counter(
             "convmon_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"], registry=r
         )

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import CommitFailedError
 
 from monitor.contracts.metrics import Metrics
 from monitor.engine.changelog import Write, encode_value, record_headers
@@ -34,6 +35,11 @@ class DeliveryFailed(Exception):
 
 class CommitFailed(Exception):
     """The offset commit failed: the partitions' in-memory state no longer matches what is committed."""
+
+
+class CommitRefused(CommitFailed):
+    """The group refused the commit (it no longer knows this member or its generation, or it is rebalancing):
+    another member may own the partitions now. aiokafka has asked to rejoin the group before it raised."""
 
 
 async def send_records(producer: AIOKafkaProducer, topic: str, sends: Sequence[Send],
@@ -80,7 +86,7 @@ class Checkpoint:
         metrics.commits_blocked.set(0)
 
     async def commit(self, delivery: Delivery, offsets: Mapping[TopicPartition, int]) -> None:
-        """Produce, log, flush, check, commit, export. Raises DeliveryFailed or CommitFailed."""
+        """Produce, log, flush, check, commit, export. Raises DeliveryFailed, CommitRefused or CommitFailed."""
         futures = await self.produce(delivery)
         futures += await self.log_state(offsets)
         exported = self.export()
@@ -146,5 +152,7 @@ class Checkpoint:
             return
         try:
             await self.consumer.commit(dict(offsets))
+        except CommitFailedError as exc:
+            raise CommitRefused(f"the group refused the offset commit: {type(exc.__cause__).__name__}") from exc
         except Exception as exc:
             raise CommitFailed(f"offset commit failed: {type(exc).__name__}: {exc}") from exc

@@ -8,7 +8,8 @@ are input too: every few seconds the writer sends each partition it holds sessio
 topic, and sweeps a partition when its tick comes back, so every state change has an input offset that commits it.
 A revocation waits for the batch in progress (a lock), so every processed record is committed before the partition
 moves; an assignment restores every partition it holds from its changelog (engine/changelog.py), behind a fence of its
-own, before any of its records is processed: no state is kept across a rebalance.
+own, before any of its records is processed: no state is kept across a rebalance. A commit the group refuses is a
+lost assignment: the state goes, and comes back from the changelog with the group's next assignment (``_lost``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
@@ -25,7 +26,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord
 
 from monitor.engine.changelog import STORES, PartitionStore, Write, new_writer, restore
-from monitor.engine.checkpoint import Checkpoint
+from monitor.engine.checkpoint import Checkpoint, CommitRefused
+from monitor.engine.fetch import fetch_batch
 from monitor.engine.upgrade import faust_state
 from monitor.runtime.health import Health
 from monitor.stages.clock import REKEYED
@@ -211,11 +213,33 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
                 records = [r for tp, rs in fetched.items() if tp in self.tps for r in rs
                            if r.offset >= self.next.get(tp, 0)]
                 if records:
-                    await self._process(records)
+                    try:
+                        await self._process(records)
+                    except CommitRefused as refused:
+                        self._lost(refused)
+                        continue
                 if time.monotonic() - self.last_sweep >= self.sweep_s:
                     await self._tick()
             if time.monotonic() - self.last_lag >= LAG_INTERVAL_S:
                 self._lag()
+
+    def _lost(self, refused: CommitRefused) -> None:
+        """The group refused a batch's commit: its outputs may be on the broker, its state changes are not committed,
+        and another member may own the partitions now. Every partition's state and position goes, and its fetching
+        pauses; nothing is restored (no fence written, which could outrank a new owner's) until the group assigns
+        partitions again. aiokafka reset its generation (or asked to rejoin) before it raised, and its coordination
+        task rejoins by itself: the listener's revocation, then assignment, which is restored as any. A transient
+        coordinator error never gets here (aiokafka retries it inside commit until the commit succeeds or the group
+        refuses it); any other commit error is not transient and stops the worker (CommitFailed)."""
+        self.hot.metrics.commits_refused.inc()
+        log.warning("%s: dropping the state of partitions %s; the group's next assignment restores them from the "
+                    "committed changelog", refused, sorted(self.owned))
+        self._drop(self.owned)
+        self.consumer.pause(*self.consumer.assignment())
+        self.owned, self.tps, self.next = set(), set(), {}
+        self.hot.assign(self.owned, time.time())
+        self.epoch += 1
+        self._count_input()
 
     def rebalanced(self, epoch: int) -> bool:
         """Whether an assignment is waiting or the assignment changed since ``epoch``."""
@@ -277,23 +301,6 @@ class Writer(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka's lis
             update_consumer_lag(metrics, topic, lag)
         self._reported = update_partition_progress(
             metrics, partition_progress(owned, topics, highwater=high, processed=processed), self._reported)
-
-
-async def fetch_batch(consumer: AIOKafkaConsumer, *, max_records: int, within_s: float,
-                      interrupted: Callable[[], bool]) -> dict[TopicPartition, list[ConsumerRecord]]:
-    """One batch: fetches until ``max_records``, or ``within_s`` after its first record, or a rebalance. Every batch
-    costs a checkpoint and a classifier call (about 5 ms of CPU), so a quiet input's batches are not one fetch
-    each: at 50 conversations a second, 9.2 ms of worker CPU per conversation with a batch per fetch."""
-    fetched: dict[TopicPartition, list[ConsumerRecord]] = dict(
-        await consumer.getmany(timeout_ms=200, max_records=max_records))
-    n = sum(len(records) for records in fetched.values())
-    deadline = time.monotonic() + within_s
-    while 0 < n < max_records and not interrupted() and (left := deadline - time.monotonic()) > 0:
-        more = await consumer.getmany(timeout_ms=max(1, int(left * 1000)), max_records=max_records - n)
-        for tp, records in more.items():
-            fetched.setdefault(tp, []).extend(records)
-            n += len(records)
-    return fetched
 
 
 def partition_stores(pending: list[Write]) -> tuple[PartitionStore, PartitionStore]:

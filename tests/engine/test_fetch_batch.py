@@ -8,7 +8,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from monitor.engine.writer import fetch_batch
+from monitor.engine.fetch import fetch_batch
 
 TP, OTHER = TopicPartition("in", 0), TopicPartition("in", 1)
 

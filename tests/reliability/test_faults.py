@@ -137,15 +137,12 @@ MARKER_TOPIC = "restart-marker"  # a topic only the broker-restart test creates
 # --- 2. broker restart ----------------------------------------------------------------------------
 
 @pytest.mark.long  # 35-140 s: `make faults` runs it, so `make test` stays under 15 minutes
-@pytest.mark.xfail(strict=False, reason=(
-    "known, 2026-12-06: in 5 of 14 runs the worker exits with CommitFailed (its checkpoint's commit refused: the "
-    "restarted broker no longer knows the group) instead of dropping its state and rejoining; the fix is for the "
-    "engine to treat a refused commit as a lost assignment (docs/reliability.md, Known limits)"))
 def test_broker_restart_workers_reconnect_recreate_topics_and_resume(make_settings, tmp_path: Path) -> None:
     """Restart the memory-only broker on the same port: every topic (and committed offset) is gone.
 
     The worker must stay up, recreate its topics (with its partition count) by itself, commit
-    offsets again, and score every conversation produced after the restart exactly once.
+    offsets again, and score every conversation produced after the restart exactly once. A commit the restarted
+    broker refuses (it lost the group) drops the worker's state until the group assigns it partitions again.
     """
     port = free_port()
     own = EmbeddedBroker(port=port, log_path=tmp_path / "broker.log").start()
@@ -177,7 +174,8 @@ def test_broker_restart_workers_reconnect_recreate_topics_and_resume(make_settin
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             (ARTIFACTS / "dev_broker_restart.json").write_text(json.dumps({
                 "fault": "dev_broker_restart", "topics_recreated_s": round(recreated_s, 1),
-                "all_scored_s": round(time.monotonic() - restarted, 1)}))
+                "all_scored_s": round(time.monotonic() - restarted, 1),
+                "commits_refused": total(worker.samples(), "convmon_offset_commits_refused_total")}))
             time.sleep(2)
             samples = worker.samples()
             commit_failures = worker.log_path.read_text(errors="replace").count("OffsetCommit failed")
