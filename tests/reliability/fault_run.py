@@ -506,3 +506,16 @@ def _revision() -> str:
     out = subprocess.run(["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty"], capture_output=True,
                          text=True, check=False)
     return out.stdout.strip() or "unknown"
+
+
+def assert_exact(t: dict[str, Any], n: int) -> None:
+    """A delivery fault's table, exact: every id scored once by score id (and by the judge on its slice), nothing
+    lost or wrong, the exported totals and Prometheus equal to the truth, no counter reset."""
+    assert (t["lost"], t["wrong_outcome"], t["score_id_wrong"], t["copies_disagree"]) == (0, 0, 0, 0), t["examples"]
+    assert t["scored_once_by_score_id"] == t["expected_scored"] == n
+    judge = t["judge"]
+    assert judge["lost"] == 0 and judge["scored_once_by_score_id"] == judge["expected_scored"] == judge["slice"], judge
+    assert t["exported_totals"]["series_differing"] == 0, t["exported_totals"]
+    assert abs(t["prometheus"]["net"] - t["prometheus"]["truth"]) < 0.01 and t["prometheus"]["retracted"] == 0, \
+        t["prometheus"]
+    assert t["prometheus"]["resets"] == 0, t["prometheus"]
