@@ -171,6 +171,12 @@ class RubricModel:
             reference=dict(reference or {}),
         )
 
+    def __post_init__(self) -> None:
+        # column-major, so ``coef.T`` is C-contiguous: scipy's sparse @ dense would otherwise copy the whole
+        # (n_features, n_items) matrix on every call (7.5 ms for 20 items x 98,304 columns); one copy, here
+        if self.coef.ndim == 2:
+            self.coef = np.asfortranarray(self.coef)
+
     @property
     def n_features(self) -> int:
         return int(self.coef.shape[1])

@@ -160,6 +160,9 @@ class Conversation(Record):
 Event = TurnEvent | EndEvent | Conversation | RejectedTurn
 _MODELS: dict[str, type[Record]] = {"turn": TurnEvent, "end": EndEvent, "conversation": Conversation,
                                     "rejected": RejectedTurn}
+# each model's field names, read once: pydantic's ``model_fields`` is a descriptor call per access (per event)
+_FIELDS: dict[type[Record], frozenset[str]] = {m: frozenset(m.model_fields) for m in _MODELS.values()}
+_TURN_FIELDS = frozenset(Turn.model_fields)
 
 
 def event_kind(obj: dict[str, Any]) -> str:
@@ -186,7 +189,7 @@ def _drop_unknown(obj: dict[str, Any], model: type[Record]) -> list[str]:
     """Remove the keys ``model`` does not know from ``obj`` (and from a conversation's turns); return their
     names. A producer's extra field (``user_id``, ``content``) must not cost the event; its value is never
     kept, so it cannot reach metadata, a topic or a log."""
-    known = model.model_fields
+    known = _FIELDS[model]
     unknown = [k for k in obj if k not in known]
     if not unknown and model is not Conversation:
         return unknown  # every event of a well-behaved producer: nothing to remove or dedupe
@@ -195,7 +198,7 @@ def _drop_unknown(obj: dict[str, Any], model: type[Record]) -> list[str]:
     if model is Conversation and isinstance(obj.get("turns"), list):
         for turn in obj["turns"]:
             if isinstance(turn, dict):
-                extra = [k for k in turn if k not in Turn.model_fields]
+                extra = [k for k in turn if k not in _TURN_FIELDS]
                 for k in extra:
                     del turn[k]
                 unknown.extend(f"turns.{k}" for k in extra)

@@ -55,6 +55,24 @@ async def send_records(producer: AIOKafkaProducer, topic: str, sends: Sequence[S
     return out
 
 
+async def send_batched(producer: AIOKafkaProducer, topic: str, partition: int,
+                       records: Sequence[tuple[bytes, bytes | None]],
+                       headers: list[tuple[str, bytes]]) -> list[asyncio.Future[Any]]:
+    """``records`` (key, value) in order to one partition as record batches, all with ``headers``; their delivery
+    futures (one per batch: a batch is acknowledged, or refused, whole)."""
+    out = []
+    batch = producer.create_batch()
+    for key, value in records:
+        if batch.append(timestamp=None, key=key, value=value, headers=headers) is None:  # full: the next one
+            out.append(await producer.send_batch(batch, topic, partition=partition))
+            batch = producer.create_batch()
+            if batch.append(timestamp=None, key=key, value=value, headers=headers) is None:
+                raise ValueError(f"a changelog record of {len(key) + len(value or b'')} bytes fits no batch")
+    if batch.record_count():
+        out.append(await producer.send_batch(batch, topic, partition=partition))
+    return out
+
+
 class TopicSender:
     """One topic on the engine's producer, as the dead-letter sender expects (``send(key=, value=, headers=)``)."""
 
@@ -125,27 +143,30 @@ class Checkpoint:
             self.writers.pop(p, None)
 
     async def log_state(self, offsets: Mapping[TopicPartition, int]) -> list[tuple[str, asyncio.Future[Any]]]:
+        """The pending state changes, in order, one record each, sent as one record batch per partition (a
+        record's own send costs more than encoding it; on turn events a conversation is about 28 records)."""
         writes, self.pending[:] = list(self.pending), []
         by_partition: dict[int, dict[str, int]] = {}
         for tp, offset in offsets.items():
             if tp.topic in self.state_topics:
                 by_partition.setdefault(tp.partition, {})[tp.topic] = offset
-        out = []
+        records: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for w in writes:
-            partition = w.partition % self.partitions
+            records.setdefault(w.partition % self.partitions, []).append((w.key, encode_value(w.value)))
+        out = []
+        for partition, batch in records.items():
             headers = record_headers(self.writers.get(partition, b""), by_partition.get(partition, {}))
-            out.append((self.changelog, await self.producer.send(
-                self.changelog, value=encode_value(w.value), key=w.key, partition=partition, headers=headers)))
+            out += [(self.changelog, f) for f in await send_batched(self.producer, self.changelog, partition,
+                                                                    batch, headers)]
         return out
 
     async def restate(self, partition: int, writer: bytes, values: Mapping[bytes, Any],
                       committed: Mapping[str, int]) -> None:
         """Log ``values`` (changelog key -> value, None a tombstone) for ``partition`` now, as committed state."""
-        headers = record_headers(writer, committed)
-        futures = [("changelog", await self.producer.send(self.changelog, value=encode_value(v), key=k,
-                                                           partition=partition, headers=headers))
-                   for k, v in values.items()]
-        await self.flush(futures)
+        records = [(k, encode_value(v)) for k, v in values.items()]
+        futures = await send_batched(self.producer, self.changelog, partition, records,
+                                     record_headers(writer, committed))
+        await self.flush([("changelog", f) for f in futures])
 
     async def commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
         if not offsets:
