@@ -42,16 +42,18 @@ test: $(STAMP)
 # end-to-end tests (the demo, the native Prometheus alert tests, the broker restart, judge outage and unreachable
 # PostgreSQL tests of test_faults.py); .ci/run runs it. One pytest run in three test processes: a fault run mostly
 # waits on its broker, workers, judge and Prometheus; tests/support/work_units.py makes each fault run one unit of
-# work (its module-scoped run happens once). Measured 2026-12-06 (6d72f22 with this scheduling): 24:35, 93 passed,
-# 1 xfailed, 4 xpassed, on a shared 2-core machine at load 3-14 from other work (mean 6.8); one process at a time it
-# took 34-41 minutes for `-m faults` plus about 20 for `-m long`. Still within 2x of their 300 s timeout under that
-# load (open): the two-worker native Prometheus alert test (228 s, 180 s of it paced traffic) and the two demos (161
-# and 145 s); the judge outage test took 259 s there, paced by the judge's default token limit: 61 s without it.
+# work (its module-scoped run happens once). Measured 2026-12-06 on a shared 2-core machine with other work running:
+# 21:43 at load 1-12 (mean 6.3; 93 passed, 5 xpassed) and, before the judge outage test's fix, 24:35 at load 3-14;
+# one process at a time it took 34-41 minutes for `-m faults` plus about 20 for `-m long`. Still within 2x of their
+# 300 s timeout under that load (open): the two-worker native Prometheus alert test (206-228 s, 180 s of it paced
+# traffic) and the two demos (135-161 s each); the judge outage test took 259 s, paced by the judge's default token
+# limit, and 61-88 s without it.
 faults: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist loadscope -m "faults or long" -rxX --durations=0 tests
 
-# Budget: 12 minutes (about 11 in CI). The 10-minute soak (the worker's live heap flat after warm-up, RSS reported; the worker keeps up; its worker
-# on jemalloc as the image, so it needs libjemalloc2); plot + JSON in var/soak-ci/; .ci/run runs it;
+# Budget: 12 minutes (about 11 in CI). The 10-minute soak (the worker's live heap flat after warm-up, RSS reported;
+# the worker keeps up; its worker on jemalloc as the image, so it needs libjemalloc2); plot + JSON in var/soak-ci/;
+# .ci/run runs it;
 # CONVMON_SOAK_MINUTES=20 for a 20-minute run.
 soak-ci: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak tests/soak
