@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -25,6 +26,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # audit, which passed on 7 reruns with its seed). A test that needs a time bound states it itself.
 settings.register_profile("convmon", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("convmon")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadscope`` (``make faults``), the units of work of tests/support/work_units.py."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.support.work_units import RunUnits
+
+    return RunUnits(config, log)
 
 
 @pytest.fixture(autouse=True)
