@@ -39,7 +39,7 @@ def judge_slice(policy: InclusionPolicy, metrics: Metrics, closed: Sequence[tupl
         probabilities = [i.probability for i in record.items if i.probability is not None] if record else None
         feedback = conversation.feedback.model_dump(exclude_none=True) if conversation.feedback else None
         decision = policy.decide(cid, probabilities=probabilities, feedback=feedback, boost=boost,
-                                      model_version=record.model_version if record else None)
+                                 model_version=record.model_version if record else None)
         if not decision.judge:
             decisions["not_sampled"] += 1
             continue
