@@ -5,7 +5,7 @@ corrected rate (a distilled model is live) must be recorded for the items it fir
 across workers must equal what the workers themselves report.
 
 Time is compressed (monitor/tools/shipped_alerts.py, as in the demo): every duration in the rules
-(range windows, group intervals, ``for:``) is divided by ``SCALE``, so "30 minutes" is 30 seconds;
+(range windows, group intervals, ``for:``) is divided by ``SCALE``, so "30 minutes" is 15 seconds;
 expressions, thresholds and the volume guard are the real ones. The unscaled timings are covered by
 ``deploy/prometheus/tests`` (promtool).
 """
@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,21 +34,21 @@ from tests.support.workers import WorkerProcess, settings_env, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
-SCALE = 60
-CALM_S = 75.0  # simulated seconds before the spike: the baseline
-SPIKE_S = 105.0  # spike duration; the alert needs ~30 s of window + 15 s of `for:` + pipeline latency
-RATE = 8.0  # conversations per second: 240 per scaled 30-minute window, above the volume guard of 100
+SCALE = 120  # as the demo: "30 minutes" is 15 seconds
+CALM_S = 30.0  # simulated seconds before the spike: the baseline, two of the 7-day subquery's 15 s steps
+SPIKE_S = 40.0  # the alert fired 20 s into the spike (15 s of window, 7.5 s of `for:`, pipeline latency)
+RATE = 10.0  # conversations per second: 150 per scaled 30-minute window, above the volume guard of 100
 
 
 def test_scaled_rules_keep_expressions_and_divide_durations(tmp_path: Path) -> None:
-    assert scale_duration("30m", SCALE) == "30000ms" and scale_duration("7d", SCALE) == "10080000ms"
-    assert scale_duration("1h30m", SCALE) == "90000ms"
+    assert scale_duration("30m", 60) == "30000ms" and scale_duration("7d", 60) == "10080000ms"
+    assert scale_duration("1h30m", 60) == "90000ms" and scale_duration("30m", 120) == "15000ms"
     rules = {r.get("alert") or r["record"]: r for p in scaled_rule_files(tmp_path, SCALE)
              for g in yaml.safe_load(p.read_text())["groups"] for r in g["rules"]}
     spike = rules["ConvmonDsatSpike"]
-    assert spike["for"] == "15000ms" and ">= 100" in spike["expr"] and "> 3" in spike["expr"]
-    assert "[30000ms]" in rules["rubric_verdict:convmon_rubric_verdicts:increase30m"]["expr"]
-    assert "[10080000ms:30000ms] offset 30000ms" in rules["rubric:convmon_rubric_verdicts:count7d"]["expr"]
+    assert spike["for"] == "7500ms" and ">= 100" in spike["expr"] and "> 3" in spike["expr"]
+    assert "[15000ms]" in rules["rubric_verdict:convmon_rubric_verdicts:increase30m"]["expr"]
+    assert "[5040000ms:15000ms] offset 15000ms" in rules["rubric:convmon_rubric_verdicts:count7d"]["expr"]
 
 
 def test_two_workers_dsat_spike_fires_and_sums_across_workers(broker: str, make_settings, tmp_path: Path) -> None:
@@ -62,8 +63,8 @@ def test_two_workers_dsat_spike_fires_and_sums_across_workers(broker: str, make_
     prometheus: LocalPrometheus | None = None
     sim: subprocess.Popen[str] | None = None
     try:
-        for w in workers:
-            w.start(timeout=120)
+        with ThreadPoolExecutor(len(workers)) as pool:  # side by side: each spends seconds importing
+            list(pool.map(lambda w: w.start(timeout=120), workers))
         prom_dir = tmp_path / "prometheus"
         prom_dir.mkdir()
         exe = prometheus_binary()
