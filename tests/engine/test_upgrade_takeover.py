@@ -3,7 +3,7 @@ state the faust changelogs hold is taken over at each partition's first restore,
 committed is not read again.
 
 The faust release's state is tests/data/upgrade-state-9858d22.json, written by such a worker
-(tests/stages/upgrade_state.py): two open conversations (one cut by max_turns), two finished and counted. Here its
+(tests/support/upgrade_state.py): two open conversations (one cut by max_turns), two finished and counted. Here its
 records go to the faust changelog topics as faust wrote them (JSON keys and values, in the state's partitions),
 its input to the input topic, and the faust group's offsets are committed past that input; then a worker of this
 release starts and the rest of the open conversations arrives. The open ones are scored with their old turns, the
@@ -27,15 +27,15 @@ from monitor.contracts.score_codec import decode_score
 from monitor.contracts.settings import Settings
 from monitor.runtime.scrape import total
 from monitor.runtime.topics import create_topics
-from tests.stages.upgrade_state import RUBRIC, T0, end, turn
 from tests.support.model_fixtures import publish_distilled_model
 from tests.support.readback import read_to_end
+from tests.support.upgrade_state import RUBRIC, T0, end, turn
 from tests.support.workers import WorkerProcess, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 OLD = Path(__file__).parents[1] / "data" / "upgrade-state-9858d22.json"
 PARTITION = {"open-a": 0, "done-c": 0, "open-cut": 1, "done-b": 1}  # where the old worker kept each conversation
-# what the old worker had read: as tests/stages/upgrade_state.py's batch (the input its group committed)
+# what the old worker had read: as tests/support/upgrade_state.py's batch (the input its group committed)
 OLD_INPUT = ([("open-a", turn("open-a", i), T0 + i) for i in range(2)]
              + [("open-cut", turn("open-cut", i), T0 + i) for i in range(5)]
              + [("done-b", turn("done-b", i), T0 + i) for i in range(2)] + [("done-b", end("done-b"), T0 + 30)]

@@ -130,7 +130,7 @@ def test_the_endpoint_keeps_no_credentials_query_or_fragment() -> None:
 
 
 def test_the_score_store_keeps_each_rows_evaluator(tmp_path: Path, rubric) -> None:
-    from tests.stages.test_score_codec import EVALUATOR, record
+    from tests.support.score_records import EVALUATOR, record
 
     url = f"sqlite:///{tmp_path / 'labels.db'}"
     with sa.create_engine(url).begin() as conn:  # a table from before the column: it is added on first use

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from monitor.contracts.metrics import RESIDUAL_TERMS
 from monitor.stages.totals import TotalsCollector
-from tests.stages.test_revisions import DSAT, World, end, first_and_reopened, turn
+from tests.support.revision_world import DSAT, World, end, first_and_reopened, turn
 
 
 def pairs(w: World, item: str) -> dict[tuple[str, str], float]:

@@ -3,23 +3,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from monitor.contracts.evaluator import Evaluator
-from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.score_codec import decode_score, encode_score
-from monitor.contracts.scores import ItemResult, ScoreRecord
-from monitor.contracts.settings import Settings
-
-RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
-
-
-def record(**kw: object) -> ScoreRecord:
-    items = [ItemResult(item_id=i.id, polarity=i.polarity, probability=round(0.05 * (j % 20), 3), verdict=j % 3 == 0)
-             for j, i in enumerate(RUBRIC.items)]
-    base = {"conversation_id": "conv-000123", "scorer": "distilled", "judge": "hashing", "rubric_set": RUBRIC.id,
-            "rubric_version": RUBRIC.version, "model_version": "20261124T062000-3f2a9c", "items": items, "R": -1.25,
-            "metadata": {"app": "web", "locale": "en-US", "model_version": "v7"}, "latency_s": 0.000123,
-            "scored_at": 1795260000.123}
-    return ScoreRecord.model_validate({**base, **kw})
+from monitor.contracts.scores import ItemResult
+from tests.support.score_records import EVALUATOR, RUBRIC, record
 
 
 def test_compact_records_are_small_and_round_trip() -> None:
@@ -49,10 +35,6 @@ def test_the_full_form_of_the_first_releases_is_no_longer_read() -> None:
 def test_garbage_is_a_value_error(raw: bytes) -> None:
     with pytest.raises(ValueError):
         decode_score(raw, RUBRIC)
-
-
-EVALUATOR = Evaluator(model="gpt-4o-mini-2024-07-18", endpoint="https://api.openai.com/v1", prompt="sha256:0123abcd",
-                      rubric=f"{RUBRIC.id}@{RUBRIC.version}", mode="spur", version="0.1.0")
 
 
 def test_a_judge_record_with_its_evaluator_is_version_4_and_round_trips() -> None:

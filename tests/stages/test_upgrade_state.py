@@ -2,7 +2,7 @@
 topic) left in the ``sessions`` and ``scored`` changelogs: open conversations go on where they stopped, finished
 ones are not counted again, and the partition totals go on from their restored values (docs/deployment.md, "Upgrades").
 
-tests/data/upgrade-state-9858d22.json was written by tests/stages/upgrade_state.py run in a checkout of 9858d22
+tests/data/upgrade-state-9858d22.json was written by tests/support/upgrade_state.py run in a checkout of 9858d22
 (its docstring says how); the same script run here must give the same state but for this release's format
 changes, so a format change shows up here first."""
 
@@ -16,8 +16,8 @@ import orjson
 from monitor.contracts.settings import REPO_ROOT
 from monitor.engine.upgrade import settled
 from monitor.stages.hotpath import Input
-from tests.stages.upgrade_state import T0, durable, end, exported, main, record, turn, worker
 from tests.support.memstore import MemStore
+from tests.support.upgrade_state import T0, durable, end, exported, main, record, turn, worker
 
 OLD = REPO_ROOT / "tests" / "data" / "upgrade-state-9858d22.json"
 
