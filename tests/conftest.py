@@ -23,7 +23,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # Property tests judge what the code does, not how fast a shared 2-core machine generates examples: under load the
 # default 200 ms deadline and the too-slow health check failed tests whose every example held (one seen in an
-# audit, which passed on 7 reruns with its seed). A test that needs a time bound states it itself.
+# audit, which passed on 7 reruns with its seed). A test that needs a time bound states it itself. Hypothesis keeps
+# its examples and caches under var/, with every other folder the suite and the tools leave in the checkout.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(REPO / "var" / "hypothesis"))
 settings.register_profile("convmon", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("convmon")
 

@@ -8,6 +8,7 @@ kill -9 during a PostgreSQL outage).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import orjson
@@ -53,7 +54,9 @@ def test_store_returns_only_after_the_outage_with_every_row_written() -> None:
 
     async def run() -> list[Any]:
         task = asyncio.create_task(sink.store(_messages([{"n": i} for i in range(8)])))
-        await asyncio.sleep(0.3)
+        deadline = time.monotonic() + 10  # two failed writes, so a retry, however slow the machine
+        while _value(metrics, "convmon_label_store_errors_total") < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         assert not task.done(), "store() returned while the database was down"
         seen_buffered.append(_value(metrics, "convmon_label_store_buffered"))
         store.down = False
