@@ -41,8 +41,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with broker and worker tests (``integration``) first, in their order: under ``--dist loadfile`` the
-    slow files start at once and the many quick ones fill the gaps, instead of a slow file starting last."""
+    """Files with broker and worker tests (``integration``) first: under ``--dist loadfile --no-loadscope-reorder``
+    (``make test``) the slow files start at once and the many quick ones fill the gaps. xdist's own order, files
+    with the most tests first, started the slow files, which hold one or two tests each, last."""
     slow = {item.path for item in items if item.get_closest_marker("integration")}
     items.sort(key=lambda item: item.path not in slow)
 

@@ -320,16 +320,20 @@ def test_label_store_outage_buffers_alerts_and_writes_every_label_once_back(
         finally:
             lock.execute("ROLLBACK")
             lock.close()
-        wait_until(lambda: total(worker.samples(), "convmon_label_store_buffered") == 0, 60,
-                   message="the buffer drained without new traffic")
+        expected = sorted(f"store-{i}" for i in range(n))
+
+        def stored() -> list[str]:
+            with sqlite3.connect(db) as conn:
+                tables = [r[0] for r in conn.execute("select name from sqlite_master where type='table'")]
+                label_table = next(t for t in tables if t.endswith("labels"))
+                return sorted(r[0] for r in conn.execute(f"select conversation_id from {label_table}"))  # noqa: S608
+
+        # the buffer holds the batch being retried; the labels after it wait in Kafka until it is written
+        wait_until(lambda: stored() == expected and total(worker.samples(), "convmon_label_store_buffered") == 0,
+                   60, message="every label written and the buffer drained without new traffic")
         assert worker.alive()
         no_crash(worker)
     assert "zqxjkv-usertext" not in worker.log_path.read_text(errors="replace")
-    with sqlite3.connect(db) as conn:
-        tables = [r[0] for r in conn.execute("select name from sqlite_master where type='table'")]
-        label_table = next(t for t in tables if t.endswith("labels"))
-        rows = conn.execute(f"select conversation_id from {label_table}").fetchall()  # noqa: S608
-    assert sorted(r[0] for r in rows) == sorted(f"store-{i}" for i in range(n))
 
 
 @pytest.mark.long  # 35-140 s: `make faults` runs it, so `make test` stays under 15 minutes
