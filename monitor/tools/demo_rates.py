@@ -10,10 +10,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.runtime.scrape import Sample, by_label
+from monitor.runtime.scrape import Sample, by_label, local_http
 
 # A rate over fewer scored conversations than this is shown as "-": too noisy to read.
 MIN_CONVERSATIONS = 10
@@ -57,7 +56,7 @@ def scrape_counts(url: str, t: float, timeout: float = 5.0) -> tuple[Counts, flo
     honours): rendering the whole exposition (over 10,000 series in a demo run, about 40 µs of CPU each) once a
     second for the screen cost the busy worker as much as Prometheus's own scrape, and scrapes failed."""
     names = [*(f"{f}_total" for f in FAMILIES), *GAUGES]
-    samples = parse_families(httpx.get(url, params=[("name[]", n) for n in names], timeout=timeout).text)
+    samples = parse_families(local_http().get(url, params=[("name[]", n) for n in names], timeout=timeout).text)
     return counts(samples, t), sum(v for n, _, v in samples if n == "convmon_dead_letters_total")
 
 

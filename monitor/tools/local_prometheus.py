@@ -19,6 +19,7 @@ import yaml
 
 from monitor.contracts.errors import ConfigError
 from monitor.runtime.broker import free_port, stop_process
+from monitor.runtime.scrape import local_http
 from monitor.tools.shipped_alerts import RULES_DIR, scaled_rule_files
 
 
@@ -73,7 +74,7 @@ class LocalPrometheus:
             if self.proc.poll() is not None:
                 raise ConfigError(f"prometheus exited with code {self.proc.returncode}; see {self.log_path}")
             try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                if local_http().get(f"{self.url}/-/ready", timeout=1).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass
@@ -83,18 +84,18 @@ class LocalPrometheus:
     def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         """An instant query (at wall-clock ``at``, else now); the result vector."""
         params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
-        body = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=30).json()
+        body = local_http().get(f"{self.url}/api/v1/query", params=params, timeout=30).json()
         if body.get("status") != "success":
             raise ConfigError(f"prometheus rejected the query {expr!r}: {body.get('error', body)}")
         return list(body["data"]["result"])
 
     def rule_names(self) -> set[str]:
         """The alert and recording rules Prometheus has loaded (a rule file it cannot find is silently empty)."""
-        body = httpx.get(f"{self.url}/api/v1/rules", timeout=5).json()
+        body = local_http().get(f"{self.url}/api/v1/rules", timeout=5).json()
         return {r["name"] for g in body["data"]["groups"] for r in g["rules"]}
 
     def alerts(self, timeout: float = 2.0) -> list[dict[str, Any]]:
-        body = httpx.get(f"{self.url}/api/v1/alerts", timeout=timeout).json()
+        body = local_http().get(f"{self.url}/api/v1/alerts", timeout=timeout).json()
         return list(body["data"]["alerts"])
 
     def failed_scrapes(self) -> int:

@@ -86,7 +86,9 @@ class WorkerProcess:
         self.stop()
 
 
-def wait_until(predicate, timeout: float, interval: float = 0.5, message: str = "condition") -> None:
+def wait_until(predicate, timeout: float, interval: float = 1.0, message: str = "condition") -> None:
+    """Poll ``predicate`` until it holds. Once a second: a scrape of a worker's /metrics costs it and the test
+    about 0.1 s of CPU, which twice a second made waiting tests a fifth of a core's load each."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while time.monotonic() < deadline:

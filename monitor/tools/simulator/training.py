@@ -4,6 +4,7 @@ ground truth): the demo's first live model, and the one integration tests publis
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,18 @@ def simulated_training_set(rubric: RubricSet, n: int = 400, seed: int = 99,
                        groups=np.arange(n))
 
 
+def train_simulated_model(rubric: RubricSet, *, n: int = 400, seed: int = 99, dsat_factor: float = 2.0,
+                          featurizer: str = "hashing", min_positives: int = 5) -> tuple[dict[str, np.ndarray],
+                                                                                     dict[str, Any]]:
+    """Train on :func:`simulated_training_set`: the model's arrays and manifest, for ``ModelRegistry.publish``."""
+    trained = train_items(simulated_training_set(rubric, n, seed, dsat_factor), featurizer, rubric=rubric,
+                          min_positives=min_positives)
+    return trained.model.to_arrays(), trained.model.manifest()
+
+
 def publish_simulated_model(registry: ModelRegistry, rubric: RubricSet, *, n: int = 400, seed: int = 99,
                             dsat_factor: float = 2.0, featurizer: str = "hashing", min_positives: int = 5) -> str:
     """Train on :func:`simulated_training_set` and promote the model to live; its version."""
-    trained = train_items(simulated_training_set(rubric, n, seed, dsat_factor), featurizer, rubric=rubric,
-                          min_positives=min_positives)
-    return registry.publish("distilled", trained.model.to_arrays(), trained.model.manifest(), promote=True)
+    arrays, manifest = train_simulated_model(rubric, n=n, seed=seed, dsat_factor=dsat_factor, featurizer=featurizer,
+                                             min_positives=min_positives)
+    return registry.publish("distilled", arrays, manifest, promote=True)
