@@ -40,14 +40,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return RunUnits(config, log)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with broker and worker tests (``integration``) first: under ``--dist loadfile --no-loadscope-reorder``
-    (``make test``) the slow files start at once and the many quick ones fill the gaps. xdist's own order, files
-    with the most tests first, started the slow files, which hold one or two tests each, last."""
-    slow = {item.path for item in items if item.get_closest_marker("integration")}
-    items.sort(key=lambda item: item.path not in slow)
-
-
 @pytest.fixture(autouse=True)
 def _no_ambient_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test (nor a worker it starts) may pick up a developer's real OpenAI key or endpoint."""
