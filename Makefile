@@ -20,8 +20,8 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Budget: 10 minutes from a fresh machine (downloads torch CPU and the dev extra; not measured apart: CI's
-# 2026-12-06 run took 78 minutes in all with test, faults and soak-ci at about 14, 55-60 and 11).
+# Budget: 10 minutes from a fresh machine (downloads torch CPU and the dev extra): under 2 minutes on 2026-12-06 with
+# pip's cache warm. CI's last run took 44 minutes in all (install, test, faults, soak-ci).
 install: $(STAMP)
 
 # Budget: 3 minutes (the demo ends by itself after 2-3: 131-197 s on a shared 2-core machine at load 7-16, docs/demo.md).
@@ -34,8 +34,12 @@ demo: $(STAMP)
 # the demo, the native Prometheus alert tests, the three slowest of tests/reliability/test_faults.py) are in
 # `make faults`, which .ci/run also runs; the fast subset:
 # .venv/bin/python -m pytest -m "not integration and not faults and not long and not soak and not llm_server".
-# Three test processes (pytest-xdist), a test file each at a time: the suite mostly waits on brokers and workers
-# (2026-11-28, fresh clone, 2 cores: 14:25 in one process with 9 CPU-minutes; 6:55 in three, beside a fault run).
+# Three test processes (pytest-xdist), a test file each at a time: the suite mostly waits on brokers and workers.
+# Measured 2026-12-06, two fresh clones side by side on 2 cores (load 2-8): 17:38 and about 17:20 (pytest 16:19 and
+# 16:09, 855 s of CPU each), over the 15-minute budget; 20:40 and 20:15 (1,115 s of CPU) before this round's cuts
+# (one model training per test process, one HTTP client for scrapes, bytecode cached). The end of the run is
+# the slowest broker test files, one or two tests each, which xdist starts last (it hands out the files with the
+# most tests first); alone, before the cuts, 12:26.
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill bench tests
 	$(BIN)/mypy

@@ -278,7 +278,7 @@ def soak(
 @app.command()
 def demo(
     duration: Annotated[float, typer.Option(help="Seconds of simulated traffic (the DSAT spike starts half-way).",
-                                            min=10)] = 80.0,
+                                            min=10)] = 100.0,
     rate: Annotated[float, typer.Option(help="Conversations per second.", min=0.1)] = 20.0,
     port: Annotated[int, typer.Option(help="Port for the worker's /metrics.", min=1, max=65535)] = 9100,
     window: Annotated[float, typer.Option(help="Seconds of the recent window the rates are shown over.",
