@@ -51,11 +51,10 @@ test: $(STAMP)
 # PostgreSQL tests of test_faults.py); .ci/run runs it. One pytest run in three test processes: a fault run mostly
 # waits on its broker, workers, judge and Prometheus; tests/support/work_units.py makes each fault run one unit of
 # work (its module-scoped run happens once). Measured 2026-12-06 on a shared 2-core machine with other work running:
-# 21:43 at load 1-12 (mean 6.3; 93 passed, 5 xpassed) and, before the judge outage test's fix, 24:35 at load 3-14;
-# one process at a time it took 34-41 minutes for `-m faults` plus about 20 for `-m long`. Still within 2x of their
-# 300 s timeout under that load (open): the two-worker native Prometheus alert test (206-228 s, 180 s of it paced
-# traffic) and the two demos (135-161 s each); the judge outage test took 259 s, paced by the judge's default token
-# limit, and 61-88 s without it.
+# 17:37 in a fresh clone's .ci/run beside ten demo runs (load 2-8; 95 passed, 1 xfailed, 3 xpassed), 21:43 and
+# 24:35 before at load 1-14. Slowest against their timeouts there: the kill -9 fault run 150 s (1,200 s), the
+# native Prometheus alert test 88 s (300 s; it was 206-228 s at a scale of 60), the two demos 108-123 s with 80 s
+# of traffic; at the demo's 100 s they took 135-161 s, within 2x of 300 s at a load of 7-16 (open).
 faults: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist loadscope -m "faults or long" -rxX --durations=0 tests
 
