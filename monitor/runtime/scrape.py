@@ -15,6 +15,7 @@ from monitor.contracts.errors import ConfigError
 
 Sample = tuple[str, dict[str, str], float]  # metric name, labels, value
 
+
 @functools.cache
 def local_http() -> httpx.Client:
     """One client for the reads of local endpoints (a worker's /metrics, a local Prometheus): ``httpx.get`` builds

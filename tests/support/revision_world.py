@@ -56,7 +56,6 @@ class World:
                                 sample_rate=1.0, max_request_bytes=1 << 20, clock=lambda: 5.0, revisions=revisions)
         self.scoring = Scoring(self.hot, classify, SimulatedJudge(RUBRIC), chunk=16, budget_pacing=False)
         self.hot.assign({0}, now=0.0)
-        self.offset = 0
 
     def feed(self, *events: dict[str, object], now: float = 1.0) -> Delivery:
         batch = [Input(str(e["conversation_id"]).encode(), orjson.dumps(e), 0, True, now) for e in events]

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from monitor.contracts.evaluator import Evaluator
-from monitor.contracts.rubric_set import load_rubric_set
 from monitor.contracts.scores import ItemResult, ScoreRecord
-from monitor.contracts.settings import Settings
+from tests.support.hot_path import RUBRIC
 
-RUBRIC = load_rubric_set("spur-copilot", Settings().prompts_dir)
+__all__ = ["EVALUATOR", "RUBRIC", "record"]
 
 
 def record(**kw: object) -> ScoreRecord:
