@@ -43,7 +43,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill bench tests
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --durations=25 -m "not faults and not soak and not long and not llm_server"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --no-loadscope-reorder --durations=25 -m "not faults and not soak and not long and not llm_server"
 
 # Budget: 30 minutes. The fault suites (docs/reliability.md): >= 2,000 conversations per fault, read back per id
 # and counted through a real Prometheus (tables in var/faults/), PostgreSQL outages, the judge budget; and the `long`

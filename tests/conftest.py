@@ -30,6 +30,14 @@ settings.register_profile("convmon", deadline=None, suppress_health_check=[Healt
 settings.load_profile("convmon")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first (tests/support/work_units.py): xdist hands files out in this order under
+    ``--no-loadscope-reorder`` (``make test``)."""
+    from tests.support.work_units import longest_first
+
+    items[:] = longest_first(items)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under ``--dist loadscope`` (``make faults``), the units of work of tests/support/work_units.py."""

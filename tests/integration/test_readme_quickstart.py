@@ -113,7 +113,6 @@ def test_the_quickstart_blocks_parse_as_expected() -> None:
     assert any("convmon retrain --once" in code for _, code in blocks)
 
 
-@pytest.mark.timeout(480)  # about 2 minutes on 2 busy cores
 def test_the_readme_quickstart_ends_with_rates_and_distilled_scores(session: Session) -> None:
     metrics = f"http://127.0.0.1:{session.ports['9100']}/metrics"
     outputs: list[str] = []
