@@ -220,7 +220,7 @@ def retrainer_env(service: Service, tmp_path: Path, **extra: str) -> dict[str, s
 
     db = f"sqlite:///{tmp_path / 'labels.db'}"
     store = LabelStore(db)
-    store.upsert(feedback_label_records(load_rubric_set("spur-copilot", REPO_ROOT / "prompts"), 500, seed=3))
+    store.upsert(feedback_label_records(load_rubric_set("spur-copilot", REPO_ROOT / "prompts"), 250, seed=3))
     store.close()
     env = {k: v for k, v in service.env.items() if k.startswith("CONVMON_") and not k.startswith("CONVMON_KAFKA_")}
     env.update({"CONVMON_LABEL_STORE_URL": db, "CONVMON_MODEL_REGISTRY": str(tmp_path / "models"),

@@ -53,9 +53,11 @@ async def test_a_fatal_logprobs_error_cancels_the_sibling_calls(make_settings, r
             await scorer.score_items(HAPPY)
         assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []  # nothing left running
         await client.aclose()
-        asked = len(server.requests)
         await asyncio.sleep(1.5)  # longer than the slow answers: a live sibling would have retried by now
-        assert len(server.requests) == asked
+        # each item asked once: no retry. (Not "no request after the cancel": under load a request sent before it
+        # reached the server's thread after it.)
+        prompts = [str(body["messages"]) for body in server.requests]
+        assert len(set(prompts)) == len(prompts) <= len(rubric.items), len(prompts)
         assert not [r for r in caplog.records if "retry" in r.getMessage()]
 
 
