@@ -21,7 +21,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 # Budget: 10 minutes from a fresh machine (downloads torch CPU and the dev extra): under 2 minutes on 2026-12-06 with
-# pip's cache warm. CI's last run took 44 minutes in all (install, test, faults, soak-ci).
+# pip's cache warm. .ci/run took 40 minutes in all on 2026-12-07 (install, test, faults, soak-ci).
 install: $(STAMP)
 
 # Budget: 3 minutes (the demo ends by itself after 2-3: 131-197 s on a shared 2-core machine at load 7-16, docs/demo.md).
@@ -35,11 +35,12 @@ demo: $(STAMP)
 # `make faults`, which .ci/run also runs; the fast subset:
 # .venv/bin/python -m pytest -m "not integration and not faults and not long and not soak and not llm_server".
 # Three test processes (pytest-xdist), a test file each at a time: the suite mostly waits on brokers and workers.
-# Measured 2026-12-06, two fresh clones side by side on 2 cores (load 2-8): 17:38 and about 17:20 (pytest 16:19 and
-# 16:09, 855 s of CPU each), over the 15-minute budget; 20:40 and 20:15 (1,115 s of CPU) before this round's cuts
-# (one model training per test process, one HTTP client for scrapes, bytecode cached). The end of the run is
-# the slowest broker test files, one or two tests each, which xdist starts last (it hands out the files with the
-# most tests first); alone, before the cuts, 12:26.
+# The files are handed out longest first (tests/support/work_units.py), so no slow one starts near the end.
+# Measured 2026-12-07, two fresh clones side by side on 2 cores (load 2-7): 12:12 and 12:09 (pytest 11:33 and 11:29,
+# 534 s of CPU each); pytest 11:07 and 11:10 in a second pair (one of them inside .ci/run); alone about 10 minutes.
+# On the same machine the day's first pair took 13:53 and 14:14 with xdist's own order (the files with the most
+# tests first, so the slow broker files started last) and the README quickstart's judge paced at a hosted API's
+# 200,000 tokens a minute (180 s; now 46 s). The day before, on another machine: 17:38.
 test: $(STAMP)
 	$(BIN)/ruff check monitor distill bench tests
 	$(BIN)/mypy
@@ -50,11 +51,10 @@ test: $(STAMP)
 # end-to-end tests (the demo, the native Prometheus alert tests, the broker restart, judge outage and unreachable
 # PostgreSQL tests of test_faults.py); .ci/run runs it. One pytest run in three test processes: a fault run mostly
 # waits on its broker, workers, judge and Prometheus; tests/support/work_units.py makes each fault run one unit of
-# work (its module-scoped run happens once). Measured 2026-12-06 on a shared 2-core machine with other work running:
-# 17:37 in a fresh clone's .ci/run beside ten demo runs (load 2-8; 95 passed, 1 xfailed, 3 xpassed), 21:43 and
-# 24:35 before at load 1-14. Slowest against their timeouts there: the kill -9 fault run 150 s (1,200 s), the
-# native Prometheus alert test 88 s (300 s; it was 206-228 s at a scale of 60), the two demos 108-123 s with 80 s
-# of traffic; at the demo's 100 s they took 135-161 s, within 2x of 300 s at a load of 7-16 (open).
+# work (its module-scoped run happens once). Measured 2026-12-07 in a fresh clone's .ci/run, beside another clone's
+# `make test` for its first 10 minutes (load 2-7): 16:41 (95 passed, 4 xpassed); 17:37 and 21:43-24:35 before.
+# Slowest against their timeouts there: the kill -9 twice fault run 140 s (1,200 s), the two demos 113 and 116 s
+# (300 s), the native Prometheus alert test 81 s (300 s).
 faults: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist loadscope -m "faults or long" -rxX --durations=0 tests
 

@@ -37,7 +37,8 @@ def test_every_conversation_is_judged_through_json_object_and_names_its_judge(br
                              registry_poll_s=1.0, score_store=True, openai_base_url=server.url,
                              openai_api_key="test", judge_concurrency=8,
                              # the stand-in has no limit; at the default 200,000 the sixteen refused json_schema
-                             # calls kept their token estimates booked and the run waited 40 s for the bucket
+                             # calls keep their token estimates booked (OpenAI counts unsuccessful requests against
+                             # its limits too) and the run waited 40 s for the bucket
                              judge_tokens_per_minute=2e7)
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     publish_distilled_model(settings, rubric)
