@@ -39,7 +39,7 @@ def test_every_conversation_is_judged_through_json_object_and_names_its_judge(br
                              # the stand-in has no limit; at the default 200,000 the sixteen refused json_schema
                              # calls keep their token estimates booked (OpenAI counts unsuccessful requests against
                              # its limits too) and the run waited 40 s for the bucket
-                             judge_tokens_per_minute=2e7)
+                             judge_tokens_per_minute=1e9)
     rubric = load_rubric_set(settings.rubric_set, settings.prompts_dir)
     publish_distilled_model(settings, rubric)
     generator = ConversationGenerator(rubric, seed=51)
