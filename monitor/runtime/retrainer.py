@@ -11,18 +11,22 @@ A failed part (store down, bad data, a bug) is logged in one line, counted in
 ``convmon_retrain_rounds_total{outcome="failed"}`` and retried at the next round; the live models stay.
 SIGTERM or Ctrl-C mid-round abandons the round and exits at once (compose waits 10 s before it kills): a
 model is published by a rename and promoted by a replace (distill/registry.py), so an abandoned round leaves
-nothing half-written, and the next round trains from the label store again.
+nothing half-written, and the next round trains from the label store again. The process then leaves without
+interpreter finalization: that would end the round's thread with pthread_exit, and inside torch's or BLAS's C++
+frames that aborts the process (SIGABRT, "terminate called without an active exception").
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
@@ -179,5 +183,14 @@ def run_retrainer(settings: Settings, *, once: bool) -> int:
         abandoned = not retrainer.run_forever(schedule, stop)
         return 0
     finally:
-        if not abandoned:  # an abandoned round's thread still holds the store: the process exit closes it
-            retrainer.close()
+        if abandoned:  # its thread may be in native code and still holds the store: the process exit closes it
+            _exit_without_finalizing(0)
+        retrainer.close()
+
+
+def _exit_without_finalizing(code: int) -> NoReturn:
+    """Flush what was logged, then ``os._exit``: nothing of an abandoned round needs finishing."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -160,3 +160,38 @@ def test_sigterm_mid_round_exits_within_the_grace_period_leaving_the_round_to_th
     store = LabelStore(db)
     assert store.count() == labels
     store.close()
+
+
+NATIVE_ROUND = """
+import sys, torch
+from monitor.contracts.settings import load_settings
+from monitor.runtime import retrainer
+def training(self):
+    print("training", flush=True)
+    a = torch.randn(256, 256)
+    while True:  # each op releases the GIL in C++ and takes it back on return
+        a = torch.tanh(a @ a)
+retrainer.Retrainer.run_round = training
+sys.exit(retrainer.run_retrainer(load_settings(), once=False))
+"""
+
+
+def test_sigterm_while_the_round_is_in_native_code_exits_0_not_sigabrt(tmp_path: Path) -> None:
+    """Interpreter finalization ends a daemon thread that is inside torch with pthread_exit, and through C++
+    frames that aborts (SIGABRT, 'terminate called without an active exception'): the retrainer must not finalize."""
+    from monitor.contracts.settings import REPO_ROOT
+
+    env = {"CONVMON_LABEL_STORE_URL": f"sqlite:///{tmp_path / 'l.db'}", "CONVMON_MODEL_REGISTRY": str(tmp_path / "m"),
+           "CONVMON_METRICS_HOST": "127.0.0.1", "CONVMON_RETRAIN_METRICS_PORT": str(free_port()),
+           "CONVMON_RETRAIN_CRON": "* * * * * *", "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([sys.executable, "-c", NATIVE_ROUND], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "training\n"
+        time.sleep(0.3)  # inside the loop of torch ops
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        stop_process(proc)
+    assert proc.returncode == 0, err[-2000:]
+    assert "stopped mid-round: the round is abandoned" in err
