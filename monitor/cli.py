@@ -45,6 +45,7 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "judge": ("monitor.judge.check_cli", "Check the configured judge endpoint (`judge check`)."),
     "anchors": ("monitor.tools.anchors.cli", "Judge drift on a human-labelled anchor set (load, run, status)."),
     "labels": ("monitor.tools.review.labels_cli", "Human labels: import reviewers' answers from CSV or JSONL."),
+    "topics": ("monitor.tools.topics_cli", "Create or check convmon's Kafka topics (clusters with auto-create off)."),
 }
 
 
@@ -90,6 +91,8 @@ def load_subcommand(name: str) -> Command:
         _benchmarks_on_path()
     command = typer.main.get_command(importlib.import_module(module).app)
     command.name, command.help = name, command.help or help_text
+    # shell completion is installed for `convmon` as a whole, not per sub-app
+    command.params = [p for p in command.params if p.name not in ("install_completion", "show_completion")]
     return command
 
 
@@ -295,42 +298,6 @@ def demo(
 
     run_demo(load_settings(), duration_s=duration, rate=rate, metrics_port=port, window_s=window,
              alert_scale=alert_scale, spike=spike)
-
-
-
-
-
-topics_app = typer.Typer(help="Create or check convmon's Kafka topics (clusters with auto-create off).",
-                         no_args_is_help=True)
-app.add_typer(topics_app, name="topics")
-
-
-@topics_app.command("create")
-def topics_create() -> None:
-    """Create every missing convmon topic with its partitions, replication, retention and compaction."""
-    from monitor.runtime.topics import convmon_topics, create_topics
-
-    settings = load_settings()
-    created = _run(create_topics(settings.kafka))
-    for name in created:
-        print(f"created {name}")
-    print(f"{len(created)} created, {len(convmon_topics(settings.kafka)) - len(created)} already existed "
-                  f"on {settings.broker_url}; run `convmon topics check` to compare their configs")
-
-
-@topics_app.command("check")
-def topics_check() -> None:
-    """Report missing or misconfigured topics, one line each; exit code 1 if there is any."""
-    from monitor.runtime.topics import check_topics, convmon_topics
-
-    settings = load_settings()
-    problems = _run(check_topics(settings.kafka))
-    for line in problems:
-        print(line)
-    if problems:
-        raise typer.Exit(1)
-    print(f"all {len(convmon_topics(settings.kafka))} convmon topics on {settings.broker_url} are as configured")
-
 
 
 @app.command()

@@ -53,6 +53,15 @@ def test_every_option_has_a_description_and_every_number_a_range() -> None:
     assert len(ALL) >= 20
 
 
+def test_shell_completion_is_offered_once_at_the_top_not_by_every_sub_app() -> None:
+    root = typer.main.get_command(app)
+    assert {"install_completion", "show_completion"} <= {p.name for p in root.params}
+    subs = [load_subcommand(name) for name in LAZY_SUBCOMMANDS] + [command for _, command in ALL]
+    offered = [sub.name for sub in subs if {p.name for p in sub.params} & {"install_completion", "show_completion"}]
+    assert offered == []
+    assert "--install-completion" not in run("topics", "--help").stdout  # the path `convmon` itself takes
+
+
 def test_no_help_text_loses_a_bracketed_default_to_rich_markup() -> None:
     """Rich reads "[default: X]" as a markup tag and drops it ("Label store URL ."); help says (default: X)."""
     for path, command in ALL:
