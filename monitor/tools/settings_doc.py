@@ -1,8 +1,8 @@
 """docs/settings.md, generated from the settings model: ``python -m monitor.tools.settings_doc --write``.
 
 Names, sections and the defaults of described fields come from the model (monitor/contracts/sections.py,
-judge_section.py); the prose comes from each field's ``Field(description=...)`` or, for the settings
-documented before descriptions lived in the model, from monitor/contracts/setting_docs.py.
+judge_section.py, stream_section.py); the prose comes from each field's ``Field(description=...)`` or, for the
+settings documented before descriptions lived in the model, from monitor/contracts/setting_docs.py.
 tests/tools/test_settings_doc.py keeps the committed page equal to this output, so a new, renamed or removed
 setting changes the page in the same commit.
 """
